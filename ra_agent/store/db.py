@@ -1,0 +1,550 @@
+"""SQLite store (WAL): schema v1 of memo 20 plus the later stages' tables, numbered migrations."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from ra_agent.models import AbstractSection, Paper, Reference
+
+log = logging.getLogger(__name__)
+
+PROV_PUBMED = 1  # edge from a PubMed ReferenceList / elink "cites"
+PROV_CROSSREF = 2  # edge from a Crossref reference list
+
+# Each entry is one migration; PRAGMA user_version records how many ran.
+MIGRATIONS: tuple[str, ...] = (
+    # 1: schema v1 (memo 20) with the detail columns ra keeps per paper
+    """
+    CREATE TABLE paper (
+        pmid         INTEGER PRIMARY KEY,
+        doi          TEXT,
+        title        TEXT NOT NULL,
+        abstract     TEXT NOT NULL DEFAULT '',
+        journal      TEXT NOT NULL DEFAULT '',
+        year         INT,
+        article_type TEXT NOT NULL DEFAULT '',
+        created_ts   INT NOT NULL,
+        pub_types    TEXT NOT NULL DEFAULT '[]',
+        mesh         TEXT NOT NULL DEFAULT '[]',
+        sections     TEXT NOT NULL DEFAULT '[]',
+        authors      TEXT NOT NULL DEFAULT '[]',
+        other_ids    TEXT NOT NULL DEFAULT '{}',
+        source       TEXT NOT NULL DEFAULT '',
+        batch_id     TEXT,
+        content_sha1 TEXT NOT NULL,
+        updated_ts   INT NOT NULL
+    );
+    CREATE INDEX paper_doi ON paper(doi);
+    CREATE INDEX paper_batch ON paper(batch_id);
+    CREATE TABLE ref (
+        src  INTEGER NOT NULL,
+        dst  INTEGER NOT NULL,
+        prov INT NOT NULL,
+        PRIMARY KEY (src, dst)
+    ) WITHOUT ROWID;
+    CREATE INDEX ref_dst ON ref(dst);
+    -- DOI-level reference list: keeps every cited DOI, mapped (dst>0) or not (dst=0)
+    CREATE TABLE ref_doi (
+        src  INTEGER NOT NULL,
+        doi  TEXT NOT NULL,
+        dst  INTEGER NOT NULL DEFAULT 0,
+        prov INT NOT NULL,
+        PRIMARY KEY (src, doi)
+    ) WITHOUT ROWID;
+    CREATE TABLE ingest_batch (
+        batch_id   TEXT PRIMARY KEY,
+        source     TEXT NOT NULL,
+        query      TEXT NOT NULL DEFAULT '',
+        n_papers   INT NOT NULL,
+        created_ts INT NOT NULL
+    );
+    CREATE TABLE deleted_citation (
+        pmid       INTEGER PRIMARY KEY,
+        source     TEXT NOT NULL,
+        deleted_ts INT NOT NULL
+    );
+    CREATE TABLE api_state (
+        api                TEXT PRIMARY KEY,
+        consecutive_errors INT NOT NULL DEFAULT 0,
+        offline            INT NOT NULL DEFAULT 0,
+        first_error_ts     INT,
+        last_error         TEXT,
+        updated_ts         INT NOT NULL
+    );
+    CREATE VIRTUAL TABLE paper_fts USING fts5(
+        title, abstract, content='paper', content_rowid='pmid', tokenize='porter unicode61'
+    );
+    CREATE TRIGGER paper_ai AFTER INSERT ON paper BEGIN
+        INSERT INTO paper_fts(rowid, title, abstract) VALUES (new.pmid, new.title, new.abstract);
+    END;
+    CREATE TRIGGER paper_ad AFTER DELETE ON paper BEGIN
+        INSERT INTO paper_fts(paper_fts, rowid, title, abstract) VALUES ('delete', old.pmid, old.title, old.abstract);
+    END;
+    CREATE TRIGGER paper_au AFTER UPDATE OF title, abstract ON paper BEGIN
+        INSERT INTO paper_fts(paper_fts, rowid, title, abstract) VALUES ('delete', old.pmid, old.title, old.abstract);
+        INSERT INTO paper_fts(rowid, title, abstract) VALUES (new.pmid, new.title, new.abstract);
+    END;
+    """,
+    # 2: clusters, goals, tool calls and search candidates (memos 40, 60, 70)
+    """
+    CREATE TABLE cluster_manifest (
+        cluster_id      TEXT PRIMARY KEY,
+        label           TEXT NOT NULL,
+        summary         TEXT NOT NULL DEFAULT '',
+        frozen_centroid BLOB NOT NULL,
+        centroid_dim    INT NOT NULL,
+        feature_space   TEXT NOT NULL,
+        tau_assign      REAL NOT NULL,
+        parent_id       TEXT,
+        status          TEXT NOT NULL DEFAULT 'active',
+        merged_into     TEXT,
+        unstable        INT NOT NULL DEFAULT 0,
+        accepted_new    INT NOT NULL DEFAULT 0,
+        expansion_halt  TEXT,
+        audit_by        TEXT NOT NULL DEFAULT '',
+        created_ts      INT NOT NULL
+    );
+    CREATE TABLE cluster_member (
+        cluster_id  TEXT NOT NULL,
+        pmid        INTEGER NOT NULL,
+        distance    REAL NOT NULL,
+        assigned_ts INT NOT NULL,
+        PRIMARY KEY (cluster_id, pmid)
+    ) WITHOUT ROWID;
+    CREATE INDEX cluster_member_pmid ON cluster_member(pmid);
+    CREATE TABLE unassigned_pool (
+        pmid     INTEGER PRIMARY KEY,
+        reason   TEXT NOT NULL,
+        added_ts INT NOT NULL
+    );
+    CREATE TABLE cluster_metrics (
+        cluster_id       TEXT NOT NULL,
+        computed_ts      INT NOT NULL,
+        size             INT NOT NULL,
+        cvgr             REAL,
+        ers              REAL,
+        het_numeric      REAL,
+        dispersion       REAL,
+        sr_overlap       REAL,
+        eligible_trials  INT,
+        prisma_compliant INT,
+        mean_year        REAL,
+        PRIMARY KEY (cluster_id, computed_ts)
+    );
+    CREATE TABLE goal (
+        goal_id       TEXT PRIMARY KEY,
+        handbook_path TEXT NOT NULL,
+        primary_goal  TEXT NOT NULL,
+        status        TEXT NOT NULL,
+        cycle         INT NOT NULL DEFAULT 0,
+        created_ts    INT NOT NULL,
+        updated_ts    INT NOT NULL
+    );
+    CREATE TABLE tool_call (
+        id              INTEGER PRIMARY KEY,
+        goal_id         TEXT NOT NULL,
+        cycle           INT NOT NULL,
+        tool            TEXT NOT NULL,
+        args            TEXT NOT NULL,
+        status          TEXT NOT NULL,
+        result          TEXT,
+        idempotency_key TEXT UNIQUE,
+        started_ts      INT NOT NULL,
+        finished_ts     INT
+    );
+    CREATE TABLE candidate_papers (
+        query_key TEXT NOT NULL,
+        pmid      INTEGER NOT NULL,
+        rank      INT NOT NULL,
+        goal_id   TEXT,
+        added_ts  INT NOT NULL,
+        PRIMARY KEY (query_key, pmid)
+    ) WITHOUT ROWID;
+    CREATE TABLE search_run (
+        query_key  TEXT PRIMARY KEY,
+        query      TEXT NOT NULL,
+        count      INT NOT NULL,
+        fetched    INT NOT NULL,
+        offline    INT NOT NULL,
+        ran_ts     INT NOT NULL
+    );
+    """,
+)
+
+
+@dataclass(frozen=True)
+class UpsertStats:
+    inserted: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    batches: tuple[str, ...] = ()
+
+    @property
+    def seen(self) -> int:
+        return self.inserted + self.updated + self.unchanged
+
+
+def _content_sha1(p: Paper) -> str:
+    blob = json.dumps(
+        [p.doi, p.title, p.abstract, p.journal, p.year, p.pub_types, p.mesh,
+         [(s.label, s.text) for s in p.sections], p.authors, p.other_ids],
+        ensure_ascii=False, sort_keys=True,
+    )
+    return hashlib.sha1(blob.encode("utf-8")).hexdigest()
+
+
+def _row_to_paper(row: sqlite3.Row) -> Paper:
+    return Paper(
+        pmid=row["pmid"],
+        title=row["title"],
+        abstract=row["abstract"],
+        doi=row["doi"],
+        journal=row["journal"],
+        year=row["year"],
+        pub_types=json.loads(row["pub_types"]),
+        mesh=json.loads(row["mesh"]),
+        sections=[AbstractSection(label, text) for label, text in json.loads(row["sections"])],
+        authors=json.loads(row["authors"]),
+        other_ids=json.loads(row["other_ids"]),
+        source=row["source"],
+    )
+
+
+class Store:
+    """The project database: papers, references, clusters, goals. One instance per thread."""
+
+    def __init__(self, path: str | Path, commit_every: int = 2000):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.commit_every = commit_every
+        self.conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+        self.conn.row_factory = sqlite3.Row
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=NORMAL")
+        self.conn.execute("PRAGMA foreign_keys=ON")
+        self.migrate()
+
+    # ------------------------------------------------------------------ plumbing
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def schema_version(self) -> int:
+        return self.conn.execute("PRAGMA user_version").fetchone()[0]
+
+    def migrate(self) -> None:
+        """Run the migrations this file does not have yet, each in one transaction."""
+        current = self.schema_version
+        if current > len(MIGRATIONS):
+            raise RuntimeError(
+                f"{self.path}: schema version {current} is newer than this ra ({len(MIGRATIONS)}); upgrade ra"
+            )
+        for number, script in enumerate(MIGRATIONS[current:], start=current + 1):
+            with self.transaction():
+                for statement in _split_sql(script):
+                    self.conn.execute(statement)
+                self.conn.execute(f"PRAGMA user_version = {number}")
+            log.info("store %s migrated to schema %d", self.path, number)
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.conn
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+
+    # ------------------------------------------------------------------ papers
+    def upsert_papers(
+        self,
+        papers: Iterable[Paper],
+        *,
+        source: str,
+        query: str = "",
+        batch_prefix: str | None = None,
+        batch_size: int = 10000,
+        on_progress=None,
+    ) -> UpsertStats:
+        """Insert new papers and update changed ones, `commit_every` rows per transaction.
+
+        New papers are grouped into ingest batches of at most `batch_size` (the
+        embedding shards); a batch is registered in the same transaction as its
+        last rows, so a crash leaves only whole, committed chunks behind.
+        """
+        prefix = batch_prefix or _batch_prefix(source, query)
+        inserted = updated = unchanged = 0
+        batches: list[str] = []
+        batch_id, batch_n = None, 0
+        now = int(time.time())
+        chunk: list[Paper] = []
+
+        def new_batch() -> str:
+            seq = self.conn.execute(
+                "SELECT COUNT(*) FROM ingest_batch WHERE batch_id LIKE ?", (prefix + "-%",)
+            ).fetchone()[0]
+            return f"{prefix}-{seq:04d}"
+
+        def register(bid: str, n: int) -> None:
+            self.conn.execute(
+                "INSERT INTO ingest_batch(batch_id, source, query, n_papers, created_ts) VALUES (?,?,?,?,?) "
+                "ON CONFLICT(batch_id) DO UPDATE SET n_papers = excluded.n_papers",
+                (bid, source, query, n, now),
+            )
+
+        def flush() -> None:
+            nonlocal inserted, updated, unchanged, batch_id, batch_n
+            with self.transaction():
+                for p in chunk:
+                    sha = _content_sha1(p)
+                    row = self.conn.execute("SELECT content_sha1 FROM paper WHERE pmid=?", (p.pmid,)).fetchone()
+                    if row is None:
+                        if batch_id is None:
+                            batch_id, batch_n = new_batch(), 0
+                            batches.append(batch_id)
+                        self._insert_paper(p, sha, source, batch_id, now)
+                        batch_n += 1
+                        inserted += 1
+                        if batch_n >= batch_size:
+                            register(batch_id, batch_n)
+                            batch_id = None
+                    elif row["content_sha1"] != sha:
+                        self._update_paper(p, sha, source, now)
+                        updated += 1
+                    else:
+                        unchanged += 1
+                    self._insert_references(p)
+                if batch_id is not None:
+                    register(batch_id, batch_n)
+            chunk.clear()
+            if on_progress:
+                on_progress(inserted + updated + unchanged)
+
+        for paper in papers:
+            chunk.append(paper)
+            if len(chunk) >= self.commit_every:
+                flush()
+        if chunk:
+            flush()
+        return UpsertStats(inserted, updated, unchanged, tuple(batches))
+
+    def _paper_values(self, p: Paper) -> tuple:
+        return (
+            p.doi, p.title, p.abstract, p.journal, p.year, p.article_type,
+            json.dumps(p.pub_types, ensure_ascii=False), json.dumps(p.mesh, ensure_ascii=False),
+            json.dumps([(s.label, s.text) for s in p.sections], ensure_ascii=False),
+            json.dumps(p.authors, ensure_ascii=False), json.dumps(p.other_ids, ensure_ascii=False),
+        )  # fmt: skip
+
+    def _insert_paper(self, p: Paper, sha: str, source: str, batch_id: str, now: int) -> None:
+        self.conn.execute(
+            "INSERT INTO paper(doi, title, abstract, journal, year, article_type, pub_types, mesh, sections, "
+            "authors, other_ids, pmid, source, batch_id, content_sha1, created_ts, updated_ts) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (*self._paper_values(p), p.pmid, p.source or source, batch_id, sha, now, now),
+        )
+
+    def _update_paper(self, p: Paper, sha: str, source: str, now: int) -> None:
+        self.conn.execute(
+            "UPDATE paper SET doi=?, title=?, abstract=?, journal=?, year=?, article_type=?, pub_types=?, mesh=?, "
+            "sections=?, authors=?, other_ids=?, source=?, content_sha1=?, updated_ts=? WHERE pmid=?",
+            (*self._paper_values(p), p.source or source, sha, now, p.pmid),
+        )
+
+    def _insert_references(self, p: Paper) -> None:
+        for ref in p.references:
+            if ref.pmid:
+                self._add_edge(p.pmid, ref.pmid, PROV_PUBMED)
+            elif ref.doi:
+                self._add_doi_edge(p.pmid, ref.doi, 0, PROV_PUBMED)
+
+    def _add_edge(self, src: int, dst: int, prov: int) -> None:
+        self.conn.execute(
+            "INSERT INTO ref(src, dst, prov) VALUES (?,?,?) ON CONFLICT(src, dst) DO UPDATE SET prov = prov | excluded.prov",
+            (src, dst, prov),
+        )
+
+    def _add_doi_edge(self, src: int, doi: str, dst: int, prov: int) -> None:
+        self.conn.execute(
+            "INSERT INTO ref_doi(src, doi, dst, prov) VALUES (?,?,?,?) ON CONFLICT(src, doi) DO UPDATE SET "
+            "prov = prov | excluded.prov, dst = CASE WHEN excluded.dst > 0 THEN excluded.dst ELSE dst END",
+            (src, doi, dst, prov),
+        )
+        self._add_edge(src, dst, prov)
+
+    def add_refs(self, edges: Iterable[tuple[int, int, int]]) -> None:
+        """Add (src, dst_pmid, prov) edges; an existing edge gets prov OR-merged."""
+        with self.transaction():
+            for src, dst, prov in edges:
+                self._add_edge(src, dst, prov)
+
+    def add_doi_refs(self, src: int, doi_to_pmid: dict[str, int | None], prov: int) -> None:
+        """Add a paper's cited DOIs; mapped ones become PMID edges, unmapped stay dst=0."""
+        with self.transaction():
+            for doi, pmid in doi_to_pmid.items():
+                self._add_doi_edge(src, doi, pmid or 0, prov)
+
+    def delete_citations(self, pmids: Sequence[int], source: str) -> int:
+        """Apply a DeleteCitation: drop the papers and their outgoing edges, remember the deletion."""
+        now = int(time.time())
+        removed = 0
+        with self.transaction():
+            for pmid in pmids:
+                removed += self.conn.execute("DELETE FROM paper WHERE pmid=?", (pmid,)).rowcount
+                self.conn.execute("DELETE FROM ref WHERE src=?", (pmid,))
+                self.conn.execute("DELETE FROM ref_doi WHERE src=?", (pmid,))
+                self.conn.execute(
+                    "INSERT OR REPLACE INTO deleted_citation(pmid, source, deleted_ts) VALUES (?,?,?)",
+                    (pmid, source, now),
+                )
+        return removed
+
+    def paper(self, pmid: int) -> Paper | None:
+        row = self.conn.execute("SELECT * FROM paper WHERE pmid=?", (pmid,)).fetchone()
+        return _row_to_paper(row) if row else None
+
+    def papers(self, pmids: Iterable[int]) -> list[Paper]:
+        """Papers for the given PMIDs in the given order (missing ones skipped)."""
+        wanted = list(pmids)
+        found: dict[int, Paper] = {}
+        for i in range(0, len(wanted), 500):
+            part = wanted[i : i + 500]
+            marks = ",".join("?" * len(part))
+            for row in self.conn.execute(f"SELECT * FROM paper WHERE pmid IN ({marks})", part):
+                found[row["pmid"]] = _row_to_paper(row)
+        return [found[p] for p in wanted if p in found]
+
+    def existing_pmids(self, pmids: Iterable[int]) -> set[int]:
+        wanted = list(pmids)
+        out: set[int] = set()
+        for i in range(0, len(wanted), 500):
+            part = wanted[i : i + 500]
+            marks = ",".join("?" * len(part))
+            out.update(r[0] for r in self.conn.execute(f"SELECT pmid FROM paper WHERE pmid IN ({marks})", part))
+        return out
+
+    def all_pmids(self) -> list[int]:
+        return [r[0] for r in self.conn.execute("SELECT pmid FROM paper ORDER BY pmid")]
+
+    def pmids_for_batch(self, batch_id: str) -> list[int]:
+        return [r[0] for r in self.conn.execute("SELECT pmid FROM paper WHERE batch_id=? ORDER BY pmid", (batch_id,))]
+
+    def batches(self) -> list[dict]:
+        return [dict(r) for r in self.conn.execute("SELECT * FROM ingest_batch ORDER BY created_ts, batch_id")]
+
+    def pmid_for_doi(self, doi: str) -> int | None:
+        row = self.conn.execute("SELECT pmid FROM paper WHERE doi=?", (doi.lower(),)).fetchone()
+        return row[0] if row else None
+
+    def references_of(self, pmid: int) -> list[Reference]:
+        edges = [Reference(pmid=r[0]) for r in self.conn.execute("SELECT dst FROM ref WHERE src=? AND dst>0", (pmid,))]
+        dois = [
+            Reference(doi=r[0]) for r in self.conn.execute("SELECT doi FROM ref_doi WHERE src=? AND dst=0", (pmid,))
+        ]
+        return edges + dois
+
+    def search(self, query: str, limit: int = 100) -> list[int]:
+        """Offline full-text search over titles and abstracts (FTS5, best match first)."""
+        fts = _fts_query(query)
+        if not fts:
+            return []
+        rows = self.conn.execute(
+            "SELECT rowid FROM paper_fts WHERE paper_fts MATCH ? ORDER BY bm25(paper_fts) LIMIT ?", (fts, limit)
+        )
+        return [r[0] for r in rows]
+
+    def counts(self) -> dict[str, int]:
+        tables = ("paper", "ref", "ref_doi", "ingest_batch", "deleted_citation", "cluster_manifest", "goal")
+        out = {t: self.conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in tables}
+        out["paper_with_abstract"] = self.conn.execute("SELECT COUNT(*) FROM paper WHERE abstract != ''").fetchone()[0]
+        out["ref_unmapped"] = self.conn.execute("SELECT COUNT(*) FROM ref_doi WHERE dst = 0").fetchone()[0]
+        return out
+
+    # ------------------------------------------------------------------ API health (offline mode)
+    def api_state(self, api: str) -> dict:
+        row = self.conn.execute("SELECT * FROM api_state WHERE api=?", (api,)).fetchone()
+        return dict(row) if row else {"api": api, "consecutive_errors": 0, "offline": 0, "first_error_ts": None}
+
+    def record_api_result(self, api: str, ok: bool, error: str = "", offline_after: int = 5) -> dict:
+        """Count consecutive failures; at `offline_after` the API is marked offline until a success."""
+        now = int(time.time())
+        state = self.api_state(api)
+        if ok:
+            errors, offline, first = 0, 0, None
+        else:
+            errors = state["consecutive_errors"] + 1
+            offline = 1 if errors >= offline_after else state["offline"]
+            first = state["first_error_ts"] or now
+        with self.transaction():
+            self.conn.execute(
+                "INSERT INTO api_state(api, consecutive_errors, offline, first_error_ts, last_error, updated_ts) "
+                "VALUES (?,?,?,?,?,?) ON CONFLICT(api) DO UPDATE SET consecutive_errors=excluded.consecutive_errors, "
+                "offline=excluded.offline, first_error_ts=excluded.first_error_ts, last_error=excluded.last_error, "
+                "updated_ts=excluded.updated_ts",
+                (api, errors, offline, first, error[:500], now),
+            )
+        return self.api_state(api)
+
+
+def _split_sql(script: str) -> list[str]:
+    """Split a migration into statements, keeping trigger bodies whole."""
+    statements, buf = [], []
+    for line in script.splitlines():
+        if line.strip().startswith("--") or not line.strip():
+            continue
+        buf.append(line)
+        joined = "\n".join(buf).strip()
+        if joined.endswith(";") and (not joined.upper().startswith("CREATE TRIGGER") or joined.upper().endswith("END;")):
+            statements.append(joined)
+            buf = []
+    if buf:
+        statements.append("\n".join(buf))
+    return statements
+
+
+def _batch_prefix(source: str, query: str) -> str:
+    kind = source.split(":", 1)[0] or "batch"
+    digest = hashlib.sha1(f"{source}\n{query}".encode()).hexdigest()[:8]
+    return f"{kind}-{digest}"
+
+
+def _fts_query(query: str) -> str:
+    """Turn a PubMed-style query into an FTS5 expression (AND/OR/NOT kept, field tags dropped)."""
+    import re
+
+    text = re.sub(r"\[[^\]]*\]", " ", query)
+    tokens = re.findall(r'"[^"]+"|\(|\)|[A-Za-z0-9][\w\-]*', text)
+    out: list[str] = []
+    for tok in tokens:
+        if tok.upper() in ("AND", "OR", "NOT") or tok in ("(", ")"):
+            out.append(tok.upper())
+        elif tok.startswith('"'):
+            out.append(tok)
+        else:
+            out.append('"' + tok.replace('"', "") + '"')
+    # drop dangling operators the user's query may leave after tag removal
+    cleaned: list[str] = []
+    for tok in out:
+        if tok in ("AND", "OR", "NOT") and (not cleaned or cleaned[-1] in ("AND", "OR", "NOT", "(")):
+            continue
+        cleaned.append(tok)
+    while cleaned and cleaned[-1] in ("AND", "OR", "NOT", "("):
+        cleaned.pop()
+    if cleaned.count("(") != cleaned.count(")"):
+        cleaned = [t for t in cleaned if t not in ("(", ")")]
+    return " ".join(cleaned)
