@@ -177,6 +177,26 @@ MIGRATIONS: tuple[str, ...] = (
         ran_ts     INT NOT NULL
     );
     """,
+    # 3: searches asked for (by the CLI, a handbook or the agent) and files loaded (baseline, exports)
+    """
+    CREATE TABLE search_query (
+        query_key  TEXT PRIMARY KEY,
+        query      TEXT NOT NULL,
+        since      TEXT,
+        retmax     INT,
+        origin     TEXT NOT NULL DEFAULT 'user',  -- 'user' or the goal_id that asked for it
+        created_ts INT NOT NULL
+    );
+    CREATE TABLE loaded_file (
+        sha1      TEXT PRIMARY KEY,
+        name      TEXT NOT NULL,
+        kind      TEXT NOT NULL,
+        papers    INT NOT NULL,
+        deleted   INT NOT NULL,
+        problems  INT NOT NULL,
+        loaded_ts INT NOT NULL
+    );
+    """,
 )
 
 
@@ -194,9 +214,20 @@ class UpsertStats:
 
 def _content_sha1(p: Paper) -> str:
     blob = json.dumps(
-        [p.doi, p.title, p.abstract, p.journal, p.year, p.pub_types, p.mesh,
-         [(s.label, s.text) for s in p.sections], p.authors, p.other_ids],
-        ensure_ascii=False, sort_keys=True,
+        [
+            p.doi,
+            p.title,
+            p.abstract,
+            p.journal,
+            p.year,
+            p.pub_types,
+            p.mesh,
+            [(s.label, s.text) for s in p.sections],
+            p.authors,
+            p.other_ids,
+        ],
+        ensure_ascii=False,
+        sort_keys=True,
     )
     return hashlib.sha1(blob.encode("utf-8")).hexdigest()
 
@@ -509,7 +540,9 @@ def _split_sql(script: str) -> list[str]:
             continue
         buf.append(line)
         joined = "\n".join(buf).strip()
-        if joined.endswith(";") and (not joined.upper().startswith("CREATE TRIGGER") or joined.upper().endswith("END;")):
+        if joined.endswith(";") and (
+            not joined.upper().startswith("CREATE TRIGGER") or joined.upper().endswith("END;")
+        ):
             statements.append(joined)
             buf = []
     if buf:

@@ -1,0 +1,162 @@
+"""SQLite store: schema, WAL, idempotent upserts, prov OR-merge, batch bookkeeping, crash consistency, FTS5."""
+
+import csv
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from ra_agent.models import Paper, Reference
+from ra_agent.store.db import MIGRATIONS, PROV_CROSSREF, PROV_PUBMED, Store
+
+DEMO = Path(__file__).resolve().parents[2] / "data" / "demo" / "Cohen_2006_ProtonPumpInhibitors.csv"
+
+
+@pytest.fixture(scope="module")
+def demo_papers() -> list[Paper]:
+    with DEMO.open(encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    return [
+        Paper(
+            pmid=int(r["pubmedID"]),
+            title=r["title"],
+            abstract=r["abstract"],
+            year=int(float(r["year"])) if r["year"] else None,
+        )
+        for r in rows[:300]
+    ]
+
+
+def test_fresh_store_is_wal_and_fully_migrated(tmp_path):
+    store = Store(tmp_path / "ra.sqlite")
+    assert store.schema_version == len(MIGRATIONS)
+    assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    tables = {r[0] for r in store.conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    for wanted in (
+        "paper",
+        "ref",
+        "cluster_manifest",
+        "cluster_member",
+        "cluster_metrics",
+        "goal",
+        "tool_call",
+        "candidate_papers",
+        "search_query",
+        "loaded_file",
+    ):
+        assert wanted in tables
+    store.close()
+    # reopening runs nothing again
+    assert Store(tmp_path / "ra.sqlite").schema_version == len(MIGRATIONS)
+
+
+def test_newer_schema_is_refused(tmp_path):
+    Store(tmp_path / "ra.sqlite").close()
+    conn = sqlite3.connect(tmp_path / "ra.sqlite")
+    conn.execute(f"PRAGMA user_version = {len(MIGRATIONS) + 1}")
+    conn.close()
+    with pytest.raises(RuntimeError, match="newer than this ra"):
+        Store(tmp_path / "ra.sqlite")
+
+
+def test_reingesting_the_same_records_changes_no_row_counts(tmp_path, demo_papers):
+    store = Store(tmp_path / "ra.sqlite", commit_every=64)
+    first = store.upsert_papers(demo_papers, source="import:demo.csv", batch_size=100)
+    before = store.counts()
+    second = store.upsert_papers(demo_papers, source="import:demo.csv", batch_size=100)
+    assert first.inserted == len(demo_papers) and second.unchanged == len(demo_papers)
+    assert second.inserted == second.updated == 0 and second.batches == ()
+    assert store.counts() == before
+
+
+def test_changed_record_is_updated_in_place(tmp_path, demo_papers):
+    store = Store(tmp_path / "ra.sqlite")
+    store.upsert_papers(demo_papers[:10], source="efetch")
+    revised = Paper(**{**demo_papers[0].__dict__, "title": demo_papers[0].title + " (revised)"})
+    stats = store.upsert_papers([revised], source="efetch")
+    assert stats.updated == 1
+    assert store.paper(revised.pmid).title.endswith("(revised)")
+    assert store.counts()["paper"] == 10
+
+
+def test_batches_hold_at_most_batch_size_and_match_rows(tmp_path, demo_papers):
+    store = Store(tmp_path / "ra.sqlite", commit_every=37)
+    stats = store.upsert_papers(demo_papers, source="efetch", query="ppi", batch_size=128)
+    batches = store.batches()
+    assert [b["batch_id"] for b in batches] == list(stats.batches)
+    assert [b["n_papers"] for b in batches] == [128, 128, len(demo_papers) - 256]
+    for b in batches:
+        assert len(store.pmids_for_batch(b["batch_id"])) == b["n_papers"]
+
+
+def test_ref_dedup_and_prov_or_merge(tmp_path, demo_papers):
+    store = Store(tmp_path / "ra.sqlite")
+    a, b, c = (p.pmid for p in demo_papers[:3])
+    store.add_refs([(a, b, PROV_PUBMED), (a, c, PROV_PUBMED)])
+    store.add_refs([(a, b, PROV_PUBMED)])
+    assert store.counts()["ref"] == 2
+    store.add_refs([(a, b, PROV_CROSSREF)])
+    assert store.conn.execute("SELECT prov FROM ref WHERE src=? AND dst=?", (a, b)).fetchone()[0] == 3
+    assert store.counts()["ref"] == 2
+
+
+def test_unmapped_dois_are_kept_and_mapped_later(tmp_path, demo_papers):
+    store = Store(tmp_path / "ra.sqlite")
+    src, dst = demo_papers[0].pmid, demo_papers[1].pmid
+    store.add_doi_refs(src, {"10.1136/bmj.318.7182.502": None, "10.1000/unmapped": None}, PROV_CROSSREF)
+    assert store.counts()["ref_unmapped"] == 2
+    store.add_doi_refs(src, {"10.1136/bmj.318.7182.502": dst}, PROV_CROSSREF)
+    assert store.counts()["ref_unmapped"] == 1
+    assert Reference(pmid=dst) in store.references_of(src)
+    assert Reference(doi="10.1000/unmapped") in store.references_of(src)
+
+
+def test_crash_mid_batch_leaves_whole_committed_chunks(tmp_path, demo_papers):
+    store = Store(tmp_path / "ra.sqlite", commit_every=50)
+
+    def crashing():
+        for i, paper in enumerate(demo_papers):
+            if i == 120:
+                raise ConnectionError("efetch connection dropped")
+            yield paper
+
+    with pytest.raises(ConnectionError):
+        store.upsert_papers(crashing(), source="efetch", query="ppi", batch_size=1000)
+    store.close()
+    store = Store(tmp_path / "ra.sqlite", commit_every=50)
+    assert store.counts()["paper"] == 100  # two whole chunks of 50, the third rolled back
+    (batch,) = store.batches()
+    assert batch["n_papers"] == len(store.pmids_for_batch(batch["batch_id"])) == 100
+    again = store.upsert_papers(demo_papers, source="efetch", query="ppi", batch_size=1000)
+    assert again.inserted == len(demo_papers) - 100 and again.unchanged == 100
+    assert store.counts()["paper"] == len(demo_papers)
+
+
+def test_fts_search_finds_real_records(tmp_path, demo_papers):
+    store = Store(tmp_path / "ra.sqlite")
+    store.upsert_papers(demo_papers, source="import:demo.csv")
+    hits = store.search("omeprazole AND reflux[tiab]", limit=50)
+    assert hits
+    for pmid in hits:
+        text = (store.paper(pmid).title + " " + store.paper(pmid).abstract).lower()
+        assert "omeprazol" in text and "reflux" in text
+    assert store.search("NOT") == []
+
+
+def test_delete_citations_removes_rows_and_remembers(tmp_path, demo_papers):
+    store = Store(tmp_path / "ra.sqlite")
+    store.upsert_papers(demo_papers[:5], source="baseline:x")
+    a, b = demo_papers[0].pmid, demo_papers[1].pmid
+    store.add_refs([(a, b, PROV_PUBMED)])
+    assert store.delete_citations([a, 999999999], source="update:y") == 1
+    assert store.paper(a) is None and store.counts()["ref"] == 0
+    assert store.counts()["deleted_citation"] == 2
+    assert a not in store.search(demo_papers[0].title)
+
+
+def test_offline_counter_switches_after_threshold(tmp_path):
+    store = Store(tmp_path / "ra.sqlite")
+    for i in range(4):
+        assert store.record_api_result("eutils", False, f"502 #{i}", offline_after=5)["offline"] == 0
+    assert store.record_api_result("eutils", False, "502 #5", offline_after=5)["offline"] == 1
+    assert store.record_api_result("eutils", True, offline_after=5)["offline"] == 0
