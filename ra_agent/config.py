@@ -142,6 +142,7 @@ class LlmConfig:
     temperature: float = _knob(0.2, 0, 2)
     num_ctx: int = _knob(10240, 256, 1_000_000)
     timeout_s: float = _knob(300.0, 0.1, 86400)
+    probe_timeout_s: float = _knob(3.0, 0.01, 600)
 
 
 @dataclass(frozen=True)
@@ -149,6 +150,7 @@ class LoggingConfig:
     log_dir: str = _knob("logs/")
     retain_days: int = _knob(30, 1, 100000)
     zip_old_logs: bool = _knob(True)
+    prompt_log_chars: int = _knob(4000, 0, 10_000_000)
     level: str = _knob("INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
 
 

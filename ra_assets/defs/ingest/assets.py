@@ -1,0 +1,147 @@
+"""Ingest assets: PubMed searches, the local corpus, citation references and the weekly baseline."""
+
+
+import dagster as dg
+
+from ra_agent.ingest.corpus import corpus_summary, import_pending
+from ra_agent.workspace import registered_queries
+from ra_assets.meta import md_bullets, scalars
+from ra_assets.partitions import baseline_week_partitions, search_query_partitions
+from ra_assets.resources import RaConfigResource, StoreResource
+
+
+def log_progress(context: dg.AssetExecutionContext, what: str, every: int = 500):
+    """A progress callback that logs a line every `every` items."""
+    state = {"last": 0}
+
+    def progress(done: int, total: int | None = None) -> None:
+        if done - state["last"] >= every or (total and done >= total):
+            state["last"] = done
+            context.log.info(f"{what}: {done}" + (f"/{total}" if total else ""))
+
+    return progress
+
+
+@dg.asset(
+    partitions_def=search_query_partitions,
+    group_name="ingest",
+    kinds={"python", "sqlite"},
+    code_version="1",
+)
+def pubmed_search(
+    context: dg.AssetExecutionContext, ra: RaConfigResource, store: StoreResource
+) -> dg.MaterializeResult:
+    """One PubMed search (E-utilities esearch with the history server, efetch in batches of 200) stored in SQLite.
+
+    Partition key = short hash of the query; the query text is in the metadata. After
+    5 consecutive API errors the search answers offline from the local corpus (FTS5).
+    """
+    from ra_agent.ingest.pipeline import search_and_ingest
+
+    cfg = ra.get_config()
+    with store.get_client() as db:
+        wanted = registered_queries(db).get(context.partition_key)
+        if wanted is None:
+            raise dg.Failure(f"search partition {context.partition_key!r} has no registered query (ra ingest --query)")
+        result = search_and_ingest(
+            cfg, db, wanted["query"], since=wanted["since"], retmax=wanted["retmax"],
+            progress=log_progress(context, "efetch records"),
+        )  # fmt: skip
+    if result.offline:
+        context.log.warning("E-utilities unreachable: answered offline from the local corpus (FTS5)")
+    return dg.MaterializeResult(
+        metadata={
+            "query": wanted["query"],
+            **scalars(result, skip=("query", "sample_titles")),
+            "sample_titles": md_bullets(result.sample_titles[:5]),
+        }
+    )
+
+
+@dg.asset(
+    partitions_def=baseline_week_partitions,
+    group_name="ingest",
+    kinds={"python", "sqlite"},
+    code_version="1",
+)
+def baseline_snapshot(
+    context: dg.AssetExecutionContext, ra: RaConfigResource, store: StoreResource
+) -> dg.MaterializeResult:
+    """Weekly PubMed baseline/update files (`<data_dir>/baseline/*.xml.gz`) loaded into SQLite, plus a frozen
+    copy of the active embedding index under `artifacts/<week>/` (memo 30 §6).
+
+    This is the offline mirror the agent falls back to when the APIs fail 5 times in a row.
+    """
+    from ra_agent.ingest.snapshot import weekly_snapshot
+
+    cfg = ra.get_config()
+    with store.get_client() as db:
+        result = weekly_snapshot(cfg, db, context.partition_key, progress=log_progress(context, "baseline records"))
+    return dg.MaterializeResult(metadata=scalars(result))
+
+
+@dg.asset(
+    deps=[pubmed_search, baseline_snapshot],
+    group_name="ingest",
+    kinds={"python", "sqlite"},
+    code_version="1",
+    check_specs=[
+        dg.AssetCheckSpec("no_empty_titles", asset="papers", blocking=True),
+        dg.AssetCheckSpec("deleted_citations_absent", asset="papers"),
+    ],
+)
+def papers(context: dg.AssetExecutionContext, ra: RaConfigResource, store: StoreResource):
+    """The local corpus: every search, baseline file and imported search export (the bundled demo
+    corpus, CSV/RIS/MEDLINE files dropped in `<data_dir>/imports/`) in the `paper` table."""
+    cfg = ra.get_config()
+    with store.get_client() as db:
+        imported = import_pending(cfg, db, progress=log_progress(context, "imported records"))
+        summary = corpus_summary(db)
+        empty = db.conn.execute("SELECT COUNT(*) FROM paper WHERE trim(title) = ''").fetchone()[0]
+        resurrected = db.conn.execute(
+            "SELECT COUNT(*) FROM paper p JOIN deleted_citation d ON d.pmid = p.pmid"
+        ).fetchone()[0]
+    for problem in imported.problems[:20]:
+        context.log.warning(problem)
+    yield dg.MaterializeResult(
+        metadata={
+            "papers": summary["paper"],
+            "with_abstract": summary["paper_with_abstract"],
+            "ingest_batches": summary["ingest_batch"],
+            "years": f"{summary['year_min']}–{summary['year_max']}",
+            "imported_files": ", ".join(imported.files) or "none new",
+            "import_inserted": imported.inserted,
+            "import_problems": len(imported.problems),
+            "sample_titles": md_bullets(summary["sample_titles"]),
+            "article_types": dg.MetadataValue.json(summary["article_types"]),
+        }
+    )
+    yield dg.AssetCheckResult(check_name="no_empty_titles", passed=empty == 0, metadata={"empty_titles": empty})
+    yield dg.AssetCheckResult(
+        check_name="deleted_citations_absent", passed=resurrected == 0, metadata={"deleted_but_present": resurrected}
+    )
+
+
+@dg.asset(
+    deps=[papers],
+    group_name="ingest",
+    kinds={"python", "sqlite"},
+    code_version="1",
+    check_specs=[dg.AssetCheckSpec("ref_src_in_paper", asset="references", blocking=True)],
+)
+def references(context: dg.AssetExecutionContext, ra: RaConfigResource, store: StoreResource):
+    """The citation graph: PubMed reference lists plus Crossref `/works/{doi}` references mapped DOI→PMID
+    (unmapped DOIs kept as dst=0), provenance OR-merged per edge."""
+    from ra_agent.ingest.pipeline import harvest_references
+
+    cfg = ra.get_config()
+    with store.get_client() as db:
+        result = harvest_references(cfg, db, db.all_pmids(), progress=log_progress(context, "papers checked"))
+        counts = db.counts()
+        orphans = db.conn.execute("SELECT COUNT(*) FROM ref WHERE src NOT IN (SELECT pmid FROM paper)").fetchone()[0]
+    if getattr(result, "crossref_offline", False):
+        context.log.warning("crossref_offline: Crossref unreachable, references skipped this run")
+    yield dg.MaterializeResult(
+        metadata={**scalars(result), "ref_edges": counts["ref"], "ref_unmapped_dois": counts["ref_unmapped"]}
+    )
+    yield dg.AssetCheckResult(check_name="ref_src_in_paper", passed=orphans == 0, metadata={"orphan_edges": orphans})

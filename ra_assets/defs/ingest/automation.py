@@ -1,0 +1,52 @@
+"""Ingest automation: searches registered in the store become partitions and runs; weekly baseline schedule."""
+
+
+import dagster as dg
+
+from ra_agent.workspace import registered_queries
+from ra_assets.defs.ingest.assets import baseline_snapshot, papers, pubmed_search, references
+from ra_assets.partitions import baseline_week_partitions, search_query_partitions
+from ra_assets.resources import StoreResource
+
+search_job = dg.define_asset_job(
+    "pubmed_search_job",
+    selection=dg.AssetSelection.assets(pubmed_search),
+    partitions_def=search_query_partitions,
+    description="Run one registered PubMed search (partition = query key).",
+)
+
+corpus_job = dg.define_asset_job(
+    "corpus_job",
+    selection=dg.AssetSelection.assets(papers, references),
+    description="Import pending search exports (incl. the bundled demo corpus) and harvest references.",
+)
+
+baseline_job = dg.define_asset_job(
+    "baseline_snapshot_job",
+    selection=dg.AssetSelection.assets(baseline_snapshot),
+    partitions_def=baseline_week_partitions,
+    description="Load this week's PubMed baseline/update files and snapshot the embedding index.",
+)
+
+baseline_weekly_schedule = dg.build_schedule_from_partitioned_job(
+    baseline_job, name="weekly_baseline_snapshot", description="Every week: baseline files + index snapshot."
+)
+
+
+@dg.sensor(job=search_job, minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING)
+def search_query_sensor(context: dg.SensorEvaluationContext, store: StoreResource):
+    """Turn searches users registered in the store (`ra ingest --query --register`) into
+    `search_query` partitions and one pubmed_search run each."""
+    with store.get_client() as db:
+        wanted = registered_queries(db, origin="user")
+    known = set(context.instance.get_dynamic_partitions(search_query_partitions.name))
+    new = [key for key in wanted if key not in known]
+    if not new:
+        return dg.SkipReason(f"no new searches ({len(wanted)} registered, all partitioned)")
+    return dg.SensorResult(
+        run_requests=[
+            dg.RunRequest(partition_key=k, run_key=f"search:{k}", tags={"ra/query": wanted[k]["query"][:200]})
+            for k in new
+        ],
+        dynamic_partitions_requests=[search_query_partitions.build_add_request(new)],
+    )

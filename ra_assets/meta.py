@@ -1,0 +1,28 @@
+"""Turn ra_agent result objects into Dagster materialisation metadata."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from typing import Any
+
+import dagster as dg
+
+
+def scalars(obj: Any, skip: Iterable[str] = ()) -> dict[str, Any]:
+    """The int/float/bool/str fields of a dataclass or dict, as metadata values."""
+    raw = dataclasses.asdict(obj) if dataclasses.is_dataclass(obj) else dict(obj)
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key in skip or value is None:
+            continue
+        if isinstance(value, bool | int | float | str):
+            out[key] = value
+        elif isinstance(value, list | tuple) and all(isinstance(v, bool | int | float | str) for v in value):
+            out[key] = len(value) if key.endswith(("batches", "files", "problems", "pmids")) else str(value)[:500]
+    return out
+
+
+def md_bullets(lines: Iterable[str], title: str = "") -> dg.MetadataValue:
+    body = "\n".join(f"- {line}" for line in lines) or "_(none)_"
+    return dg.MetadataValue.md(f"**{title}**\n\n{body}" if title else body)

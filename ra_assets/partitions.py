@@ -1,0 +1,14 @@
+"""One partitions definition per entity: searches, ingest batches (embedding shards), clusters, weeks."""
+
+import dagster as dg
+
+# keys are ra_agent.workspace.query_key(query); the query text is in the store (search_query)
+search_query_partitions = dg.DynamicPartitionsDefinition(name="search_query")
+
+# keys are Store ingest_batch ids; each batch holds <= [embedding] refresh_threshold papers
+ingest_batch_partitions = dg.DynamicPartitionsDefinition(name="ingest_batch")
+
+# keys are frozen cluster ids (cluster_manifest.cluster_id)
+cluster_partitions = dg.DynamicPartitionsDefinition(name="cluster")
+
+baseline_week_partitions = dg.WeeklyPartitionsDefinition(start_date="2026-01-05", day_offset=1)
