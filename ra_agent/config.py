@@ -47,6 +47,7 @@ class IngestConfig:
     crossref_timeout_s: float = _knob(20.0, 0.01, 600)
     crossref_retry: int = _knob(3, 0, 20)
     crossref_wait_s: float = _knob(10.0, 0, 600)
+    crossref_max_qps: float = _knob(5.0, 0.01, 100)
     insert_commit_every: int = _knob(2000, 1, 10_000_000)
     offline_after_errors: int = _knob(5, 1, 1000)
     baseline_dir: str = _knob("baseline/")
@@ -88,9 +89,11 @@ class ClusteringConfig:
     tau_assign_fallback: float = _knob(0.20, 0, 2)
     reduce_dims: int = _knob(32, 0, 10000)
     reduce_above: int = _knob(5000, 0, 100_000_000)
+    reduce_sample: int = _knob(20000, 2, 100_000_000)
     ers_window_months: int = _knob(18, 1, 1200)
     cvgr_years: int = _knob(3, 1, 100)
     audit_label_terms: int = _knob(4, 1, 20)
+    audit_sample_titles: int = _knob(5, 1, 100)
 
 
 @dataclass(frozen=True)
@@ -160,6 +163,7 @@ class GoalConfig:
     max_tool_calls: int = _knob(1000, 1, 10_000_000)
     paused_api_after_h: float = _knob(24, 0, 100000)
     max_cycles: int = _knob(50, 1, 1_000_000)
+    rules_split_share: float = _knob(0.50, 0, 1)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,29 @@
+"""The brain interface: whatever turns chat messages into a reply, an LLM or the deterministic rules."""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+Message = dict[str, str]  # {"role": "system" | "user" | "assistant", "content": "..."}
+
+
+class BrainError(RuntimeError):
+    """The brain could not answer (server unreachable, timeout, model missing, HTTP error)."""
+
+
+@runtime_checkable
+class Brain(Protocol):
+    """A planner the cycle can ask; `name` (e.g. "ollama:gemma3n:e4b") goes into every log and history entry."""
+
+    name: str
+
+    def chat(self, messages: list[Message]) -> str:
+        """The reply text to a conversation (non-streaming); raises BrainError when no answer comes."""
+        ...
+
+    def label(self) -> str:
+        """A human-readable description for logs and reports (says plainly whether an LLM is used)."""
+        ...
+
+
+__all__ = ["Brain", "BrainError", "Message"]

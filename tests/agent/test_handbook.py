@@ -1,0 +1,271 @@
+"""Handbook parser: shipped handbooks load, strict errors name file/line/key, Success evaluates safely."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ra_agent.agent.actions import HEAVY_TOOLS
+from ra_agent.agent.handbook import (
+    METRIC_NAMES,
+    HandbookError,
+    load_handbook,
+    parse_handbook,
+    parse_success,
+)
+
+HANDBOOKS = Path(__file__).resolve().parents[2] / "handbooks"
+
+MEMO_EXAMPLE = """\
+---
+# -- handbook: gap_kd_epilepsy.md ---------------------------------
+Primary_goal: seek_gap                       # mandatory
+Seed_query:   "ketogenic diet AND epilepsy"  # optional
+Tools_allowed:
+  - search_pubmed
+  - run_pico
+  - find_existing_sr
+  - propose_alternative_pico
+  - prisma_check
+Exploration: true           # Gemma may use ripple mode
+Success:
+  eligible_trials  >= 6
+  AND PRISMA_compliant == false
+Stop_after: 1              # #success clusters before stop
+---
+
+# Prose for the LLM
+
+Look for adult trials.
+"""
+
+
+def hb(front: str, prose: str = "") -> str:
+    return f"---\n{front}---\n{prose}"
+
+
+# ---------------------------------------------------------------------------- loading
+
+
+def test_shipped_handbooks_all_load():
+    paths = sorted(HANDBOOKS.glob("*.md"))
+    assert {p.name for p in paths} >= {"seek_gap_ppi_gerd.md", "conduct_sr_ppi.md", "gap_kd_epilepsy.md"}
+    for path in paths:
+        handbook = load_handbook(path)
+        assert handbook.prose, f"{path.name} has no prose for the LLM"
+        assert handbook.success is not None
+
+
+def test_demo_handbook_values():
+    handbook = load_handbook(HANDBOOKS / "seek_gap_ppi_gerd.md")
+    assert handbook.primary_goal == "seek_gap"
+    assert handbook.seed_query == "proton pump inhibitors AND gastroesophageal reflux"
+    assert handbook.success_text == "eligible_trials >= 6 AND PRISMA_compliant == false"
+    assert handbook.stop_after == 1
+    assert handbook.name == "seek_gap_ppi_gerd"
+    sr = load_handbook(HANDBOOKS / "conduct_sr_ppi.md")
+    assert sr.primary_goal == "conduct_SR" and sr.success_met({"eligible_trials": 8, "PRISMA_compliant": True})
+
+
+def test_memo_example_parses_with_comments_and_multiline_success():
+    handbook = parse_handbook(MEMO_EXAMPLE, "handbooks/gap_kd_epilepsy.md")
+    assert handbook.primary_goal == "seek_gap"
+    assert handbook.seed_query == "ketogenic diet AND epilepsy"
+    assert handbook.tools_allowed == (
+        "search_pubmed", "run_pico", "find_existing_sr", "propose_alternative_pico", "prisma_check",
+    )  # fmt: skip
+    assert handbook.exploration is True
+    assert handbook.stop_after == 1
+    assert handbook.success_metrics == ("eligible_trials", "PRISMA_compliant")
+    assert handbook.prose.startswith("# Prose for the LLM") and "adult trials" in handbook.prose
+    assert handbook.allows("run_pico") and not handbook.allows("embed_text")
+
+
+def test_defaults_for_optional_keys():
+    handbook = parse_handbook(hb("Primary_goal: manual_task\n"))
+    assert handbook.seed_query is None
+    assert handbook.tools_allowed == HEAVY_TOOLS
+    assert handbook.exploration is False
+    assert handbook.stop_after == 1
+    assert handbook.success is None and not handbook.success_met({"eligible_trials": 100})
+    assert "until it is stopped" in handbook.describe_success()
+
+
+def test_inline_list_single_quotes_and_quoted_success():
+    handbook = parse_handbook(
+        hb(
+            "Primary_goal: 'conduct_SR'\n"
+            "Seed_query: 'Crohn''s disease AND infliximab'\n"
+            'Tools_allowed: [run_pico, "prisma_check"]\n'
+            'Success: "eligible_trials >= 10 AND PRISMA_compliant == true"\n'
+            "Exploration: False\n"
+        )
+    )
+    assert handbook.primary_goal == "conduct_SR"
+    assert handbook.seed_query == "Crohn's disease AND infliximab"
+    assert handbook.tools_allowed == ("run_pico", "prisma_check")
+    assert handbook.exploration is False
+    assert handbook.success_text == "eligible_trials >= 10 AND PRISMA_compliant == true"
+
+
+def test_a_hash_inside_quotes_is_not_a_comment():
+    handbook = parse_handbook(hb('Primary_goal: seek_gap\nSeed_query: "C# AND trials"   # real comment\n'))
+    assert handbook.seed_query == "C# AND trials"
+
+
+# ---------------------------------------------------------------------------- errors
+
+
+@pytest.mark.parametrize(
+    ("front", "line", "key", "fragment"),
+    [
+        ("Primary_goal: seek_gap\nCluster_id: 2\n", 3, "Cluster_id", "unknown key"),
+        ("primary_goal: seek_gap\n", 2, "primary_goal", "unknown key"),
+        (
+            "Primary_goal: seek_gap\nStop_after: 1\nStop_after: 2\n",
+            4,
+            "Stop_after",
+            "duplicate key (first set on line 3)",
+        ),
+        ("Primary_goal: seek_gap\nTools_allowed:\n- run_pico\n", 4, None, "bad indentation"),
+        ("  Primary_goal: seek_gap\n", 2, None, "bad indentation"),
+        ("Primary_goal: seek_gap\nTools_allowed:\n  - run_pico\n    - prisma_check\n", 5, "Tools_allowed", "line up"),
+        ("Primary_goal: seek_gap\nTools_allowed: run_pico\n  - prisma_check\n", 4, "Tools_allowed", "bad indentation"),
+        ("Primary_goal: seek_gap\nSuccess: size > 1\n  - item\n", 4, "Success", "bad indentation"),
+        ('Primary_goal: seek_gap\nSeed_query:\n\t"x"\n', 4, "Seed_query", "tabs"),
+        ("Primary_goal: seek_gap\nSuccess: eligible_trials >= \n", 3, "Success", "found the end of the expression"),
+        ("Primary_goal: seek_gap\nSuccess: eligible_trials = 6\n", 3, "Success", "use '=='"),
+        ("Primary_goal: seek_gap\nSuccess: (size > 30 AND ers > 0.2\n", 3, "Success", "missing ')'"),
+        ("Primary_goal: seek_gap\nSuccess: size > 30 ers > 0.2\n", 3, "Success", "unexpected 'ers'"),
+        ("Primary_goal: seek_gap\nSuccess:\n  size > 30\n  AND trials >= 6\n", 5, "Success", "unknown metric 'trials'"),
+        ("Primary_goal: seek_gap\nSuccess: 6\n", 3, "Success", "not a condition"),
+        ("Primary_goal: seek_gap\nSuccess: 1 < size < 5\n", 3, "Success", "cannot be chained"),
+        ("Primary_goal: seek_gap\nSuccess: PRISMA_compliant > false\n", 3, "Success", "needs numbers"),
+        ("Primary_goal: seek_gap\nSuccess: eval(size)\n", 3, "Success", "unknown metric 'eval'"),
+        ("Primary_goal: seek_gap\nSuccess: size > 1; import os\n", 3, "Success", "unexpected character ';'"),
+        ("Primary_goal: find_trials\n", 2, "Primary_goal", "not one of seek_gap, conduct_SR, manual_task"),
+        ("Primary_goal: seek_gap\nExploration: yes\n", 3, "Exploration", "expected true or false"),
+        ("Primary_goal: seek_gap\nStop_after: 0\n", 3, "Stop_after", "integer >= 1"),
+        ("Primary_goal: seek_gap\nStop_after: two\n", 3, "Stop_after", "integer >= 1"),
+        (
+            "Primary_goal: seek_gap\nTools_allowed:\n  - search_pubmed\n  - add_papers\n",
+            5,
+            "Tools_allowed",
+            "unknown tool 'add_papers'",
+        ),
+        ("Primary_goal: seek_gap\nTools_allowed: [run_pico, run_pico]\n", 3, "Tools_allowed", "listed twice"),
+        ('Primary_goal: seek_gap\nSeed_query: "unterminated\n', 3, "Seed_query", "bad double-quoted string"),
+        ("Primary_goal: seek_gap\nSeed_query:\n", 3, "Seed_query", "needs a value"),
+        ('Seed_query: "x"\n', 1, "Primary_goal", "missing mandatory key"),
+        ("Primary_goal seek_gap\n", 2, None, "expected 'Key: value'"),
+    ],
+)
+def test_errors_name_file_line_and_key(front, line, key, fragment):
+    with pytest.raises(HandbookError) as info:
+        parse_handbook(hb(front), "handbooks/bad.md")
+    err = info.value
+    assert (err.source, err.line, err.key) == ("handbooks/bad.md", line, key)
+    prefix = f"handbooks/bad.md:{line}: {key}: " if key else f"handbooks/bad.md:{line}: "
+    assert str(err).startswith(prefix)
+    assert fragment in str(err)
+
+
+def test_unknown_metric_error_lists_the_allowed_names():
+    with pytest.raises(HandbookError) as info:
+        parse_handbook(hb("Primary_goal: seek_gap\nSuccess: n_trials >= 6\n"), "x.md")
+    assert all(name in str(info.value) for name in METRIC_NAMES)
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "fragment"),
+    [
+        ("Primary_goal: seek_gap\n", 1, "starts with a '---'"),
+        ("---\nPrimary_goal: seek_gap\n", 1, "not closed"),
+    ],
+)
+def test_front_matter_must_be_fenced(text, line, fragment):
+    with pytest.raises(HandbookError) as info:
+        parse_handbook(text, "h.md")
+    assert info.value.line == line and fragment in str(info.value)
+
+
+def test_missing_file_is_a_handbook_error(tmp_path):
+    with pytest.raises(HandbookError, match="cannot read handbook"):
+        load_handbook(tmp_path / "nope.md")
+
+
+# ---------------------------------------------------------------------------- Success evaluation
+
+GAP = "eligible_trials >= 6 AND PRISMA_compliant == false"
+
+
+@pytest.mark.parametrize(
+    ("metrics", "met"),
+    [
+        ({"eligible_trials": 6, "PRISMA_compliant": False}, True),
+        ({"eligible_trials": 12, "prisma_compliant": 0}, True),  # the store keeps booleans as 0/1
+        ({"eligible_trials": 5, "PRISMA_compliant": False}, False),
+        ({"eligible_trials": 6, "PRISMA_compliant": True}, False),
+        ({"eligible_trials": 6, "PRISMA_compliant": None}, False),  # not checked yet: null comparisons are false
+        ({"eligible_trials": 6}, False),
+        ({"PRISMA_compliant": False}, False),
+        ({}, False),
+        ({"eligible_trials": "many", "PRISMA_compliant": False}, False),  # type mismatch is false, not an exception
+    ],
+)
+def test_success_truth_table(metrics, met):
+    assert parse_success(GAP).evaluate({k.lower(): v for k, v in metrics.items()}) is met
+    handbook = parse_handbook(hb(f"Primary_goal: seek_gap\nSuccess: {GAP}\n"))
+    assert handbook.success_met(metrics) is met
+
+
+@pytest.mark.parametrize(
+    ("expr", "metrics", "expected"),
+    [
+        # NOT binds tighter than AND, AND tighter than OR
+        ("NOT size > 100 OR ers >= 0.5", {"size": 200, "ers": 0.6}, True),
+        ("NOT size > 100 OR ers >= 0.5", {"size": 200, "ers": 0.1}, False),
+        ("NOT size > 100 OR ers >= 0.5", {"size": 50, "ers": 0.1}, True),
+        ("size > 1 OR ers > 0.5 AND cvgr > 0", {"size": 2, "ers": 0, "cvgr": 0}, True),
+        ("(size > 1 OR ers > 0.5) AND cvgr > 0", {"size": 2, "ers": 0, "cvgr": 0}, False),
+        ("NOT (size > 1 OR ers > 0.5)", {"size": 0, "ers": 0}, True),
+        ("NOT NOT size > 1", {"size": 2}, True),
+        ("not size > 1 and ers < 1", {"size": 0, "ers": 0}, True),  # keywords are case-insensitive
+        (
+            "eligible_trials ≥ 6 AND sr_overlap ≤ 0.6 AND size ≠ 0",
+            {"eligible_trials": 6, "sr_overlap": 0.6, "size": 3},
+            True,
+        ),
+        ("6 <= eligible_trials", {"eligible_trials": 7}, True),
+        ("sr_overlap == null", {}, True),
+        ("sr_overlap != null", {"sr_overlap": 0.0}, True),
+        ("sr_overlap < 0.6", {}, False),
+        ("NOT sr_overlap >= 0.6", {}, True),
+        ("PRISMA_compliant", {"prisma_compliant": 1}, True),
+        ("NOT PRISMA_compliant", {"prisma_compliant": None}, True),
+        ("dispersion < .7 AND mean_year >= 2015", {"dispersion": 0.69, "mean_year": 2016.5}, True),
+        ("het_numeric > -1", {"het_numeric": 0}, True),
+        ("true", {}, True),
+    ],
+)
+def test_precedence_and_null_semantics(expr, metrics, expected):
+    assert parse_success(expr).evaluate(metrics) is expected
+
+
+def test_canonical_text_keeps_grouping():
+    assert str(parse_success("NOT size > 100 OR ers >= 0.5")) == "NOT size > 100 OR ers >= 0.5"
+    assert str(parse_success("(size > 1 OR ers > 0.5) AND cvgr > 0")) == "(size > 1 OR ers > 0.5) AND cvgr > 0"
+    assert str(parse_success("not (size > 1 or ers > 0.5)")) == "NOT (size > 1 OR ers > 0.5)"
+    assert str(parse_success("6 <= ELIGIBLE_TRIALS")) == "eligible_trials >= 6"
+
+
+def test_describe_success_and_unmet_conditions():
+    handbook = parse_handbook(hb(f"Primary_goal: seek_gap\nSuccess: {GAP}\n"))
+    assert handbook.describe_success() == "eligible_trials ≥ 6 and PRISMA_compliant is false"
+    assert handbook.unmet_conditions({"eligible_trials": 5, "PRISMA_compliant": False}) == [
+        "eligible_trials ≥ 6 (now eligible_trials = 5)"
+    ]
+    assert handbook.unmet_conditions({"eligible_trials": 6, "PRISMA_compliant": False}) == []
+    mixed = parse_handbook(hb("Primary_goal: seek_gap\nSuccess: size > 30 OR NOT (ers < 0.2 AND cvgr > 0)\n"))
+    assert mixed.describe_success() == "size > 30 or not (ers < 0.2 and cvgr > 0)"
