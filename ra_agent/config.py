@@ -50,6 +50,7 @@ class IngestConfig:
     crossref_max_qps: float = _knob(5.0, 0.01, 100)
     insert_commit_every: int = _knob(2000, 1, 10_000_000)
     offline_after_errors: int = _knob(5, 1, 1000)
+    offline: bool = _knob(False)
     baseline_dir: str = _knob("baseline/")
 
 
@@ -103,6 +104,8 @@ class SemanticExpansionConfig:
     tau_floor: float = _knob(0.30, -1, 1)
     boundary_batch_size: int = _knob(40, 1, 10000)
     no_keep_limit: int = _knob(0, 0, 10000)
+    judge_keep_cosine: float = _knob(0.45, -1, 1)
+    sample_seed: int = _knob(0, 0, 2**32 - 1)
 
 
 @dataclass(frozen=True)
@@ -169,11 +172,45 @@ class GoalConfig:
 @dataclass(frozen=True)
 class SrConfig:
     min_eligible_trials: int = _knob(6, 1, 100000)
-    prisma_mandatory_items: list[int] = _knob([4, 5, 6, 7, 8, 9, 10])
+    prisma_mandatory_items: list[int] = _knob([4, 5, 6, 7, 8])
     sr_cosine_threshold: float = _knob(0.75, -1, 1)
     sr_overlap_pivot: float = _knob(0.60, 0, 1)
+    sr_retmax: int = _knob(200, 1, 10000)
+    alt_pico_terms: int = _knob(2, 1, 20)
     pico_batch_size: int = _knob(40, 1, 10000)
     pico_confirm_above: int = _knob(800, 1, 10_000_000)
+
+
+@dataclass(frozen=True)
+class AskConfig:
+    max_tool_calls: int = _knob(3, 1, 8)
+    k: int = _knob(20, 1, 100)
+    max_k: int = _knob(50, 1, 1000)
+    max_queries: int = _knob(3, 1, 3)
+    mmr_lambda: float = _knob(0.5, 0, 1)
+    overfetch: int = _knob(3, 1, 50)
+    min_chunk_chars: int = _knob(160, 0, 100000)
+    short_chunk_penalty: float = _knob(0.10, 0, 1)
+    no_progress_iterations: int = _knob(2, 1, 8)
+    support_floor: float = _knob(0.30, -1, 1)
+    snippet_chars: int = _knob(240, 20, 10000)
+    read_note_chars: int = _knob(3000, 100, 100000)
+    tool_result_tokens: int = _knob(1200, 100, 100000)
+    rules_read_top: int = _knob(2, 0, 8)
+    rules_answer_sentences: int = _knob(3, 1, 20)
+    recent_runs: int = _knob(5, 0, 1000)
+
+
+@dataclass(frozen=True)
+class MindKbConfig:
+    enabled: bool = _knob(True)
+    backend: str = _knob("sqlite", choices=("sqlite", "chroma"))
+    collection: str = _knob("Mind-KB")
+    chroma_dir: str = _knob("mindkb_chroma/")
+    top_k: int = _knob(2, 0, 20)
+    min_score: float = _knob(0.35, -1, 1)
+    token_budget: int = _knob(800, 50, 100000)
+    status_top: int = _knob(3, 0, 100)
 
 
 @dataclass(frozen=True, repr=False)
@@ -203,6 +240,8 @@ class Config:
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     goal: GoalConfig = field(default_factory=GoalConfig)
     sr: SrConfig = field(default_factory=SrConfig)
+    ask: AskConfig = field(default_factory=AskConfig)
+    mindkb: MindKbConfig = field(default_factory=MindKbConfig)
     secrets: Secrets = field(default_factory=Secrets)
     source: str = "<defaults>"
     root: str = "."

@@ -1,0 +1,327 @@
+"""Import reviewers' search exports (CSV, RIS, MEDLINE text, PubMed XML) into the store, reporting bad records."""
+
+from __future__ import annotations
+
+import csv
+import io
+import logging
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import rispy
+
+from ra_agent.config import Config
+from ra_agent.ingest.baseline import LoadSummary, Progress, store_records
+from ra_agent.ingest.medline import (
+    XmlItem,
+    as_pmid,
+    clean,
+    iter_pubmed_xml,
+    parse_medline_text,
+    split_labelled_abstract,
+    year_of,
+)
+from ra_agent.models import Paper, ParseProblem, normalise_doi
+from ra_agent.store.db import Store
+
+log = logging.getLogger(__name__)
+
+# Canonical field → accepted CSV header spellings (compared lower-case, non-alphanumerics as "_").
+CSV_COLUMNS: dict[str, tuple[str, ...]] = {
+    "pmid": ("pubmedid", "pmid", "pubmed_id", "pubmed"),
+    "title": ("title", "article_title", "primary_title", "ti"),
+    "abstract": ("abstract", "ab"),
+    "authors": ("authors", "author", "au"),
+    "year": ("year", "publication_year", "pubyear", "py"),
+    "doi": ("doi",),
+    "journal": ("journal", "journal_name", "source_title", "ta"),
+}
+FORMATS = {".csv": "csv", ".ris": "ris", ".txt": "medline", ".nbib": "medline", ".medline": "medline", ".xml": "xml"}
+RIS_TYPES = {
+    "JOUR": "Journal Article",
+    "BOOK": "Book",
+    "CHAP": "Book Chapter",
+    "CONF": "Conference Proceeding",
+    "CPAPER": "Conference Paper",
+    "RPRT": "Report",
+    "THES": "Thesis",
+}
+_PMID_MENTION = re.compile(r"\bPMID:?\s*(\d{1,9})\b|pubmed(?:\.ncbi\.nlm\.nih\.gov)?/(\d{1,9})\b", re.IGNORECASE)
+_INITIALS_FIRST = re.compile(r"^((?:[A-Z]\.?\s+)+)(\S.*)$")  # "K D Bardhan", "S. Müller-Lissner"
+
+
+class ImportFormatError(ValueError):
+    """An export cannot be read at all (unknown format, missing PMID column, not UTF-8); names the file."""
+
+
+@dataclass
+class ImportSummary(LoadSummary):
+    """LoadSummary of one export; `warnings` are records loaded with a field missing or dropped."""
+
+    format: str = ""
+    warnings: list[ParseProblem] = field(default_factory=list)
+
+
+Record = Paper | ParseProblem
+
+
+@dataclass(frozen=True)
+class FieldWarning:
+    """A record that loads despite a defect (no title, unreadable year, no closing ER); kept apart from skipped ones."""
+
+    problem: ParseProblem
+
+
+# ---------------------------------------------------------------------------- small normalisers
+def author_name(raw: str) -> str:
+    """'K D Bardhan' / 'Bardhan, K. D.' → 'Bardhan KD' (PubMed's "Last Initials"); other shapes unchanged."""
+    name = clean(raw)
+    last, comma, given = name.partition(",")
+    if comma and given.strip():
+        initials = "".join(part[0] for part in re.split(r"[\s.\-]+", given) if part)
+        return f"{last.strip()} {initials.upper()}"
+    if match := _INITIALS_FIRST.match(name):
+        return f"{match.group(2)} {re.sub(r'[^A-Z]', '', match.group(1))}"
+    return name
+
+
+def _header_key(header: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", header.strip().lower()).strip("_")
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ImportFormatError(f"{path}: not UTF-8 text (byte {exc.start}); re-save the export as UTF-8") from exc
+
+
+# ---------------------------------------------------------------------------- CSV
+def _csv_columns(path: Path, headers: list[str]) -> dict[str, str]:
+    """Canonical field → the header this file uses for it; the PMID column is required."""
+    by_key = {_header_key(h): h for h in headers if h}
+    columns = {}
+    for canonical, spellings in CSV_COLUMNS.items():
+        header = next((by_key[s] for s in spellings if s in by_key), None)
+        if header:
+            columns[canonical] = header
+    if "pmid" not in columns:
+        wanted = ", ".join(CSV_COLUMNS["pmid"])
+        raise ImportFormatError(f"{path}: no PMID column (looked for {wanted}; found {', '.join(headers)})")
+    return columns
+
+
+def _csv_delimiter(first_line: str) -> str:
+    return max(",;\t", key=first_line.count)
+
+
+def _csv_record(row: dict, columns: dict[str, str], where: str, source: str) -> Iterator[Record | FieldWarning]:
+    def value(name: str) -> str:
+        header = columns.get(name)
+        return clean(row.get(header) or "") if header else ""
+
+    raw_pmid = value("pmid")
+    pmid = as_pmid(raw_pmid)
+    if pmid is None:
+        why = f"{raw_pmid!r} is not a PMID" if raw_pmid else "is empty"
+        yield ParseProblem(None, f"{where}: field '{columns['pmid']}' {why}; row skipped", source)
+        return
+    title, raw_year = value("title"), value("year")
+    year = year_of(raw_year)
+    if not title:
+        reason = f"{where}: field '{columns.get('title', 'title')}' is empty; loaded as a PMID-only record"
+        yield FieldWarning(ParseProblem(pmid, reason, source))
+    if raw_year and year is None:
+        reason = f"{where}: field '{columns['year']}' {raw_year!r} is not a year; loaded without it"
+        yield FieldWarning(ParseProblem(pmid, reason, source))
+    abstract = value("abstract")
+    yield Paper(
+        pmid=pmid,
+        title=title,
+        abstract=abstract,
+        doi=normalise_doi(value("doi")),
+        journal=value("journal"),
+        year=year,
+        sections=split_labelled_abstract(abstract),
+        authors=[author_name(a) for a in value("authors").split(";") if a.strip()],
+        source=source,
+    )
+
+
+def iter_csv(path: Path, *, source_name: str) -> Iterator[Record | FieldWarning]:
+    """Rows of a CSV export (demo-corpus columns or common variants) as Papers; bad rows as problems."""
+    text = _read_text(path)
+    if not text.strip():
+        raise ImportFormatError(f"{path}: empty file")
+    reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=_csv_delimiter(text.partition("\n")[0]))
+    columns = _csv_columns(path, list(reader.fieldnames or []))
+    line = reader.line_num + 1
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            yield ParseProblem(None, f"{path.name}:{line}: unreadable CSV row ({exc}); row skipped", source_name)
+        else:
+            if None in row:  # more cells than headers: the row is shifted, its fields are unreliable
+                yield ParseProblem(
+                    None, f"{path.name}:{line}: {len(row[None])} cells too many; row skipped", source_name
+                )
+            else:
+                yield from _csv_record(row, columns, f"{path.name}:{line}", source_name)
+        line = reader.line_num + 1
+
+
+# ---------------------------------------------------------------------------- RIS
+def _ris_chunks(text: str) -> Iterator[tuple[int, str, bool]]:
+    """(first line, record text, closed by ER) per RIS record; a TY line also ends an open record."""
+    start, buf = 0, []
+    for number, line in enumerate(text.splitlines(), 1):
+        tag = line[:2] if line[2:5] == "  -" else ""
+        if tag == "TY":
+            if buf:
+                yield start, "\n".join(buf), False
+            start, buf = number, [line]
+        elif buf:
+            buf.append(line)
+            if tag == "ER":
+                yield start, "\n".join(buf), True
+                buf = []
+    if buf:
+        yield start, "\n".join(buf), False
+
+
+def _strings(entry: dict) -> Iterator[str]:
+    for value in entry.values():
+        if isinstance(value, str):
+            yield value
+        elif isinstance(value, list):
+            yield from (v for v in value if isinstance(v, str))
+        elif isinstance(value, dict):  # rispy's unknown_tag: {tag: [values]}
+            yield from (v for values in value.values() for v in values)
+
+
+def _ris_pmid(entry: dict) -> int | None:
+    """A 'PMID: n' note or PubMed URL anywhere, else a numeric accession number (AN) or ID."""
+    for text in _strings(entry):
+        if match := _PMID_MENTION.search(text):
+            return as_pmid(match.group(1) or match.group(2))
+    return as_pmid(entry.get("accession_number")) or as_pmid(entry.get("id"))
+
+
+def _first(entry: dict, *keys: str) -> str:
+    for key in keys:
+        value = entry.get(key)
+        if isinstance(value, list):
+            value = value[0] if value else ""
+        if value and (text := clean(value)):
+            return text
+    return ""
+
+
+def _ris_record(entry: dict, where: str, source: str) -> Iterator[Record | FieldWarning]:
+    pmid = _ris_pmid(entry)
+    if pmid is None:
+        yield ParseProblem(None, f"{where}: no PMID (fields AN, ID or a 'PMID:' note); record skipped", source)
+        return
+    title = _first(entry, "title", "primary_title")
+    if not title:
+        yield FieldWarning(
+            ParseProblem(pmid, f"{where}: field TI/T1 (title) is empty; loaded as a PMID-only record", source)
+        )
+    raw_year = _first(entry, "year", "publication_year", "date")
+    year = year_of(raw_year)
+    if raw_year and year is None:
+        yield FieldWarning(
+            ParseProblem(pmid, f"{where}: field PY/Y1 {raw_year!r} is not a year; loaded without it", source)
+        )
+    abstract = _first(entry, "abstract", "notes_abstract")
+    kind = _first(entry, "type_of_reference")
+    authors = entry.get("authors") or entry.get("first_authors") or []
+    yield Paper(
+        pmid=pmid,
+        title=title,
+        abstract=abstract,
+        doi=normalise_doi(_first(entry, "doi")),
+        journal=_first(entry, "journal_name", "secondary_title", "alternate_title3", "alternate_title1"),
+        year=year,
+        pub_types=[RIS_TYPES.get(kind, kind)] if kind else [],
+        sections=split_labelled_abstract(abstract),
+        authors=[author_name(a) for a in authors if clean(a)],
+        source=source,
+    )
+
+
+def iter_ris(path: Path, *, source_name: str) -> Iterator[Record | FieldWarning]:
+    """Records of a RIS export (parsed with rispy) as Papers; records without a PMID as problems."""
+    for start, chunk, closed in _ris_chunks(_read_text(path)):
+        where = f"{path.name}:{start}"
+        try:
+            entries = rispy.loads(chunk if closed else chunk + "\nER  - \n")
+        except Exception as exc:  # one unreadable record must not stop the file
+            yield ParseProblem(
+                None, f"{where}: unreadable RIS record ({type(exc).__name__}: {exc}); skipped", source_name
+            )
+            continue
+        if not closed:
+            yield FieldWarning(
+                ParseProblem(None, f"{where}: record not closed by 'ER  -'; read up to the next TY", source_name)
+            )
+        for entry in entries:
+            yield from _ris_record(entry, where, source_name)
+
+
+# ---------------------------------------------------------------------------- dispatch
+def detect_format(path: Path) -> str:
+    """'csv', 'ris', 'medline' or 'xml' from the file name (.xml.gz counts as xml)."""
+    name = path.name.lower()
+    suffix = ".xml" if name.endswith(".xml.gz") else path.suffix.lower()
+    if suffix not in FORMATS:
+        known = ", ".join([*FORMATS, ".xml.gz"])
+        raise ImportFormatError(f"{path}: unknown export format '{suffix or path.name}' (known: {known})")
+    return FORMATS[suffix]
+
+
+def _records(path: Path, fmt: str, source: str) -> Iterator[XmlItem | FieldWarning]:
+    if fmt == "csv":
+        return iter_csv(path, source_name=source)
+    if fmt == "ris":
+        return iter_ris(path, source_name=source)
+    if fmt == "medline":
+        return parse_medline_text(path, source_name=source)
+    return iter_pubmed_xml(path, source_name=source)
+
+
+def import_file(store: Store, path: str | Path, cfg: Config, *, progress: Progress | None = None) -> ImportSummary:
+    """Import one search export into the store, dispatching on its extension.
+
+    Valid records load even when others are bad: skipped records go to `problems`, records loaded
+    with a missing or dropped field (e.g. a PMID-only CSV row) to `warnings`, each naming the file,
+    the line and the field. Unreadable files raise ImportFormatError.
+    """
+    path = Path(path)
+    fmt = detect_format(path)
+    source = f"import:{path.name}"
+    summary = ImportSummary(files=[path.name], format=fmt)
+
+    def records_and_problems() -> Iterator[XmlItem]:
+        for item in _records(path, fmt, source):
+            if isinstance(item, FieldWarning):
+                summary.warnings.append(item.problem)
+            else:
+                yield item
+
+    store_records(
+        store,
+        records_and_problems(),
+        source=source,
+        batch_size=cfg.embedding.refresh_threshold,
+        summary=summary,
+        progress=progress,
+    )
+    if summary.warnings:
+        log.warning("%s: %d records loaded with a missing or unreadable field", path.name, len(summary.warnings))
+    return summary

@@ -1,0 +1,192 @@
+"""Importing search exports (CSV, RIS, MEDLINE text, PubMed XML): what loads, and bad records named by file/line/field."""
+
+import csv
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ra_agent.config import Config
+from ra_agent.ingest.importers import ImportFormatError, author_name, detect_format, import_file
+from ra_agent.ingest.medline import iter_pubmed_xml
+from ra_agent.models import Paper
+from ra_agent.store.db import Store
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO = ROOT / "data" / "demo" / "Cohen_2006_ProtonPumpInhibitors.csv"
+FIXTURES = ROOT / "tests" / "fixtures"
+
+
+@pytest.fixture(scope="module")
+def demo_rows() -> list[dict]:
+    with DEMO.open(encoding="utf-8", newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+@pytest.fixture
+def cfg() -> Config:
+    return Config()
+
+
+@pytest.fixture
+def store(tmp_path):
+    with Store(tmp_path / "ra.sqlite") as s:
+        yield s
+
+
+def write_csv(path: Path, header: list[str], rows: list[list[str]], delimiter: str = ",") -> Path:
+    with path.open("w", encoding="utf-8", newline="") as fh:
+        writer = csv.writer(fh, delimiter=delimiter)
+        writer.writerow(header)
+        writer.writerows(rows)
+    return path
+
+
+# ---------------------------------------------------------------------------- CSV
+def test_demo_corpus_imports_all_1333_records(store, cfg, demo_rows):
+    progress: list[int] = []
+    summary = import_file(store, DEMO, cfg, progress=progress.append)
+    assert (summary.format, summary.inserted, summary.problems) == ("csv", 1333, [])
+    counts = store.counts()
+    assert counts["paper"] == 1333 and counts["paper_with_abstract"] == 1171
+    assert progress[-1] == 1333
+
+    # 44 rows carry only a PMID: loaded, and each named as a warning with its line and field
+    assert len(summary.warnings) == 44
+    first = summary.warnings[0]
+    assert first.pmid == 10440603 and first.reason.startswith("Cohen_2006_ProtonPumpInhibitors.csv:80: field 'title'")
+
+    paper = store.paper(10024259)
+    row = demo_rows[0]
+    assert paper.title == row["title"] and paper.abstract == row["abstract"] and paper.year == 1999
+    assert paper.authors[:4] == ["Bardhan KD", "Müller-Lissner S", "Bigard MA", "Bianchi Porro G"]
+    assert paper.source == "import:Cohen_2006_ProtonPumpInhibitors.csv"
+
+    again = import_file(store, DEMO, cfg)
+    assert (again.inserted, again.updated, again.unchanged) == (0, 0, 1333)
+    assert store.counts()["paper"] == 1333
+
+
+def test_csv_column_variants_and_extra_columns(tmp_path, store, cfg, demo_rows):
+    picked = [r for r in demo_rows if r["abstract"]][:3]
+    path = write_csv(
+        tmp_path / "export.csv",
+        ["PMID", "Article Title", "Abstract", "Authors", "Publication Year", "Screening decision"],
+        [[r["pubmedID"], r["title"], r["abstract"], r["authors"], r["year"][:4], "include"] for r in picked],
+        delimiter=";",
+    )
+    summary = import_file(store, path, cfg)
+    assert (summary.inserted, summary.problems, summary.warnings) == (3, [], [])
+    for row in picked:
+        paper = store.paper(int(row["pubmedID"]))
+        assert (paper.title, paper.abstract, paper.year) == (row["title"], row["abstract"], 1999)
+
+
+def test_bad_csv_rows_are_named_by_file_line_and_field_and_good_rows_load(tmp_path, store, cfg, demo_rows):
+    header = ["record_id", "pubmedID", "title", "authors", "abstract", "year"]
+    good = [[r["record_id"], r["pubmedID"], r["title"], r["authors"], r["abstract"], r["year"]] for r in demo_rows[:4]]
+    bad_pmid = ["90", "1002x259", demo_rows[4]["title"], "", "", "1999.0"]
+    no_pmid = ["91", "", demo_rows[5]["title"], "", "", "1999.0"]
+    bad_year = [demo_rows[6]["record_id"], demo_rows[6]["pubmedID"], demo_rows[6]["title"], "", "", "n.d."]
+    path = write_csv(tmp_path / "search.csv", header, [good[0], bad_pmid, good[1], no_pmid, good[2], bad_year, good[3]])
+    with path.open("a", encoding="utf-8") as fh:  # a row with more cells than the header
+        fh.write('92,10073749,"Reliability",X,Y,1999,extra,cells\n')
+
+    summary = import_file(store, path, cfg)
+    reasons = [p.reason for p in summary.problems]
+    assert reasons == [
+        "search.csv:3: field 'pubmedID' '1002x259' is not a PMID; row skipped",
+        "search.csv:5: field 'pubmedID' is empty; row skipped",
+        "search.csv:9: 2 cells too many; row skipped",
+    ]
+    assert [w.reason for w in summary.warnings] == [
+        "search.csv:7: field 'year' 'n.d.' is not a year; loaded without it"
+    ]
+    assert summary.inserted == 5
+    assert store.paper(int(demo_rows[6]["pubmedID"])).year is None
+    assert store.existing_pmids(int(r[1]) for r in good) == {int(r[1]) for r in good}
+
+
+def test_csv_without_a_pmid_column_is_a_clear_error(tmp_path, store, cfg):
+    path = write_csv(tmp_path / "titles.csv", ["Title", "Abstract"], [["A title", "An abstract"]])
+    with pytest.raises(ImportFormatError, match=r"titles.csv: no PMID column .*found Title, Abstract"):
+        import_file(store, path, cfg)
+
+
+def test_non_utf8_and_unknown_formats_are_clear_errors(tmp_path, store, cfg):
+    latin = tmp_path / "latin1.csv"
+    latin.write_bytes("pmid,title\n10024259,Müller\n".encode("latin-1"))
+    with pytest.raises(ImportFormatError, match=r"latin1.csv: not UTF-8 text \(byte \d+\)"):
+        import_file(store, latin, cfg)
+    with pytest.raises(ImportFormatError, match=r"export.bib: unknown export format '.bib'"):
+        import_file(store, tmp_path / "export.bib", cfg)
+    assert detect_format(Path("pubmed26n0001.xml.gz")) == "xml" and detect_format(Path("x.nbib")) == "medline"
+
+
+def test_author_names_become_last_name_and_initials():
+    assert author_name("K D Bardhan") == "Bardhan KD"
+    assert author_name("G Bianchi Porro") == "Bianchi Porro G"
+    assert author_name("Bardhan, K. D.") == "Bardhan KD"
+    assert author_name("Müller-Lissner, Stefan") == "Müller-Lissner S"
+    assert author_name("European Study Group") == "European Study Group"
+
+
+# ---------------------------------------------------------------------------- RIS
+def ris_record(tags: list[tuple[str, str]], close: bool = True) -> str:
+    lines = [f"{tag}  - {value}" for tag, value in tags]
+    return "\n".join([*lines, "ER  - "] if close else lines) + "\n\n"
+
+
+def test_ris_export_built_from_real_records(tmp_path, store, cfg, demo_rows):
+    one, two, three, four = demo_rows[0], demo_rows[1], demo_rows[2], demo_rows[5]
+    (gut,) = [p for p in iter_pubmed_xml(FIXTURES / "eutils" / "pubmed4.xml") if isinstance(p, Paper)]
+    text = "".join(
+        [
+            ris_record([("TY", "JOUR"), ("AN", one["pubmedID"]), ("TI", one["title"]), ("AU", "Bardhan, K. D."),
+                        ("AU", "Müller-Lissner, S."), ("PY", "1999///"), ("AB", one["abstract"])]),
+            ris_record([("TY", "JOUR"), ("T1", two["title"]), ("N1", f"PMID: {two['pubmedID']}"), ("Y1", "1999/03/01"),
+                        ("N2", two["abstract"])]),
+            ris_record([("TY", "JOUR"), ("TI", gut.title), ("DO", "https://doi.org/10.1136/GUTJNL-2016-312510"),
+                        ("UR", f"https://pubmed.ncbi.nlm.nih.gov/{gut.pmid}/"), ("JO", "Gut"), ("PY", "2017")]),
+            ris_record([("TY", "JOUR"), ("TI", three["title"]), ("PY", "1999")]),  # no PMID anywhere
+            ris_record([("TY", "JOUR"), ("ID", four["pubmedID"]), ("TI", four["title"]), ("PY", "1999")], close=False),
+        ]
+    )  # fmt: skip
+    path = tmp_path / "endnote.ris"
+    path.write_text(text, encoding="utf-8")
+
+    summary = import_file(store, path, cfg)
+    assert summary.format == "ris" and summary.inserted == 4
+    (skipped,) = summary.problems
+    assert skipped.reason.startswith("endnote.ris:25: no PMID") and "AN, ID or a 'PMID:' note" in skipped.reason
+    (unclosed,) = summary.warnings
+    assert unclosed.reason.startswith("endnote.ris:30: record not closed by 'ER  -'")
+
+    first = store.paper(int(one["pubmedID"]))
+    assert (first.title, first.abstract, first.year) == (one["title"], one["abstract"], 1999)
+    assert first.authors == ["Bardhan KD", "Müller-Lissner S"] and first.pub_types == ["Journal Article"]
+    second = store.paper(int(two["pubmedID"]))
+    assert second.title == two["title"] and second.abstract == two["abstract"] and second.year == 1999
+    gut_row = store.paper(gut.pmid)
+    assert (gut_row.doi, gut_row.journal, gut_row.year) == ("10.1136/gutjnl-2016-312510", "Gut", 2017)
+    assert store.paper(int(four["pubmedID"])).title == four["title"]
+
+
+# ---------------------------------------------------------------------------- MEDLINE text and XML
+def test_medline_text_export(tmp_path, store, cfg):
+    path = tmp_path / "pubmed-export.nbib"
+    shutil.copy(FIXTURES / "medline" / "biopython_pubmed_result2.txt", path)
+    summary = import_file(store, path, cfg)
+    assert (summary.format, summary.inserted, summary.problems) == ("medline", 4, [])
+    scop = store.paper(16403221)
+    assert scop.source == "import:pubmed-export.nbib" and scop.doi == "10.1186/1471-2105-7-10"
+    assert [s.label for s in scop.sections] == ["BACKGROUND", "RESULTS", "CONCLUSION"]
+
+
+def test_pubmed_xml_exports_plain_and_gzipped(store, cfg):
+    plain = import_file(store, FIXTURES / "eutils" / "pubmed7.xml", cfg)
+    assert (plain.format, plain.inserted) == ("xml", 1)
+    assert len(store.references_of(29963580)) == 49
+    update = import_file(store, FIXTURES / "medline" / "pmparser_updatefiles_pubmed26n1335.xml.gz", cfg)
+    assert (update.inserted, update.delete_listed) == (30, 6)
+    assert store.counts()["deleted_citation"] == 6
