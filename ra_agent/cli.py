@@ -91,7 +91,9 @@ def cmd_import(args: argparse.Namespace) -> int:
             print(f"{path}: {summary.inserted} new, {summary.updated} updated, {summary.unchanged} unchanged, "
                   f"{len(summary.problems)} problems")  # fmt: skip
             for problem in summary.problems[:20]:
-                print(f"  problem: {problem}", file=sys.stderr)
+                print(f"  problem (record skipped): {problem}", file=sys.stderr)
+            for warning in summary.warnings[:20]:
+                print(f"  warning (record kept): {warning}", file=sys.stderr)
             if summary.problems:
                 status = 1
     return status
@@ -103,17 +105,19 @@ def cmd_embed(args: argparse.Namespace) -> int:
     cfg = _config(args)
     with _store(cfg) as store, progress_bar("embed", unit="paper") as bar:
         result = embed_all(cfg, store, progress=bar)
-    print(f"embedded {result['embedded']} papers into {result['folder']} ({result['skipped']} skipped)")
+    print(f"embedded {result.embedded} papers into {result.folder} ({result.skipped} skipped); active index: {result.active}")
     return 0
 
 
 def cmd_cluster(args: argparse.Namespace) -> int:
-    from ra_agent.pipeline import cluster_corpus
+    from ra_agent.pipeline import organise
 
     cfg = _config(args)
     with _store(cfg) as store:
-        result = cluster_corpus(cfg, store)
-    print(result["table"])
+        result = organise(cfg, store)
+    print(result.table)
+    print(f"{result.active_clusters} active clusters ({result.formed} formed, {result.assigned} assigned, "
+          f"{result.unassigned} unassigned); map: {result.map_png}")  # fmt: skip
     return 0
 
 
@@ -132,13 +136,67 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_run(args: argparse.Namespace) -> int:
+    from ra_agent.agent.runner import run_goal, start_goal
+    from ra_agent.llm.select import brain_for
+
+    cfg = _config(args)
+    handbook = Path(args.handbook)
+    if not handbook.exists():
+        raise CliError(f"{handbook}: no such handbook")
+    with _store(cfg) as store:
+        brain = brain_for(cfg, store)
+        if args.goal:
+            goal_id = args.goal
+        else:
+            goal_id = start_goal(cfg, store, handbook, brain.name).goal_id
+            print(f"goal {goal_id} started from {handbook} (brain: {brain.label()})")
+        state = run_goal(cfg, store, goal_id, brain, max_cycles=args.max_cycles,
+                         on_cycle=lambda o: print(f"  cycle {o.cycle}: {o.event}"
+                                                  f"{' ' + o.tool if o.tool else ''} -> {o.status}"))  # fmt: skip
+    print(f"goal {state.goal_id}: {state.status} after {state.cycle} cycles")
+    for path in goal_outputs(state):
+        print(f"wrote {path}")
+    return 0
+
+
+def goal_outputs(state) -> list[str]:
+    """Report paths a goal's history records."""
+    return [h["path"] for h in state.history if h["event"] == "report_written"]
+
+
+def cmd_control(args: argparse.Namespace) -> int:
+    from ra_agent.agent.goal import GoalStore
+    from ra_agent.agent.guards import PAUSE_FILE, STOP_FILE, clear_control, request_control
+
+    cfg = _config(args)
+    with _store(cfg) as store:
+        goals = GoalStore(cfg.data_dir, store)
+        if not goals.exists(args.goal):
+            raise CliError(f"no goal {args.goal!r} under {goals.goal_dir(args.goal).parent}")
+        goal_dir = goals.goal_dir(args.goal)
+        if args.command == "resume":
+            clear_control(cfg, STOP_FILE, goal_dir)
+            clear_control(cfg, PAUSE_FILE, goal_dir)
+            state = goals.load(args.goal)
+            if state.status in ("paused", "paused_api", "crashed", "stopped_manual"):
+                state.set_status("in_progress", reason="ra resume")
+                goals.save(state)
+            print(f"goal {args.goal}: {state.status}")
+            return 0
+        path = request_control(cfg, STOP_FILE if args.command == "stop" else PAUSE_FILE, goal_dir)
+        print(f"goal {args.goal}: {args.command} requested ({path}); honoured before its next cycle")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from ra_agent.pipeline import run_demo
 
     cfg = _config(args)
     with _store(cfg) as store:
         written = run_demo(cfg, store, handbook=Path(args.handbook), progress_factory=progress_bar)
-    print(f"wrote {written}")
+    for path in written:
+        print(f"wrote {path}")
     return 0
 
 
@@ -161,6 +219,15 @@ def build_parser() -> argparse.ArgumentParser:
     add("embed", cmd_embed, "embed every paper not embedded with the configured model")
     add("cluster", cmd_cluster, "form clusters (HDBSCAN + audit) and compute their metrics")
     add("status", cmd_status, "corpus, embeddings, clusters and goals at a glance")
+    p = add("run", cmd_run, "run a handbook's goal cycle by cycle without Dagster (local runner)")
+    p.add_argument("handbook")
+    p.add_argument("--goal", help="continue this existing goal instead of starting a new one")
+    p.add_argument("--max-cycles", type=int, help="cap on cycles this run (default [goal] max_cycles)")
+    for name, text in (("stop", "stop a goal after its current cycle (STOP file)"),
+                       ("pause", "pause a goal until resumed (PAUSE file)"),
+                       ("resume", "resume a paused, stopped-by-hand or crashed goal")):  # fmt: skip
+        p = add(name, cmd_control, text)
+        p.add_argument("goal")
     p = add("demo", cmd_demo, "the main job: run a handbook end to end on the bundled demo corpus")
     p.add_argument("--handbook", default="handbooks/seek_gap_ppi_gerd.md")
     return parser

@@ -98,3 +98,19 @@ def build_resources(config_path: str = "config.toml") -> dict[str, dg.Configurab
         "embedder": EmbedderResource(ra=ra),
         "brain": BrainResource(ra=ra),
     }
+
+
+def configured_embedding_slug(config_path: str | None = None) -> str:
+    """Model id + version of [embedding] as a slug: the `code_version` of embedding assets.
+
+    Read when the code location loads, so a model bump in config.toml shows the
+    embedding shards as unsynced in the UI until a backfill re-embeds them.
+    """
+    from ra_agent.config import ConfigError
+    from ra_agent.embed import model_slug
+
+    try:
+        cfg = load_config(config_path or os.environ.get("RA_CONFIG", "config.toml"))
+    except ConfigError:
+        cfg = Config()
+    return model_slug(cfg.embedding.model_name, cfg.embedding.model_version)

@@ -1,0 +1,153 @@
+"""Stage orchestration without Dagster: what the CLI and the local agent runner call, stage by stage.
+
+Each function here is the same core call an asset body makes, so a local run and a
+Dagster run of the same stage do the same work.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ra_agent.config import Config
+from ra_agent.store.db import Store
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[..., None] | None
+
+
+@dataclass
+class EmbedAllResult:
+    folder: str
+    embedded: int = 0
+    skipped: int = 0
+    shards: list[str] = field(default_factory=list)
+    active: str | None = None
+
+
+def embed_all(cfg: Config, store: Store, progress: Progress = None, embedder=None) -> EmbedAllResult:
+    """Embed every ingest batch (only papers without a vector) and switch the active index when complete."""
+    from ra_agent.embed import SentenceTransformerEmbedder
+    from ra_agent.store.vectors import build_index, embed_shard, vector_store_for
+
+    embedder = embedder or SentenceTransformerEmbedder(cfg)
+    vectors = vector_store_for(cfg, embedder)
+    out = EmbedAllResult(folder=str(vectors.root))
+    total = store.counts()["paper"]
+    done = 0
+    for batch in store.batches():
+        shard_progress = None if progress is None else (lambda d, _t, base=done: progress(base + d, total))
+        result = embed_shard(cfg, store, batch["batch_id"], embedder, vectors, on_progress=shard_progress)
+        out.embedded += result.embedded
+        out.skipped += len(result.skipped)
+        out.shards.append(batch["batch_id"])
+        done += result.requested
+        if progress:
+            progress(done, total)
+    out.active = build_index(cfg, store).active
+    return out
+
+
+def load_features(cfg: Config, store: Store, pmids=None):
+    """Clustering features of `pmids` (default: every embedded paper) from the active vector index.
+
+    E always; the PICO families p i c o m when they exist, so [embedding]/[clustering] features
+    "auto" switches to `[I‖C‖O‖design]` once every paper has PICO vectors.
+    """
+    import numpy as np
+
+    from ra_agent.cluster import Features
+    from ra_agent.store.vectors import open_active
+
+    vectors = open_active(cfg)
+    ids = np.asarray(vectors.pmids if pmids is None else pmids, dtype=np.int64)
+    ids = ids[vectors.has(ids)]
+    families = {f: vectors.get(ids, f) for f in vectors.families}
+    return Features.build(ids, families, mode=cfg.clustering.features)
+
+
+@dataclass
+class OrganiseResult:
+    formed: int = 0  # clusters frozen by this run (first formation)
+    assigned: int = 0  # papers admitted to an existing frozen cluster
+    unassigned: int = 0
+    active_clusters: int = 0
+    feature_space: str = ""
+    audit_by: str = ""
+    table: str = ""
+    map_png: str = ""
+
+
+def organise(cfg: Config, store: Store, *, auditor=None, goal_id: str | None = None) -> OrganiseResult:
+    """Memo 40 intake: form and freeze clusters the first time; afterwards admit new papers to the
+    frozen centroids (never moving them) and refresh every active cluster's metrics."""
+    from ra_agent.cluster import assign_papers, cluster_corpus, compute_metrics
+
+    features = load_features(cfg, store)
+    out = OrganiseResult(feature_space=features.space)
+    if len(features) == 0:
+        log.warning("organise: no embedded papers yet")
+        return out
+    active = store.conn.execute("SELECT COUNT(*) FROM cluster_manifest WHERE status='active'").fetchone()[0]
+    if active == 0:
+        result = cluster_corpus(store, features, cfg, auditor, goal_id=goal_id)
+        out.formed = len(result.cluster_ids)
+        out.audit_by = getattr(auditor, "name", "") or "rules:distinctive-terms"
+    else:
+        assignment = assign_papers(store, features, cfg)
+        out.assigned, out.unassigned = len(assignment.assigned), len(assignment.unassigned)
+        compute_metrics(store, features, cfg)
+    out.active_clusters = store.conn.execute("SELECT COUNT(*) FROM cluster_manifest WHERE status='active'").fetchone()[0]
+    out.unassigned = store.conn.execute("SELECT COUNT(*) FROM unassigned_pool").fetchone()[0]
+    out.table, out.map_png = cluster_report(cfg, store, features)
+    return out
+
+
+def cluster_report(cfg: Config, store: Store, features) -> tuple[str, str]:
+    """The Markdown manifest table and a 2-D map PNG of the active clusters (path under data_dir/plots)."""
+    import numpy as np
+
+    from ra_agent.cluster import cluster_map_png, manifest_table, markdown_table
+    from ra_agent.workspace import Workspace
+
+    rows = manifest_table(store)
+    label_of = {
+        r[0]: r[1]
+        for r in store.conn.execute(
+            "SELECT m.pmid, c.label FROM cluster_member m JOIN cluster_manifest c USING (cluster_id) "
+            "WHERE c.status='active'"
+        )
+    }
+    labels = np.array([label_of.get(int(p), "unassigned") for p in features.pmids])
+    path = Workspace.of(cfg).plots_dir / "cluster_map.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    cluster_map_png(features.matrix, labels, path, title=f"{len(rows)} clusters, {len(features)} papers")
+    return markdown_table(rows), str(path)
+
+
+
+
+def run_demo(cfg: Config, store: Store, handbook, progress_factory) -> list[str]:
+    """The main job: import the bundled corpus, embed, cluster, then run the handbook's goal to its end.
+
+    Returns the paths the goal wrote (reports), or its goal_state.json when it wrote none.
+    """
+    from ra_agent.agent.goal import GoalStore
+    from ra_agent.agent.runner import run_goal, start_goal
+    from ra_agent.ingest.corpus import import_pending
+    from ra_agent.llm.select import brain_for
+
+    imported = import_pending(cfg, store)
+    log.info("demo: imported %s (%d new papers)", ", ".join(imported.files) or "nothing new", imported.inserted)
+    with progress_factory("embed", unit="paper") as bar:
+        embed_all(cfg, store, progress=bar)
+    organised = organise(cfg, store)
+    log.info("demo: %d active clusters", organised.active_clusters)
+    brain = brain_for(cfg, store)
+    state = start_goal(cfg, store, handbook, brain.name)
+    state = run_goal(cfg, store, state.goal_id, brain)
+    written = [h["path"] for h in state.history if h["event"] == "report_written"]
+    log.info("demo: goal %s %s after %d cycles (%s)", state.goal_id, state.status, state.cycle, brain.label())
+    return written or [str(GoalStore(cfg.data_dir, store).state_path(state.goal_id))]

@@ -1,0 +1,72 @@
+"""Cluster assets: frozen topic clusters (manifest, members, centroids) and their per-cluster metrics."""
+
+import base64
+from pathlib import Path
+
+import dagster as dg
+
+from ra_agent.cluster import manifest_table, markdown_table
+from ra_agent.pipeline import cluster_report, load_features, organise
+from ra_assets.defs.embeddings.assets import embedding_index
+from ra_assets.meta import scalars
+from ra_assets.resources import RaConfigResource, StoreResource
+
+
+def png_markdown(path: str, alt: str) -> dg.MetadataValue:
+    """Inline a PNG in Markdown metadata so the UI shows the picture."""
+    data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
+    return dg.MetadataValue.md(f"![{alt}](data:image/png;base64,{data})")
+
+
+@dg.asset(
+    deps=[embedding_index],
+    group_name="clusters",
+    kinds={"python", "sqlite"},
+    code_version="1",
+    check_specs=[
+        dg.AssetCheckSpec("members_exist_in_paper", asset="clusters", blocking=True),
+        dg.AssetCheckSpec("tau_assign_in_range", asset="clusters"),
+    ],
+)
+def clusters(context: dg.AssetExecutionContext, ra: RaConfigResource, store: StoreResource):
+    """Topic clusters (memo 40): HDBSCAN over the active vectors, audited and labelled, frozen centroids,
+    tau_assign = P95 of inner distances. Later runs admit new papers to the frozen centroids
+    (or the unassigned pool) and never move a centroid."""
+    cfg = ra.get_config()
+    with store.get_client() as db:
+        result = organise(cfg, db)
+        orphans = db.conn.execute(
+            "SELECT COUNT(*) FROM cluster_member WHERE pmid NOT IN (SELECT pmid FROM paper)"
+        ).fetchone()[0]
+        bad_tau = db.conn.execute(
+            "SELECT COUNT(*) FROM cluster_manifest WHERE status='active' AND NOT (tau_assign > 0 AND tau_assign <= 2)"
+        ).fetchone()[0]
+    yield dg.MaterializeResult(
+        metadata={
+            **scalars(result, skip=("table", "map_png")),
+            "manifest": dg.MetadataValue.md(result.table or "_no clusters_"),
+        }
+    )
+    yield dg.AssetCheckResult(check_name="members_exist_in_paper", passed=orphans == 0, metadata={"orphans": orphans})
+    yield dg.AssetCheckResult(check_name="tau_assign_in_range", passed=bad_tau == 0, metadata={"bad": bad_tau})
+
+
+@dg.asset(deps=[clusters], group_name="clusters", kinds={"python", "sqlite"}, code_version="1")
+def cluster_metrics(context: dg.AssetExecutionContext, ra: RaConfigResource, store: StoreResource) -> dg.MaterializeResult:
+    """Per-cluster metrics (size, CVGR, ERS, het_numeric, dispersion, sr_overlap, eligible trials) as a
+    Markdown table and a 2-D map of the clusters."""
+    from ra_agent.cluster import compute_metrics
+
+    cfg = ra.get_config()
+    with store.get_client() as db:
+        features = load_features(cfg, db)
+        if len(features):
+            compute_metrics(db, features, cfg)
+        rows = manifest_table(db)
+        table, map_png = cluster_report(cfg, db, features) if len(features) else ("", "")
+    unstable = sum(1 for r in rows if r.get("unstable"))
+    metadata = {"clusters": len(rows), "unstable": unstable, "metrics": dg.MetadataValue.md(markdown_table(rows))}
+    if map_png:
+        metadata["cluster_map"] = png_markdown(map_png, "2-D map of the clusters")
+        metadata["cluster_map_path"] = dg.MetadataValue.path(map_png)
+    return dg.MaterializeResult(metadata=metadata)
