@@ -1,0 +1,39 @@
+"""Print the PICO extraction quality report (Markdown): RCT detection vs the screening proxy, fill rates, gold-set F1."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+from ra_agent.pico import RuleExtractor
+from ra_agent.pico_eval import evaluate, gold_papers, load_gold, markdown_report
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--demo", type=Path, default=ROOT / "data/demo/Cohen_2006_ProtonPumpInhibitors.csv")
+    parser.add_argument("--gold", type=Path, default=ROOT / "tests/fixtures/pico_gold.jsonl")
+    parser.add_argument("--details", action="store_true", help="also print each gold record next to the extraction")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.ERROR)
+    quality = evaluate(args.demo, args.gold, ROOT)
+    print(markdown_report(quality))
+    if args.details:
+        gold = load_gold(args.gold)
+        papers = gold_papers(gold, ROOT)
+        extractor = RuleExtractor()
+        scores = {row["pmid"]: row for row in quality.gold.rows}
+        for g in gold:
+            record = extractor.extract_one(papers[g.pmid])
+            print(f"### {g.pmid} — {papers[g.pmid].title[:100]}")
+            for key, want in g.fields.items():
+                print(f"- {key} [{scores[g.pmid][key]}]")
+                print(f"    gold: {want}\n    got:  {getattr(record, key)}\n    cue:  {record.evidence.get(key, '')}")
+            print()
+
+
+if __name__ == "__main__":
+    main()
