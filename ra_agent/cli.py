@@ -105,7 +105,9 @@ def cmd_embed(args: argparse.Namespace) -> int:
     cfg = _config(args)
     with _store(cfg) as store, progress_bar("embed", unit="paper") as bar:
         result = embed_all(cfg, store, progress=bar)
-    print(f"embedded {result.embedded} papers into {result.folder} ({result.skipped} skipped); active index: {result.active}")
+    print(
+        f"embedded {result.embedded} papers into {result.folder} ({result.skipped} skipped); active index: {result.active}"
+    )
     return 0
 
 
@@ -228,6 +230,9 @@ def build_parser() -> argparse.ArgumentParser:
                        ("resume", "resume a paused, stopped-by-hand or crashed goal")):  # fmt: skip
         p = add(name, cmd_control, text)
         p.add_argument("goal")
+    from ra_agent.ask_cli import add_ask_parser
+
+    add_ask_parser(sub)
     p = add("demo", cmd_demo, "the main job: run a handbook end to end on the bundled demo corpus")
     p.add_argument("--handbook", default="handbooks/seek_gap_ppi_gerd.md")
     return parser

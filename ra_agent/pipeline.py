@@ -64,6 +64,8 @@ def load_features(cfg: Config, store: Store, pmids=None):
     vectors = open_active(cfg)
     ids = np.asarray(vectors.pmids if pmids is None else pmids, dtype=np.int64)
     ids = ids[vectors.has(ids)]
+    with_text = {r[0] for r in store.conn.execute("SELECT pmid FROM paper WHERE trim(title || abstract) != ''")}
+    ids = ids[np.isin(ids, np.fromiter(with_text, dtype=np.int64, count=len(with_text)))]  # PMID-only rows: no topic
     families = {f: vectors.get(ids, f) for f in vectors.families}
     return Features.build(ids, families, mode=cfg.clustering.features)
 
@@ -99,7 +101,9 @@ def organise(cfg: Config, store: Store, *, auditor=None, goal_id: str | None = N
         assignment = assign_papers(store, features, cfg)
         out.assigned, out.unassigned = len(assignment.assigned), len(assignment.unassigned)
         compute_metrics(store, features, cfg)
-    out.active_clusters = store.conn.execute("SELECT COUNT(*) FROM cluster_manifest WHERE status='active'").fetchone()[0]
+    out.active_clusters = store.conn.execute("SELECT COUNT(*) FROM cluster_manifest WHERE status='active'").fetchone()[
+        0
+    ]
     out.unassigned = store.conn.execute("SELECT COUNT(*) FROM unassigned_pool").fetchone()[0]
     out.table, out.map_png = cluster_report(cfg, store, features)
     return out
@@ -125,8 +129,6 @@ def cluster_report(cfg: Config, store: Store, features) -> tuple[str, str]:
     path.parent.mkdir(parents=True, exist_ok=True)
     cluster_map_png(features.matrix, labels, path, title=f"{len(rows)} clusters, {len(features)} papers")
     return markdown_table(rows), str(path)
-
-
 
 
 def run_demo(cfg: Config, store: Store, handbook, progress_factory) -> list[str]:

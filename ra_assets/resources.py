@@ -1,6 +1,5 @@
 """Dagster resources: thin wrappers that build ra_agent clients from config.toml."""
 
-
 import functools
 import os
 from pathlib import Path

@@ -5,4 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export HF_HUB_OFFLINE=1
+export RA_INGEST__OFFLINE=true   # the bundled demo replays the local corpus: no API calls
 exec .venv/bin/ra demo "$@"

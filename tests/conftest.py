@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from replay import CrossrefReplayServer, EutilsReplayServer
+from replay.ollama_server import OllamaReplayServer
 
 from ra_agent.config import Config, Secrets
 
@@ -24,6 +25,13 @@ def eutils_server() -> Iterator[EutilsReplayServer]:
 @pytest.fixture
 def crossref_server() -> Iterator[CrossrefReplayServer]:
     with CrossrefReplayServer() as server:
+        yield server
+
+
+@pytest.fixture
+def ollama_server() -> Iterator[OllamaReplayServer]:
+    """Loopback Ollama (/api/chat, /api/tags) answering with scripted replies; records every request."""
+    with OllamaReplayServer() as server:
         yield server
 
 

@@ -197,6 +197,51 @@ MIGRATIONS: tuple[str, ...] = (
         loaded_ts INT NOT NULL
     );
     """,
+    # 4: `ra ask` telemetry (seed 001) and the Mind-KB playbook collection (seed 002); IF NOT EXISTS because
+    # workspaces made before this migration may already hold them
+    """
+CREATE TABLE IF NOT EXISTS ask_run (
+    id                INTEGER PRIMARY KEY,
+    started_ts        INT NOT NULL,
+    question          TEXT NOT NULL,
+    brain             TEXT NOT NULL,
+    stop_reason       TEXT NOT NULL,                -- answered | tool_limit | no_progress | schema_error | brain_error
+    success           INT NOT NULL,                 -- Mind-KB success heuristic (seed 002)
+    turns             INT NOT NULL,                 -- planner (decide) turns
+    steps             INT NOT NULL,                 -- LLM calls + tool runs
+    tool_calls        INT NOT NULL,
+    repairs           INT NOT NULL,
+    tokens_in         INT NOT NULL,
+    tokens_out        INT NOT NULL,
+    latency_ms        INT NOT NULL,
+    citations         TEXT NOT NULL DEFAULT '[]',   -- PMIDs cited and held in the store
+    removed_citations TEXT NOT NULL DEFAULT '[]',   -- PMIDs cited but not in the store (removed from the answer)
+    retrieved         TEXT NOT NULL DEFAULT '[]',   -- [{"pmid", "score"}] in retrieval order
+    step_log          TEXT NOT NULL DEFAULT '[]',   -- [{"kind", "tool", "ms", "tokens_in", "tokens_out", "new_pmids", "ok"}]
+    playbooks_used    TEXT NOT NULL DEFAULT '[]',
+    playbook_id       TEXT,
+    error             TEXT
+);
+CREATE INDEX IF NOT EXISTS ask_run_started ON ask_run(started_ts);
+CREATE TABLE IF NOT EXISTS mind_kb (
+    id              TEXT PRIMARY KEY,               -- sha256 of the canonical step sequence
+    collection      TEXT NOT NULL DEFAULT 'Mind-KB',
+    kind            TEXT NOT NULL DEFAULT 'playbook',
+    source          TEXT NOT NULL,                  -- 'ask' | 'agent_cycle'
+    source_session  TEXT NOT NULL DEFAULT '',
+    original_prompt TEXT NOT NULL,
+    steps           TEXT NOT NULL,                  -- canonical JSON [{"content": ..., "role": ...}, ...]
+    dense_text      TEXT NOT NULL,
+    model           TEXT NOT NULL,                  -- embedder slug of `vector`
+    dim             INT NOT NULL,
+    vector          BLOB NOT NULL,                  -- float16 unit vector of dense_text
+    metadata        TEXT NOT NULL DEFAULT '{}',     -- {"collection", "kind", "source", "source_session", "original_prompt"}
+    count           INT NOT NULL DEFAULT 1,
+    created_ts      INT NOT NULL,
+    last_seen_ts    INT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS mind_kb_collection ON mind_kb(collection, count);
+    """,
 )
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,12 +16,6 @@ def cfg(tmp_path: Path) -> Config:
     """Defaults, with the workspace and the project root (STOP/PAUSE files) in tmp_path."""
     base = Config().with_overrides(workspace={"data_dir": str(tmp_path / "data"), "demo_corpus": ""})
     return dataclasses.replace(base, root=str(tmp_path))
-
-
-@pytest.fixture
-def ollama_server() -> Iterator[OllamaReplayServer]:
-    with OllamaReplayServer() as server:
-        yield server
 
 
 @pytest.fixture

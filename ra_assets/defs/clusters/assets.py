@@ -52,7 +52,9 @@ def clusters(context: dg.AssetExecutionContext, ra: RaConfigResource, store: Sto
 
 
 @dg.asset(deps=[clusters], group_name="clusters", kinds={"python", "sqlite"}, code_version="1")
-def cluster_metrics(context: dg.AssetExecutionContext, ra: RaConfigResource, store: StoreResource) -> dg.MaterializeResult:
+def cluster_metrics(
+    context: dg.AssetExecutionContext, ra: RaConfigResource, store: StoreResource
+) -> dg.MaterializeResult:
     """Per-cluster metrics (size, CVGR, ERS, het_numeric, dispersion, sr_overlap, eligible trials) as a
     Markdown table and a 2-D map of the clusters."""
     from ra_agent.cluster import compute_metrics

@@ -33,8 +33,12 @@ def embedding_shards(
     if result.skipped:
         context.log.error(f"{len(result.skipped)} papers got no vector (out of memory twice): {result.skipped[:10]}")
     return dg.MaterializeResult(
-        metadata={**scalars(result, skip=("skipped", "missing")), "skipped": len(result.skipped),
-                  "missing_papers": len(result.missing), "model_folder": f"emb/{result.slug}"},  # fmt: skip
+        metadata={
+            **scalars(result, skip=("skipped", "missing")),
+            "skipped": len(result.skipped),
+            "missing_papers": len(result.missing),
+            "model_folder": f"emb/{result.slug}",
+        },  # fmt: skip
         data_version=dg.DataVersion(f"{result.slug}:{result.requested - len(result.skipped)}"),
     )
 
@@ -65,8 +69,13 @@ def embedding_index(context: dg.AssetExecutionContext, ra: RaConfigResource, sto
     sorted_ok = bool(np.all(np.diff(active.pmids) > 0)) if len(active) else True
     norm_problems = [p for p in active.verify() if not p.startswith("offsets")]
     yield dg.MaterializeResult(
-        metadata={**scalars(result), "active_count": len(active), "dim": active.dim,
-                  "model": active.model, "path": str(active.root)},  # fmt: skip
+        metadata={
+            **scalars(result),
+            "active_count": len(active),
+            "dim": active.dim,
+            "model": active.model,
+            "path": str(active.root),
+        },  # fmt: skip
         data_version=dg.DataVersion(f"{result.active}:{len(active)}"),
     )
     yield dg.AssetCheckResult(check_name="offsets_sorted_unique", passed=sorted_ok)

@@ -9,7 +9,6 @@ from ra_assets.resources import StoreResource
 shard_job = dg.define_asset_job(
     "embedding_shard_job",
     selection=dg.AssetSelection.assets(embedding_shards),
-    partitions_def=ingest_batch_partitions,
     description="Embed one ingest batch. Backfill all partitions after a model bump.",
 )
 

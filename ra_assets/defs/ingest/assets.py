@@ -1,6 +1,5 @@
 """Ingest assets: PubMed searches, the local corpus, citation references and the weekly baseline."""
 
-
 import dagster as dg
 
 from ra_agent.ingest.corpus import corpus_summary, import_pending

@@ -1,17 +1,15 @@
 """Ingest automation: searches registered in the store become partitions and runs; weekly baseline schedule."""
 
-
 import dagster as dg
 
 from ra_agent.workspace import registered_queries
 from ra_assets.defs.ingest.assets import baseline_snapshot, papers, pubmed_search, references
-from ra_assets.partitions import baseline_week_partitions, search_query_partitions
+from ra_assets.partitions import search_query_partitions
 from ra_assets.resources import StoreResource
 
 search_job = dg.define_asset_job(
     "pubmed_search_job",
     selection=dg.AssetSelection.assets(pubmed_search),
-    partitions_def=search_query_partitions,
     description="Run one registered PubMed search (partition = query key).",
 )
 
@@ -24,7 +22,6 @@ corpus_job = dg.define_asset_job(
 baseline_job = dg.define_asset_job(
     "baseline_snapshot_job",
     selection=dg.AssetSelection.assets(baseline_snapshot),
-    partitions_def=baseline_week_partitions,
     description="Load this week's PubMed baseline/update files and snapshot the embedding index.",
 )
 

@@ -1,0 +1,275 @@
+"""One agent cycle: load goal → apply finished work → prompt → brain → action → effects → success → persist → log.
+
+The cycle never does heavy work itself: it returns the stage requests its action asked
+for (the local runner performs them, or the Dagster agent sensor materialises them)
+and applies their outcome at the start of the next cycle.
+
+Crash recovery: the chosen action is recorded in `tool_call` (key `goal:cycle`) before
+its effects run. A cycle killed after that point is resumed with the recorded action,
+without asking the brain again; a finished call is never executed twice.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from ra_agent.agent.actions import (
+    ActionError,
+    NoAction,
+    ParsedAction,
+    ValidAction,
+    interpret_reply,
+    repair_asker,
+    validate_action,
+)
+from ra_agent.agent.goal import GoalState, GoalStore
+from ra_agent.agent.guards import check_guards
+from ra_agent.agent.handbook import load_handbook
+from ra_agent.agent.prompt import build_messages, metrics_of, observe
+from ra_agent.agent.tools import ToolContext, execute
+from ra_agent.config import Config
+from ra_agent.cyclelog import CycleLog, CycleRecord
+from ra_agent.llm.base import BrainError
+from ra_agent.stages import StageRequest
+from ra_agent.store.db import Store
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class CycleOutcome:
+    goal_id: str
+    cycle: int
+    status: str
+    event: str
+    brain: str
+    tool: str | None = None
+    requests: list[StageRequest] = field(default_factory=list)
+    log_path: str | None = None
+
+
+def _handbook_path(cfg: Config, state: GoalState) -> Path:
+    path = Path(state.handbook_path)
+    return path if path.is_absolute() else Path(cfg.root) / path
+
+
+def _tool_calls(store: Store, goal_id: str) -> int:
+    return store.conn.execute("SELECT COUNT(*) FROM tool_call WHERE goal_id=?", (goal_id,)).fetchone()[0]
+
+
+def _recorded_call(store: Store, key: str):
+    return store.conn.execute("SELECT * FROM tool_call WHERE idempotency_key=?", (key,)).fetchone()
+
+
+def _record_call(store: Store, state: GoalState, key: str, action: ValidAction, reply: str) -> None:
+    with store.transaction():
+        store.conn.execute(
+            "INSERT OR IGNORE INTO tool_call(goal_id, cycle, tool, args, status, result, idempotency_key, started_ts) "
+            "VALUES (?,?,?,?,?,?,?,?)",
+            (state.goal_id, state.cycle, action.tool, action.args_json, "started",
+             json.dumps({"reply": reply}), key, int(time.time())),
+        )  # fmt: skip
+
+
+def _finish_call(store: Store, key: str, status: str, result: dict[str, Any], requests: list[StageRequest]) -> None:
+    with store.transaction():
+        store.conn.execute(
+            "UPDATE tool_call SET status=?, result=?, finished_ts=? WHERE idempotency_key=?",
+            (status, json.dumps({"result": result, "requests": [r.to_dict() for r in requests]}, default=str),
+             int(time.time()), key),
+        )  # fmt: skip
+
+
+def apply_finished_requests(state: GoalState, store: Store) -> None:
+    """The stages asked for last cycle have run (runner or sensor guarantees it): note what they produced."""
+    for raw in state.pending_asset_requests:
+        request = StageRequest.from_dict(raw)
+        state.record("tool_result", stage=request.stage, partition=request.partition,
+                     **stage_observation(store, request))  # fmt: skip
+    state.pending_asset_requests = []
+
+
+def stage_observation(store: Store, request: StageRequest) -> dict[str, Any]:
+    """A small, deterministic summary of what a finished stage left in the store."""
+    if request.stage == "search":
+        row = store.conn.execute("SELECT count, fetched, offline FROM search_run WHERE query_key=?",
+                                 (request.partition,)).fetchone()  # fmt: skip
+        return dict(row) if row else {"missing": True}
+    if request.stage in ("pico", "sr_overlap"):
+        row = store.conn.execute(
+            "SELECT eligible_trials, sr_overlap FROM cluster_metrics WHERE cluster_id=? ORDER BY computed_ts DESC LIMIT 1",
+            (request.partition,),
+        ).fetchone()
+        return dict(row) if row else {"missing": True}
+    if request.stage == "organise":
+        n = store.conn.execute("SELECT COUNT(*) FROM cluster_manifest WHERE status='active'").fetchone()[0]
+        return {"active_clusters": n}
+    return {}
+
+
+def successful_clusters(state: GoalState, handbook, observation: dict[str, Any]) -> list[str]:
+    return [c["cluster_id"] for c in observation["clusters"]
+            if c["cluster_id"] not in state.rejected_clusters and handbook.success_met(metrics_of(c))]  # fmt: skip
+
+
+def _check_success(cfg: Config, state: GoalState, handbook, observation: dict[str, Any]) -> list[StageRequest]:
+    """Stop the goal once `Stop_after` clusters meet `Success`; ask for the reports then."""
+    winners = successful_clusters(state, handbook, observation)
+    if len(winners) < handbook.stop_after:
+        return []
+    state.success_clusters = winners[: max(handbook.stop_after, 1)]
+    state.set_status("stopped", reason="success", clusters=state.success_clusters, success=handbook.success_text)
+    return [StageRequest("reports", reason=f"success of {', '.join(state.success_clusters)}")]
+
+
+def _guard(cfg: Config, store: Store, goals: GoalStore, state: GoalState) -> str | None:
+    """Apply STOP/PAUSE/paused_api before the cycle; returns the event that ends this cycle early, if any."""
+    report = check_guards(cfg, goals.goal_dir(state.goal_id), [store.api_state("eutils")])
+    if report.verdict == "stop":
+        state.set_status("stopped_manual", reason=report.reason)
+        return "stopped_manual"
+    if report.verdict == "pause":
+        state.set_status("paused", reason=report.reason)
+        return "paused"
+    if report.verdict == "paused_api":
+        state.set_status("paused_api", reason=report.reason)
+        return "paused_api"
+    if state.status in ("paused", "crashed", "paused_api"):
+        state.set_status("in_progress", reason=f"resumed after {state.status}")
+    return None
+
+
+def run_cycle(
+    cfg: Config,
+    store: Store,
+    goal_id: str,
+    brain,
+    *,
+    embedder_factory: Callable[[], Any] | None = None,
+) -> CycleOutcome:
+    """Run exactly one cycle of a goal and persist it; never raises for LLM or tool errors."""
+    goals = GoalStore(cfg.data_dir, store)
+    state = goals.load(goal_id)
+    early = _guard(cfg, store, goals, state)
+    if early or not state.is_active:
+        goals.save(state)
+        return CycleOutcome(goal_id, state.cycle, state.status, early or "inactive", brain.name)
+    try:
+        return _cycle(cfg, store, goals, state, brain, embedder_factory)
+    except Exception as exc:  # crash: keep the last persisted state, mark it, let the next launch resume
+        log.exception("cycle %d of goal %s crashed", state.cycle, goal_id)
+        fresh = goals.load(goal_id)
+        fresh.set_status("crashed", error=f"{type(exc).__name__}: {exc}"[:500])
+        goals.save(fresh)
+        return CycleOutcome(goal_id, fresh.cycle, fresh.status, "crashed", brain.name)
+
+
+def _cycle(cfg, store, goals, state, brain, embedder_factory) -> CycleOutcome:
+    apply_finished_requests(state, store)
+    cycle = state.begin_cycle(brain.name)
+    handbook = load_handbook(_handbook_path(cfg, state))
+    papers_before = store.counts()["paper"]
+    observation = observe(cfg, store, state, handbook)
+    requests = _check_success(cfg, state, handbook, observation)
+    messages: list[dict[str, str]] = []
+    reply, event, tool, notes, json_status = "", "success", None, [], "n/a"
+    if not requests and _tool_calls(store, state.goal_id) >= cfg.goal.max_tool_calls:
+        state.set_status("stopped", reason=f"max_tool_calls ({cfg.goal.max_tool_calls}) reached")
+        event = "stopped"
+    elif not requests:
+        key = f"{state.goal_id}:{cycle}"
+        recorded = _recorded_call(store, key)
+        if recorded is not None and recorded["status"] == "finished":
+            event, tool = "replayed", recorded["tool"]
+            saved = json.loads(recorded["result"])
+            requests = [StageRequest.from_dict(r) for r in saved.get("requests", [])]
+            notes.append(f"cycle {cycle} already executed {tool}: effects not repeated")
+        else:
+            messages = build_messages(cfg, store, handbook, observation)
+            if recorded is not None:  # killed mid-tool: run the recorded action again, do not re-ask
+                reply = json.loads(recorded["result"])["reply"]
+                outcome = validate_action(ParsedAction(recorded["tool"], json.loads(recorded["args"]), reply),
+                                          cfg=cfg, handbook=handbook)  # fmt: skip
+                notes.append("resumed the action recorded before a crash")
+            else:
+                try:
+                    reply = brain.chat(messages)
+                except BrainError as exc:
+                    state.record("error", error="brain_unavailable", message=str(exc)[:300])
+                    reply, outcome = "", None
+                else:
+                    outcome = interpret_reply(reply, repair_asker(brain, messages, reply), cfg=cfg, handbook=handbook)
+            event, tool, json_status, requests = _act(cfg, store, goals, state, handbook, brain, outcome, reply,
+                                                      key, embedder_factory, notes)  # fmt: skip
+        if state.is_active:
+            requests += _check_success(cfg, state, handbook, observe(cfg, store, state, handbook))
+    state.pending_asset_requests = [r.to_dict() for r in requests]
+    goals.save(state)
+    record = CycleRecord(
+        cycle=cycle, goal_id=state.goal_id, primary_goal=state.primary_goal, topic=state.topic, brain=brain.name,
+        prompt=messages or "(no prompt: decided by the executor)", response=reply or "(none)",
+        notes=[f"event={event}", *(f"request: {r.label()} ({r.reason})" for r in requests), *notes],
+        json_status=json_status, delta_papers=store.counts()["paper"] - papers_before,
+        ram_used_bytes=psutil.Process().memory_info().rss,
+    )  # fmt: skip
+    log_path = CycleLog(cfg).write(record)
+    log.info("goal %s cycle %d: %s%s (%s)", state.goal_id, cycle, event, f" {tool}" if tool else "", brain.name)
+    return CycleOutcome(state.goal_id, cycle, state.status, event, brain.name, tool, requests, str(log_path))
+
+
+def _act(cfg, store, goals, state, handbook, brain, outcome, reply, key, embedder_factory, notes):
+    """Apply the interpreted reply; returns (event, tool, json_status, requests)."""
+    if outcome is None:
+        return "error", None, "brain_unavailable", []
+    if isinstance(outcome, NoAction | ActionError):
+        result = outcome.outcome
+        details = {k: v for k, v in result.log.items()}
+        if isinstance(outcome, ActionError):
+            details.update(kind=outcome.kind, message=outcome.message[:300], tool=outcome.tool)
+        state.record(result.event, **details)
+        if result.status:
+            state.set_status(result.status, reason=details.get("kind", result.event))
+        notes.append(json.dumps(result.log))
+        return result.event, getattr(outcome, "tool", None), "error" if isinstance(outcome, ActionError) else "ok", []
+    _record_call(store, state, key, outcome, reply)
+    ctx = ToolContext(cfg, store, state, goals, handbook, brain, embedder_factory or _default_embedder(cfg))
+    try:
+        effect = execute(ctx, outcome)
+    except (KeyError, ValueError, LookupError) as exc:  # a tool refusing its input is the LLM's error, not a crash
+        _finish_call(store, key, "failed", {"error": str(exc)}, [])
+        state.record("error", error="tool_failed", tool=outcome.tool, message=str(exc)[:300])
+        return "error", outcome.tool, "ok", []
+    _finish_call(store, key, "finished", effect.result, effect.requests)
+    state.record("tool_call", tool=outcome.tool, args=outcome.args, result=_short(effect.result),
+                 requests=[r.label() for r in effect.requests], repaired=outcome.repaired)  # fmt: skip
+    return "tool_call", outcome.tool, "repaired" if outcome.repaired else "ok", effect.requests
+
+
+def _short(result: dict[str, Any], limit: int = 1500) -> dict[str, Any]:
+    """Keep history entries readable: long lists are cut, the size is noted."""
+    text = json.dumps(result, default=str)
+    if len(text) <= limit:
+        return result
+    return {k: (v if len(json.dumps(v, default=str)) < 300 else f"<{type(v).__name__} of {len(v)}>")
+            for k, v in result.items()}  # fmt: skip
+
+
+def _default_embedder(cfg: Config) -> Callable[[], Any]:
+    cache: dict[str, Any] = {}
+
+    def factory():
+        if "e" not in cache:
+            from ra_agent.embed import SentenceTransformerEmbedder
+
+            cache["e"] = SentenceTransformerEmbedder(cfg)
+        return cache["e"]
+
+    return factory

@@ -1,0 +1,67 @@
+"""Reports for goals that met their handbook: a gap dossier (seek_gap) or an SR draft (conduct_SR) per cluster."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+from ra_agent.agent.goal import GoalStore
+from ra_agent.config import Config
+from ra_agent.store.db import Store
+from ra_agent.workspace import Workspace
+
+log = logging.getLogger(__name__)
+
+
+def prisma_result_path(cfg: Config, cluster_id: str) -> Path:
+    """Where prisma_check keeps its last full answer for a cluster."""
+    return Workspace.of(cfg).root / "sr" / f"{cluster_id}.prisma.json"
+
+
+def save_prisma(cfg: Config, cluster_id: str, result) -> None:
+    from ra_agent.agent.goal import atomic_write_text
+
+    path = prisma_result_path(cfg, cluster_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = {"cluster_id": cluster_id, "compliant": result.compliant, "missing_items": result.missing_items,
+            "evidence": {str(k): v for k, v in result.evidence.items()}, "judged_by": result.judged_by,
+            "checked_items": result.checked_items, "source": result.source, "notes": result.notes}  # fmt: skip
+    atomic_write_text(path, json.dumps(data, ensure_ascii=False, indent=2))
+
+
+def load_prisma(cfg: Config, cluster_id: str):
+    from ra_agent.sr import PrismaResult
+
+    path = prisma_result_path(cfg, cluster_id)
+    if not path.exists():
+        return None
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return PrismaResult(data["compliant"], data["missing_items"], {int(k): v for k, v in data["evidence"].items()},
+                        data["judged_by"], data["checked_items"], data["source"], notes=data["notes"])  # fmt: skip
+
+
+def write_goal_reports(cfg: Config, store: Store) -> list[Path]:
+    """Write (or rewrite) the report of every successful cluster of every goal; note new paths in its history."""
+    from ra_agent.reports import gap_dossier, sr_draft
+    from ra_agent.sr import load_sr_overlap
+
+    goals = GoalStore(cfg.data_dir, store)
+    written: list[Path] = []
+    for state in goals.states():
+        recorded = {h["path"] for h in state.history if h["event"] == "report_written"}
+        for cluster_id in state.success_clusters:
+            prisma = load_prisma(cfg, cluster_id)
+            if state.primary_goal == "conduct_SR":
+                path = sr_draft(cfg, store, cluster_id, goal_id=state.goal_id, brain_name=state.brain, prisma=prisma)
+                kind = "sr_draft"
+            else:
+                path = gap_dossier(cfg, store, cluster_id, goal_id=state.goal_id, brain_name=state.brain,
+                                   sr=load_sr_overlap(cfg, cluster_id), prisma=prisma)  # fmt: skip
+                kind = "gap_dossier"
+            written.append(Path(path))
+            if str(path) not in recorded:
+                state.record("report_written", kind=kind, cluster_id=cluster_id, path=str(path))
+                goals.save(state)
+            log.info("%s for %s (goal %s): %s", kind, cluster_id, state.goal_id, path)
+    return written

@@ -1,0 +1,221 @@
+"""Tool execution: a validated Action becomes inline effects (light tools) or stage requests (heavy tools).
+
+Light tools (prisma_check, propose_alternative_pico, embed_text, the cluster commands,
+update_goal) run inside the cycle. Heavy tools (search_pubmed, run_pico,
+find_existing_sr) return `StageRequest`s: Dagster materialises them through the
+agent sensor, the local runner through `stages.perform`. The LLM never names a file:
+every path is derived here from ids.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ra_agent.agent.actions import ValidAction
+from ra_agent.agent.goal import GoalState, GoalStore, apply_llm_mutation
+from ra_agent.agent.handbook import Handbook, load_handbook
+from ra_agent.config import Config
+from ra_agent.stages import StageRequest, after_new_papers
+from ra_agent.store.db import Store
+from ra_agent.workspace import Workspace, register_query
+
+log = logging.getLogger(__name__)
+
+CONFIRM_YES = re.compile(r"\b(yes|confirm(ed)?|proceed)\b", re.I)
+CONFIRM_NO = re.compile(r"\b(no|decline|abort)\b", re.I)
+
+
+@dataclass
+class ToolContext:
+    cfg: Config
+    store: Store
+    goal: GoalState
+    goals: GoalStore
+    handbook: Handbook
+    brain: Any
+    embedder_factory: Callable[[], Any]
+
+
+@dataclass
+class ToolEffect:
+    """What one tool call did: a JSON-able result for the history and the next prompt, and heavy work."""
+
+    result: dict[str, Any]
+    requests: list[StageRequest] = field(default_factory=list)
+
+
+def _features(ctx: ToolContext):
+    from ra_agent.pipeline import load_features
+
+    return load_features(ctx.cfg, ctx.store)
+
+
+def _confirm_large(ctx: ToolContext, size: int) -> bool:
+    """memo 60 §7: above the guard, ask the brain "Are you sure?" before a batch PICO call."""
+    limit = ctx.cfg.sr.pico_confirm_above
+    question = (
+        f"run_pico would send {size} abstracts to the LLM (guard: {limit}). Are you sure? Answer yes or no.\n"
+        f"<state>{json.dumps({'task': 'confirm', 'size': size, 'limit': limit})}</state>"
+    )
+    reply = ctx.brain.chat([{"role": "user", "content": question}])
+    yes, no = CONFIRM_YES.search(reply), CONFIRM_NO.search(reply)
+    return bool(yes) and (not no or yes.start() < no.start())
+
+
+def search_pubmed(ctx: ToolContext, query: str, retmax: int, expand_mode: str) -> ToolEffect:
+    key = register_query(ctx.store, query, retmax=retmax, origin=ctx.goal.goal_id)
+    requests = [StageRequest("search", key, f"search_pubmed {query!r}"), *after_new_papers("new search results")]
+    return ToolEffect({"query": query, "query_key": key, "expand_mode": expand_mode}, requests)
+
+
+def run_pico(ctx: ToolContext, cluster_id: str | None = None, pmid_list: list[int] | None = None) -> ToolEffect:
+    from ra_agent.pico import make_extractor
+    from ra_agent.pico import run_pico as extract
+
+    if cluster_id is not None:
+        size = ctx.store.conn.execute(
+            "SELECT COUNT(*) FROM cluster_member WHERE cluster_id=?", (cluster_id,)
+        ).fetchone()[0]
+        if size == 0:
+            return ToolEffect({"error": "unknown_cluster", "cluster_id": cluster_id})
+        if size > ctx.cfg.sr.pico_confirm_above and not _confirm_large(ctx, size):
+            return ToolEffect({"declined": True, "cluster_id": cluster_id, "size": size})
+        return ToolEffect({"cluster_id": cluster_id, "size": size}, [StageRequest("pico", cluster_id, "run_pico")])
+    papers = ctx.store.papers(pmid_list or [])
+    digest = hashlib.sha1(",".join(map(str, sorted(p.pmid for p in papers))).encode()).hexdigest()[:10]
+    path = Workspace.of(ctx.cfg).pico_dir / f"list-{digest}.jsonl"
+    confirm = lambda n: _confirm_large(ctx, n)  # noqa: E731
+    result = extract(papers, make_extractor(ctx.brain, ctx.cfg), path, confirm=confirm,
+                     confirm_above=ctx.cfg.sr.pico_confirm_above)  # fmt: skip
+    return ToolEffect({"pmids": len(papers), "unknown_pmids": len(set(pmid_list or [])) - len(papers),
+                       **result.metadata()})  # fmt: skip
+
+
+def find_existing_sr(ctx: ToolContext, cluster_id: str) -> ToolEffect:
+    return ToolEffect({"cluster_id": cluster_id}, [StageRequest("sr_overlap", cluster_id, "find_existing_sr")])
+
+
+def prisma_check(ctx: ToolContext, cluster_id: str) -> ToolEffect:
+    from ra_agent.agent.reporting import save_prisma
+    from ra_agent.sr import load_sr_overlap
+    from ra_agent.sr import prisma_check as check
+
+    found = load_sr_overlap(ctx.cfg, cluster_id)
+    draft = Workspace.of(ctx.cfg).reports_dir / f"sr_draft_{cluster_id}.md"
+    draft_text = draft.read_text(encoding="utf-8") if ctx.goal.primary_goal == "conduct_SR" and draft.exists() else None
+    result = check(ctx.cfg, ctx.store, cluster_id, ctx.brain, draft_text=draft_text,
+                   sr_pmids=found.sr_pmids if found else [])  # fmt: skip
+    save_prisma(ctx.cfg, cluster_id, result)
+    return ToolEffect({"cluster_id": cluster_id, **result.as_dict(), "judged_by": result.judged_by,
+                       "source": result.source})  # fmt: skip
+
+
+def propose_alternative_pico(ctx: ToolContext, exclude_pmids: list[int]) -> ToolEffect:
+    """Craft a new theme from the leftover papers, write a new handbook and start a goal on it."""
+    from ra_agent.sr import propose_alternative_pico as propose
+    from ra_agent.sr import spawn_handbook
+
+    cluster_id = ctx.goal.cluster_id
+    alt = propose(ctx.cfg, ctx.store, ctx.brain, exclude_pmids, cluster_id=cluster_id)
+    out_dir = Workspace.of(ctx.cfg).root / "handbooks"
+    handbook_path = spawn_handbook(ctx.cfg, ctx.handbook.path, alt.seed_query, out_dir)
+    spawned = load_handbook(handbook_path)
+    child = ctx.goals.create(str(handbook_path), spawned.primary_goal, alt.new_PICO, brain=ctx.brain.name)
+    child.record("spawned_from", parent_goal=ctx.goal.goal_id, new_PICO=alt.new_PICO)
+    ctx.goals.save(child)
+    ctx.goal.record("alternative_proposed", cluster_id=cluster_id, new_goal=child.goal_id,
+                    new_PICO=alt.new_PICO, handbook=handbook_path.name)  # fmt: skip
+    return ToolEffect({"new_PICO": alt.new_PICO, "seed_query": alt.seed_query, "new_goal": child.goal_id,
+                       "judged_by": alt.judged_by})  # fmt: skip
+
+
+def embed_text(ctx: ToolContext, text: str | list[str]) -> ToolEffect:
+    """Embed strings and report, for each, the closest frozen clusters by cosine."""
+    import numpy as np
+
+    from ra_agent.cluster import decode_centroid
+
+    texts = [text] if isinstance(text, str) else list(text)
+    vectors = ctx.embedder_factory().encode(texts)
+    rows = ctx.store.conn.execute(
+        "SELECT cluster_id, label, frozen_centroid, centroid_dim FROM cluster_manifest "
+        "WHERE status='active' AND centroid_dim=?",
+        (vectors.shape[1],),
+    ).fetchall()
+    nearest = []
+    if rows:
+        centroids = np.stack([decode_centroid(r["frozen_centroid"], r["centroid_dim"]) for r in rows])
+        sims = vectors @ centroids.T
+        for t, s in zip(texts, sims, strict=True):
+            top = np.argsort(-s)[:3]
+            nearest.append({"text": t[:80], "nearest": [[rows[i]["cluster_id"], round(float(s[i]), 3)] for i in top]})
+    return ToolEffect({"embedded": len(texts), "dim": int(vectors.shape[1]), "nearest_clusters": nearest})
+
+
+def split_cluster(ctx: ToolContext, cluster_id: str) -> ToolEffect:
+    from ra_agent.cluster import split_cluster as split
+
+    children = split(ctx.store, cluster_id, _features(ctx), ctx.cfg, goal_id=ctx.goal.goal_id)
+    requests = [StageRequest("organise", reason=f"split {cluster_id}")] if children else []
+    return ToolEffect({"cluster_id": cluster_id, "children": children}, requests)
+
+
+def merge_clusters(ctx: ToolContext, source: str, target: str) -> ToolEffect:
+    from ra_agent.cluster import merge_clusters as merge
+
+    merged = merge(ctx.store, source, target, _features(ctx), ctx.cfg)
+    ctx.goal.record("merge_clusters", source=source, target=target)
+    return ToolEffect({"source": source, "target": target, "result": merged},
+                      [StageRequest("organise", reason=f"merge {source} into {target}")])  # fmt: skip
+
+
+def drop_cluster(ctx: ToolContext, cluster_id: str) -> ToolEffect:
+    from ra_agent.cluster import drop_cluster as drop
+
+    pooled = drop(ctx.store, cluster_id)
+    return ToolEffect({"cluster_id": cluster_id, "unassigned": len(pooled)},
+                      [StageRequest("organise", reason=f"drop {cluster_id}")])  # fmt: skip
+
+
+def show_noise(ctx: ToolContext, limit: int) -> ToolEffect:
+    from ra_agent.cluster import show_noise as noise
+
+    rows = noise(ctx.store, limit)
+    return ToolEffect({"noise": [{"pmid": r["pmid"], "title": r["title"][:120], "reason": r["reason"]} for r in rows]})
+
+
+def update_goal(ctx: ToolContext, changes: dict[str, Any]) -> ToolEffect:
+    entries = apply_llm_mutation(ctx.goal, changes)
+    return ToolEffect({"changed": sorted(changes), "events": [e["event"] for e in entries]})
+
+
+TOOLS: dict[str, Callable[..., ToolEffect]] = {
+    f.__name__: f
+    for f in (
+        search_pubmed,
+        run_pico,
+        find_existing_sr,
+        prisma_check,
+        propose_alternative_pico,
+        embed_text,
+        split_cluster,
+        merge_clusters,
+        drop_cluster,
+        show_noise,
+        update_goal,
+    )  # fmt: skip
+}
+
+
+def execute(ctx: ToolContext, action: ValidAction) -> ToolEffect:
+    """Run a validated action (embed_text arrives split into ≤ max_items calls, merged here)."""
+    effects = [TOOLS[action.tool](ctx, **call) for call in action.calls()]
+    if len(effects) == 1:
+        return effects[0]
+    return ToolEffect({"calls": [e.result for e in effects]}, [r for e in effects for r in e.requests])

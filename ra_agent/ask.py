@@ -1,0 +1,934 @@
+"""`ra ask` (seed 001): a bounded Decide -> Tool -> Observe loop over the local corpus, cited answers, telemetry."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+import httpx
+import numpy as np
+import ollama
+
+from ra_agent.agent.actions import (
+    REPAIR_PROMPT,
+    ActionError,
+    ArgSpec,
+    NoAction,
+    ParsedAction,
+    ToolSpec,
+    ValidAction,
+    describe_tools,
+    parse_action,
+    repair_messages,
+    validate_action,
+)
+from ra_agent.agent.guards import ram_low
+from ra_agent.config import Config
+from ra_agent.embed import Embedder
+from ra_agent.llm.base import Brain, BrainError, Message
+from ra_agent.llm.ollama_brain import OllamaBrain, select_brain
+from ra_agent.mindkb import (
+    PlaybookStore,
+    canonical_json,
+    extract_playbook,
+    is_success,
+    open_playbook_store,
+    select_playbooks,
+)
+from ra_agent.models import Paper
+from ra_agent.store.db import Store
+from ra_agent.store.vectors import VectorStore, open_active
+from ra_agent.tokens import count_tokens, encoder_for, truncate_tokens
+
+log = logging.getLogger(__name__)
+
+RULES_ASK_NAME = "rules:ask-v1"
+NO_SUPPORT = "The local corpus holds no support for this question."
+READ_NOTE_HARD_MAX = 20000  # characters, whatever max_chars the planner asks for
+STREAM_CHUNK_CHARS = 48  # chunk size when a final answer that is already complete is emitted
+STOP_REASONS = ("answered", "tool_limit", "no_progress", "schema_error", "brain_error")
+
+
+SYSTEM_PROMPT = """You are ra's question-answering planner. You answer questions about the biomedical literature \
+using ONLY the papers of the local corpus (PubMed records), which you reach through tools.
+
+Every reply is either
+- brief reasoning, then exactly one tool call as the last line: Action: {{"tool": "<name>", "args": {{...}}}}
+- or, once the evidence suffices or no tool calls are left, the final answer: a line "Final answer:" and then \
+the answer, with no Action.
+
+Tools:
+{tools}
+
+The final answer:
+- states only what the tool results show, and cites the paper after each claim as [PMID:12345678];
+- cites only PMIDs that appeared in tool results (other citations are removed);
+- says "{no_support}" when the papers do not answer the question.
+Mind-KB playbooks, when given, are examples of tool sequences that worked before; they are not evidence."""
+
+FIRST_TURN = "{playbooks}<question>{question}</question>\n{budget}"
+TOOL_TURN = '<tool_result tool="{tool}" call="{call}">{result}</tool_result>\n{budget}'
+FINALIZE_TAG = "<finalize"
+FINALIZE_TURN = (
+    '<finalize reason="{reason}"/>\nNo more tool calls ({why}). Write only the final answer now from the tool '
+    "results above, citing each claim as [PMID:12345678]; no Action."
+)
+_BUDGET_RE = re.compile(r'<budget tool_calls_left="(\d+)"/>')
+_QUESTION_RE = re.compile(r"<question>(.*?)</question>", re.S)
+_RESULT_RE = re.compile(r'<tool_result tool="([a-z_]+)" call="\d+">(.*?)</tool_result>', re.S)
+_FINAL_MARK_RE = re.compile(r"^[ \t>*_#-]*final answer[*_]*[ \t]*:[*_]*[ \t]*", re.I | re.M)
+# [PMID:123], [PMID 123], [PMIDs: 1, 2], [PMID:1; PMID:2] (leading blanks go with a removed citation)
+_CITATION_RE = re.compile(r"[ \t]*\[\s*PMIDs?\s*:?\s*(\d{1,9}(?:\s*[,;]\s*(?:PMID\s*:?\s*)?\d{1,9})*)\s*\]", re.I)
+_WORD_RE = re.compile(r"[a-z0-9][a-z0-9\-]+")
+_SENTENCE_RE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(\[])")
+
+STOPWORDS = frozenset(
+    """a about above after again against all also am an and any are as at be because been before being below between
+    both but by can could did do does doing down during each effect effects few for from further had has have having
+    he her here hers how i if in into is it its itself just me more most my no nor not now of off on once only or
+    other our out over own same she should so some such than that the their them then there these they this those
+    through to too under until up very was we were what when where which while who whom why will with would you your
+    versus vs compared patients patient study studies use used using""".split()
+)
+
+
+def _budget(left: int) -> str:
+    """The budget tag that ends every planner turn, with what the planner may do next."""
+    if left:
+        return f'<budget tool_calls_left="{left}"/>\nReply with one Action or the final answer.'
+    return '<budget tool_calls_left="0"/>\nNo tool calls left: write the final answer now, without an Action.'
+
+
+# ---------------------------------------------------------------------------- text helpers
+
+
+def content_words(text: str) -> list[str]:
+    """Lower-case content words of `text` (stop words dropped, plural -s folded), in order, deduplicated."""
+    seen: dict[str, None] = {}
+    for word in _WORD_RE.findall(text.lower()):
+        if word in STOPWORDS or len(word) < 3 or word.isdigit():
+            continue
+        if len(word) > 4 and word.endswith("s") and not word.endswith("ss"):
+            word = word[:-1]
+        seen.setdefault(word, None)
+    return list(seen)
+
+
+def sentences(text: str) -> list[str]:
+    """Sentences of an abstract (split after . ! ? before a capital, digit or bracket)."""
+    return [s.strip() for s in _SENTENCE_RE.split(text or "") if s.strip()]
+
+
+def overlap(sentence: str, terms: set[str]) -> int:
+    return len(terms.intersection(content_words(sentence)))
+
+
+def clip(text: str, limit: int) -> str:
+    """`text` cut at a word boundary to at most `limit` characters, with an ellipsis when cut."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text[: max(1, limit - 1)].rsplit(" ", 1)[0]
+    return cut + "…"
+
+
+def best_sentence(text: str, terms: set[str], limit: int) -> str:
+    """The sentence of `text` sharing the most terms (the first one on ties), clipped to `limit` characters."""
+    parts = sentences(text)
+    if not parts:
+        return ""
+    best = max(range(len(parts)), key=lambda i: (overlap(parts[i], terms), -i))
+    return clip(parts[best], limit)
+
+
+def keyword_variant(question: str) -> str:
+    """The question's content words joined: a second, keyword-style query."""
+    return " ".join(content_words(question))
+
+
+# ---------------------------------------------------------------------------- the tools
+
+
+def ask_specs(cfg: Config) -> dict[str, ToolSpec]:
+    """find_similar and read_note as Action tools (kind "aux": not gated by [tools] switches)."""
+    a = cfg.ask
+    return {
+        "find_similar": ToolSpec(
+            "find_similar",
+            {
+                "queries": ArgSpec("str|list[str]", required=True, description=f"1-{a.max_queries} search queries"),
+                "k": ArgSpec("int", default=a.k, minimum=1),
+                "filter": ArgSpec("object"),
+            },
+            f"Nearest papers to 1-{a.max_queries} queries in the embedding index (MMR-diversified, k <= {a.max_k}); "
+            "returns [{pmid, title, year, score, snippet}]. Optional filter keys: year_from, year_to (int), "
+            'article_type (str, e.g. "Randomized Controlled Trial").',
+            kind="aux",
+        ),
+        "read_note": ToolSpec(
+            "read_note",
+            {
+                "pmid": ArgSpec("int", required=True, minimum=1),
+                "max_chars": ArgSpec("int", default=a.read_note_chars, minimum=1),
+            },
+            "Read one paper of the corpus: title, abstract (clipped to max_chars) and metadata.",
+            kind="aux",
+        ),
+    }
+
+
+_FILTER_TYPES: dict[str, type] = {"year_from": int, "year_to": int, "article_type": str}
+
+
+def _ask_arg_problem(action: ValidAction, cfg: Config) -> tuple[str, str] | None:
+    """Limits the generic validator does not know: queries count, k ceiling, filter keys and types."""
+    args = action.args
+    if action.tool != "find_similar":
+        return None
+    queries = [args["queries"]] if isinstance(args["queries"], str) else args["queries"]
+    if len(queries) > cfg.ask.max_queries:
+        return "bad_arg", f"find_similar.queries takes at most {cfg.ask.max_queries} queries, got {len(queries)}"
+    if args["k"] > cfg.ask.max_k:
+        return "bad_arg", f"find_similar.k must be <= {cfg.ask.max_k}, got {args['k']}"
+    for key, value in (args.get("filter") or {}).items():
+        if key not in _FILTER_TYPES:
+            return "extra_arg", f"find_similar.filter takes only {', '.join(_FILTER_TYPES)}, not {key!r}"
+        wanted = _FILTER_TYPES[key]
+        if value is not None and (not isinstance(value, wanted) or isinstance(value, bool)):
+            return "bad_arg", f"find_similar.filter.{key} must be {wanted.__name__}, got {json.dumps(value)}"
+    return None
+
+
+def check_action(parsed: ParsedAction | NoAction | ActionError, cfg: Config) -> ValidAction | NoAction | ActionError:
+    """Validate a parsed reply against the ask tools (generic schema, then the ask limits)."""
+    if not isinstance(parsed, ParsedAction):
+        return parsed
+    checked = validate_action(parsed, cfg=cfg, specs=ask_specs(cfg))
+    if isinstance(checked, ValidAction):
+        problem = _ask_arg_problem(checked, cfg)
+        if problem:
+            return ActionError(*problem, tool=checked.tool, raw=parsed.raw, repaired=parsed.repaired)
+        if isinstance(checked.args.get("queries"), str):
+            checked = replace(checked, args={**checked.args, "queries": [checked.args["queries"]]})
+    return checked
+
+
+def mmr_select(relevance: np.ndarray, vectors: np.ndarray, k: int, lam: float) -> list[int]:
+    """Maximal marginal relevance: indices picked greedily by lam * relevance - (1 - lam) * max similarity to the picked."""
+    n = len(relevance)
+    picked: list[int] = []
+    redundancy = np.full(n, -np.inf, dtype=np.float32)
+    free = np.ones(n, dtype=bool)
+    for _ in range(min(k, n)):
+        penalty = np.where(np.isfinite(redundancy), redundancy, 0.0)
+        scores = np.where(free, lam * relevance - (1.0 - lam) * penalty, -np.inf)
+        i = int(np.argmax(scores))
+        picked.append(i)
+        free[i] = False
+        redundancy = np.maximum(redundancy, vectors @ vectors[i])
+    return picked
+
+
+@dataclass
+class ToolRun:
+    """One executed tool call: the full result, what the planner sees, the PMIDs it brought, its duration."""
+
+    tool: str
+    args: dict[str, Any]
+    result: dict[str, Any]
+    shown: dict[str, Any]
+    pmids: list[int]
+    took_ms: int
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.result.get("ok"))
+
+
+class AskTools:
+    """find_similar and read_note over one store, the active embedding index and an embedder."""
+
+    def __init__(self, cfg: Config, store: Store, embedder: Embedder):
+        self.cfg = cfg
+        self.store = store
+        self.embedder = embedder
+        self.enc = encoder_for(cfg)
+        self._vectors: VectorStore | None = None
+
+    def vectors(self) -> VectorStore:
+        if self._vectors is None:
+            self._vectors = open_active(self.cfg)
+        return self._vectors
+
+    def run(self, action: ValidAction) -> ToolRun:
+        t0 = time.perf_counter()
+        handler = {"find_similar": self.find_similar, "read_note": self.read_note}[action.tool]
+        result = handler(**action.args)
+        took = int((time.perf_counter() - t0) * 1000)
+        if "data" in result:
+            pmids = [item["pmid"] for item in result["data"]]
+        else:
+            pmids = [result["meta"]["pmid"]] if "meta" in result else []
+        shown = summarise_result(result, self.cfg.ask.tool_result_tokens, self.enc)
+        return ToolRun(action.tool, dict(action.args), result, shown, pmids, took)
+
+    def find_similar(self, queries: list[str], k: int, filter: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The k papers nearest the queries: k * overfetch candidates per query, the filter, then MMR.
+
+        Relevance is a paper's best cosine over the queries, less the short-abstract penalty; the
+        reported score is the cosine. A filter applies to the over-fetched candidates, so a
+        narrow one may return fewer than k papers. Low RAM turns the over-fetch off.
+        """
+        a = self.cfg.ask
+        try:
+            vectors = self.vectors()
+        except FileNotFoundError as exc:
+            return {"ok": False, "error": f"no embedding index in this workspace (run `ra embed`): {exc}"}
+        if (vectors.model, vectors.version) != (self.embedder.model_id, self.embedder.version):
+            return {
+                "ok": False,
+                "error": f"the active index holds {vectors.model}@{vectors.version} vectors, the embedder is "
+                f"{self.embedder.model_id}@{self.embedder.version}",
+            }
+        fetch = k if ram_low(self.cfg) else k * a.overfetch
+        query_vectors = self.embedder.encode(list(queries))
+        cosine: dict[int, float] = {}
+        for q in query_vectors:
+            top = vectors.topk(q, fetch)
+            for pmid, score in zip(top.pmids.tolist(), top.scores.tolist(), strict=True):
+                cosine[pmid] = max(score, cosine.get(pmid, -1.0))
+        ranked = sorted(cosine, key=lambda p: (-cosine[p], p))
+        papers = [p for p in self.store.papers(ranked) if _passes(p, filter or {})]
+        if not papers:
+            return {"ok": True, "queries": list(queries), "data": []}
+        relevance = np.array([cosine[p.pmid] - self._short_penalty(p) for p in papers], dtype=np.float32)
+        order = mmr_select(relevance, vectors.get([p.pmid for p in papers]), k, a.mmr_lambda)
+        terms = set(content_words(" ".join(queries)))
+        data = [
+            {
+                "pmid": papers[i].pmid,
+                "title": papers[i].title,
+                "year": papers[i].year,
+                "score": round(cosine[papers[i].pmid], 4),
+                "snippet": best_sentence(papers[i].abstract, terms, a.snippet_chars)
+                or clip(papers[i].title, a.snippet_chars),
+            }
+            for i in order
+        ]
+        return {"ok": True, "queries": list(queries), "data": data}
+
+    def _short_penalty(self, paper: Paper) -> float:
+        floor = self.cfg.ask.min_chunk_chars
+        chars = len(paper.abstract or "")
+        if floor <= 0 or chars >= floor:
+            return 0.0
+        return self.cfg.ask.short_chunk_penalty * (1.0 - chars / floor)
+
+    def read_note(self, pmid: int, max_chars: int) -> dict[str, Any]:
+        """A paper's abstract (clipped to max_chars) and metadata; ok:false for a PMID the store does not hold."""
+        paper = self.store.paper(pmid)
+        if paper is None:
+            return {"ok": False, "error": f"PMID {pmid} is not in the local corpus"}
+        limit = min(max_chars, READ_NOTE_HARD_MAX)
+        text = paper.abstract or "(no abstract)"
+        meta = {
+            "pmid": paper.pmid,
+            "title": paper.title,
+            "year": paper.year,
+            "journal": paper.journal,
+            "article_type": paper.article_type,
+            "doi": paper.doi,
+            "mesh": paper.mesh[:8],
+        }
+        return {"ok": True, "meta": meta, "text": clip(text, limit), "truncated": len(text) > limit}
+
+
+def _passes(paper: Paper, flt: Mapping[str, Any]) -> bool:
+    year_from, year_to, kind = flt.get("year_from"), flt.get("year_to"), flt.get("article_type")
+    if (year_from is not None or year_to is not None) and paper.year is None:
+        return False
+    if year_from is not None and paper.year < year_from:
+        return False
+    if year_to is not None and paper.year > year_to:
+        return False
+    if kind:
+        wanted = kind.strip().lower()
+        return wanted == paper.article_type.lower() or wanted in (t.lower() for t in paper.pub_types)
+    return True
+
+
+def summarise_result(result: dict[str, Any], budget: int, enc: Any) -> dict[str, Any]:
+    """A tool result within `budget` tokens: shorter snippets, then fewer items (top kept), or a clipped text."""
+    if count_tokens(canonical_json(result), enc) <= budget:
+        return result
+    out = {**result, "summarised": True}
+    if isinstance(result.get("data"), list):
+        items = [
+            {**item, "snippet": clip(item["snippet"], 120), "title": clip(item["title"], 160)}
+            for item in result["data"]
+        ]
+        omitted = 0
+        while items and count_tokens(canonical_json({**out, "data": items, "omitted": omitted}), enc) > budget:
+            items.pop()
+            omitted += 1
+        return {**out, "data": items, "omitted": omitted}
+    if isinstance(result.get("text"), str):
+        overhead = count_tokens(canonical_json({**out, "text": ""}), enc) + 4
+        return {**out, "text": truncate_tokens(result["text"], max(0, budget - overhead), enc).rstrip() + " …"}
+    return out
+
+
+# ---------------------------------------------------------------------------- final answers
+
+
+class AnswerFilter:
+    """Streams a final answer: drops a leading "Final answer:" label, keeps citations of stored PMIDs, removes others.
+
+    Text from an unclosed "[" on is held back until its "]" arrives, so a citation is judged whole.
+    """
+
+    HOLD_CHARS = 64
+
+    def __init__(self, known: Callable[[list[int]], set[int]]):
+        self.known = known
+        self.cited: list[int] = []
+        self.removed: list[int] = []
+        self._buf = ""
+        self._started = False
+
+    def feed(self, text: str) -> str:
+        self._buf += text
+        if not self._started:
+            head = self._buf.lstrip()
+            if len(head) < len("final answer:") + 2 and "\n" not in head:
+                return ""
+            self._buf, self._started = _strip_label(head), True
+        cut = self._buf.rfind("[")
+        if cut != -1 and "]" not in self._buf[cut:] and len(self._buf) - cut <= self.HOLD_CHARS:
+            while cut > 0 and self._buf[cut - 1] in " \t":
+                cut -= 1
+            ready, self._buf = self._buf[:cut], self._buf[cut:]
+        else:  # trailing blanks wait: they belong to a citation that may follow
+            cut = len(self._buf.rstrip(" \t"))
+            ready, self._buf = self._buf[:cut], self._buf[cut:]
+        return self._clean(ready)
+
+    def flush(self) -> str:
+        if not self._started:
+            self._buf, self._started = _strip_label(self._buf.lstrip()), True
+        ready, self._buf = self._buf, ""
+        return self._clean(ready)
+
+    def _clean(self, text: str) -> str:
+        def cite(match: re.Match[str]) -> str:
+            pmids = [int(p) for p in re.findall(r"\d{1,9}", match.group(1))]
+            held = self.known(pmids)
+            kept = [p for p in pmids if p in held]
+            for pmid in pmids:
+                bucket = self.cited if pmid in held else self.removed
+                if pmid not in bucket:
+                    bucket.append(pmid)
+            lead = " " if match.group(0)[:1] in " \t" else ""
+            return lead + "".join(f"[PMID:{p}]" for p in kept) if kept else ""
+
+        return _CITATION_RE.sub(cite, text)
+
+
+def _strip_label(text: str) -> str:
+    """`text` without a leading "Final answer:" label."""
+    match = _FINAL_MARK_RE.match(text)
+    return text[match.end() :] if match else text
+
+
+def final_text(reply: str) -> str:
+    """The answer part of a final reply: the text after its "Final answer:" line, else the whole reply."""
+    match = _FINAL_MARK_RE.search(reply or "")
+    return (reply[match.end() :] if match else reply or "").strip()
+
+
+def chunks(text: str, size: int = STREAM_CHUNK_CHARS) -> Iterator[str]:
+    """`text` in pieces of about `size` characters, split after whitespace."""
+    start = 0
+    while start < len(text):
+        end = min(len(text), start + size)
+        if end < len(text):
+            space = text.rfind(" ", start + 1, end)
+            end = space + 1 if space > start else end
+        yield text[start:end]
+        start = end
+
+
+def stream_reply(brain: Brain, messages: list[Message], cfg: Config) -> Iterator[str]:
+    """The brain's reply as it is generated: `brain.chat_stream` when it has one, Ollama with stream=True, else one piece."""
+    chat_stream: Callable[[list[Message]], Iterator[str]] | None = getattr(brain, "chat_stream", None)
+    if callable(chat_stream):
+        yield from chat_stream(messages)
+    elif isinstance(brain, OllamaBrain):
+        try:
+            with ollama.Client(host=brain.host, timeout=cfg.llm.timeout_s) as client:
+                for part in client.chat(model=brain.model, messages=messages, options=brain.options, stream=True):
+                    yield part.message.content or ""
+        except (ollama.ResponseError, ConnectionError, httpx.HTTPError, ValueError) as exc:
+            raise BrainError(f"Ollama at {brain.host} ({brain.model}): {exc}") from exc
+    else:
+        yield brain.chat(messages)
+
+
+# ---------------------------------------------------------------------------- the rules planner
+
+
+class AskRulesBrain:
+    """Deterministic planner (no LLM): search, read the top hits, answer with the abstracts' best-matching sentences.
+
+    It reads the same conversation an LLM reads: the `<question>`, the `<tool_result>` blocks and the
+    `<budget>` tag. Its answers quote the corpus; when the best cosine is below [ask] support_floor it
+    says the corpus holds no support.
+    """
+
+    name = RULES_ASK_NAME
+
+    def __init__(self, cfg: Config):
+        self.cfg = cfg
+
+    def label(self) -> str:
+        return f"{self.name} (deterministic extractive planner, no LLM)"
+
+    def chat(self, messages: list[Message]) -> str:
+        last = messages[-1]["content"] if messages else ""
+        if last.startswith(REPAIR_PROMPT):
+            action = parse_action(messages[-2]["content"]) if len(messages) > 1 else NoAction()
+            return (
+                canonical_json({"tool": action.tool, "args": action.args}) if isinstance(action, ParsedAction) else "{}"
+            )
+        question = next((m.group(1) for msg in messages if (m := _QUESTION_RE.search(msg["content"]))), "")
+        results = [
+            (t, json.loads(body))
+            for msg in messages
+            if msg["role"] == "user"
+            for t, body in _RESULT_RE.findall(msg["content"])
+        ]
+        budgets = _BUDGET_RE.findall(last)
+        left = int(budgets[-1]) if budgets else 0
+        if FINALIZE_TAG in last or left == 0:
+            return self._answer(question, results)
+        searches = [r for t, r in results if t == "find_similar"]
+        if not searches:
+            queries = [question]
+            variant = keyword_variant(question)
+            if variant and variant.lower() != question.lower().strip(" ?"):
+                queries.append(variant)
+            return self._act(["no search yet: search the index with the question and its keywords"],
+                             "find_similar", {"queries": queries[: self.cfg.ask.max_queries]})  # fmt: skip
+        hits = searches[-1].get("data", []) if searches[-1].get("ok") else []
+        if not hits or max(h["score"] for h in hits) < self.cfg.ask.support_floor:
+            return self._answer(question, results)
+        read = {r["meta"]["pmid"] for t, r in results if t == "read_note" and r.get("ok")}
+        todo = [h["pmid"] for h in hits[: self.cfg.ask.rules_read_top] if h["pmid"] not in read]
+        if todo:
+            return self._act([f"read the top hit PMID {todo[0]} in full"], "read_note", {"pmid": todo[0]})
+        return self._answer(question, results)
+
+    def _act(self, reasons: list[str], tool: str, args: dict[str, Any]) -> str:
+        lines = [f"[{self.name}] deterministic rule-based planner (no LLM).", *(f"- {r}" for r in reasons)]
+        return "\n".join([*lines, f"Action: {canonical_json({'tool': tool, 'args': args})}"])
+
+    def _answer(self, question: str, results: list[tuple[str, dict[str, Any]]]) -> str:
+        searches = [r for t, r in results if t == "find_similar"]
+        last = searches[-1] if searches else {}
+        if not last.get("ok"):
+            why = last.get("error", "the index was not searched")
+            return f"Final answer:\n{NO_SUPPORT} The corpus could not be searched: {why}"
+        hits = last.get("data", [])
+        floor = self.cfg.ask.support_floor
+        if not hits:
+            return f"Final answer:\n{NO_SUPPORT} The search returned no paper."
+        top = max(hits, key=lambda h: h["score"])
+        if top["score"] < floor:
+            return (
+                f"Final answer:\n{NO_SUPPORT} The closest paper, PMID {top['pmid']} ({clip(top['title'], 120)}), "
+                f"has cosine {top['score']:.2f} with the question, below the support floor {floor:.2f}."
+            )
+        notes = [r for t, r in results if t == "read_note" and r.get("ok")]
+        texts = [(n["meta"]["pmid"], n["text"]) for n in notes] or [(h["pmid"], h["snippet"]) for h in hits[:2]]
+        terms = set(content_words(question))
+        scored = [
+            (overlap(s, terms), -rank, -pos, s, pmid)
+            for rank, (pmid, text) in enumerate(texts)
+            for pos, s in enumerate(sentences(text))
+            if len(s) >= 20
+        ]
+        ranked = sorted((x for x in scored if x[0] > 0), reverse=True)
+        firsts: dict[int, tuple] = {}  # each paper's best sentence goes in before any paper's second one
+        for x in ranked:
+            firsts.setdefault(x[4], x)
+        rest = [x for x in ranked if x not in firsts.values()]
+        picked = sorted([*firsts.values(), *rest][: self.cfg.ask.rules_answer_sentences], reverse=True)
+        if not picked:  # no shared word: each paper's closing (usually concluding) sentence
+            closing = {x[4]: x for x in sorted(scored, key=lambda x: (x[1], x[2]), reverse=True)}
+            picked = list(closing.values())[: self.cfg.ask.rules_answer_sentences]
+        lines = [f'- "{s}" [PMID:{pmid}]' for *_, s, pmid in picked]
+        head = f"Extractive answer ({self.name}, no LLM): the abstract sentences that share the most words with the question."
+        return "Final answer:\n" + "\n".join([head, *lines])
+
+
+# ---------------------------------------------------------------------------- the loop
+
+
+@dataclass(frozen=True)
+class Step:
+    """Telemetry of one step: an LLM call (decide, repair, finalize) or a tool run."""
+
+    kind: str
+    ms: int
+    tokens_in: int = 0
+    tokens_out: int = 0
+    tool: str | None = None
+    ok: bool = True
+    new_pmids: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+@dataclass
+class AskResult:
+    """Everything one `ask` run produced: the answer as streamed, citations, stop reason (one of STOP_REASONS), telemetry."""
+
+    question: str
+    answer: str = ""
+    brain: str = ""
+    stop_reason: str = "answered"
+    error: str | None = None
+    citations: list[int] = field(default_factory=list)
+    removed_citations: list[int] = field(default_factory=list)
+    no_support: bool = False
+    turns: int = 0
+    tool_calls: int = 0
+    repairs: int = 0
+    steps: list[Step] = field(default_factory=list)
+    retrieved: list[dict[str, Any]] = field(default_factory=list)
+    playbooks_used: list[str] = field(default_factory=list)
+    playbook_id: str | None = None
+    sequence: list[tuple[str, str]] = field(default_factory=list)  # (plan JSON, shown tool result JSON)
+    latency_ms: int = 0
+    run_id: int | None = None
+
+    @property
+    def tokens_in(self) -> int:
+        return sum(s.tokens_in for s in self.steps)
+
+    @property
+    def tokens_out(self) -> int:
+        return sum(s.tokens_out for s in self.steps)
+
+    # the success heuristic's view (ra_agent.mindkb.RunLike)
+    @property
+    def exited_early(self) -> bool:
+        return self.stop_reason == "answered"
+
+    @property
+    def final(self) -> str:
+        return self.answer
+
+    @property
+    def tool_steps(self) -> int:
+        return self.tool_calls
+
+    @property
+    def success(self) -> bool:
+        return is_success(self)
+
+
+class _Run:
+    """State of one ask run: the conversation, the evidence seen so far and the telemetry."""
+
+    def __init__(self, cfg: Config, store: Store, brain: Brain, result: AskResult):
+        self.cfg = cfg
+        self.store = store
+        self.brain = brain
+        self.result = result
+        self.enc = encoder_for(cfg)
+        self.messages: list[Message] = []
+        self.retrieved: set[int] = set()
+        self.read: set[int] = set()
+
+    def tokens(self, messages: list[Message]) -> int:
+        return count_tokens("\n".join(m["content"] for m in messages), self.enc)
+
+    def chat(self, messages: list[Message], kind: str) -> str:
+        t0 = time.perf_counter()
+        reply = self.brain.chat(messages)
+        self.note(Step(kind, _ms(t0), self.tokens(messages), count_tokens(reply, self.enc)))
+        return reply
+
+    def note(self, step: Step) -> None:
+        self.result.steps.append(step)
+        log.info("ask step %d: %s%s %d ms, tokens %d/%d%s", len(self.result.steps), step.kind,
+                 f" {step.tool}" if step.tool else "", step.ms, step.tokens_in, step.tokens_out,
+                 f", {step.new_pmids} new PMIDs" if step.kind == "tool" else "")  # fmt: skip
+
+    def decide(self, reply: str) -> ValidAction | NoAction | ActionError:
+        """Parse and validate a planner reply; one "FIX JSON ONLY" repair turn on a malformed or invalid Action."""
+        first = check_action(parse_action(reply), self.cfg)
+        if not isinstance(first, ActionError):
+            return first
+        self.result.repairs += 1
+        log.info("ask: invalid Action (%s: %s); one repair turn", first.kind, first.message)
+        fixed = self.chat(repair_messages(self.messages, reply, f"{REPAIR_PROMPT} Problem: {first.message}"), "repair")
+        parsed = parse_action(fixed)
+        if isinstance(parsed, NoAction):
+            parsed = parse_action(f"Action: {fixed.strip()}")
+        second = check_action(parsed, self.cfg)
+        if isinstance(second, ActionError):
+            return replace(second, message=f"still invalid after one repair turn: {second.message}", repaired=True)
+        return replace(second, repaired=True)
+
+    def observe(self, run: ToolRun) -> int:
+        """Record a tool run; returns how many PMIDs it brought that the same tool had not brought before."""
+        seen = self.retrieved if run.tool == "find_similar" else self.read
+        new = [p for p in run.pmids if p not in seen] if run.ok else []
+        seen.update(new)
+        if run.tool == "find_similar" and run.ok:
+            for item in run.result["data"]:
+                if item["pmid"] in new:
+                    self.result.retrieved.append({"pmid": item["pmid"], "score": item["score"], "title": item["title"],
+                                                  "snippet": item["snippet"]})  # fmt: skip
+                log.debug("retrieved PMID %s score %.4f: %s", item["pmid"], item["score"], item["snippet"][:120])
+        return len(new)
+
+    def known(self, pmids: list[int]) -> set[int]:
+        return self.store.existing_pmids(pmids)
+
+
+def _ms(t0: float) -> int:
+    return int((time.perf_counter() - t0) * 1000)
+
+
+def _first_turn(cfg: Config, question: str, block: str, limit: int) -> list[Message]:
+    tools = describe_tools(cfg=cfg, specs=ask_specs(cfg))
+    system = SYSTEM_PROMPT.format(tools=tools, no_support=NO_SUPPORT)
+    intro = f"Earlier successful runs on similar questions:\n{block}\n" if block else ""
+    return [
+        {"role": "system", "content": system},
+        {"role": "user", "content": FIRST_TURN.format(playbooks=intro, question=question, budget=_budget(limit))},
+    ]
+
+
+def ask(
+    cfg: Config,
+    store: Store,
+    question: str,
+    *,
+    brain: Brain,
+    embedder: Embedder,
+    max_tool_calls: int | None = None,
+    on_final_token: Callable[[str], None] | None = None,
+    mindkb: PlaybookStore | None = None,
+) -> AskResult:
+    """Answer `question` from the local corpus in at most `max_tool_calls` tool calls ([ask] max_tool_calls).
+
+    Decide turns are non-streaming; only the final answer reaches `on_final_token`. The run is logged,
+    written to the ask_run table, and stored as a Mind-KB playbook when it succeeds. `mindkb` defaults
+    to the configured store ([mindkb] enabled, backend).
+    """
+    question = " ".join(question.split())
+    if not question:
+        raise ValueError("ask: the question is empty")
+    limit = cfg.ask.max_tool_calls if max_tool_calls is None else max_tool_calls
+    if not 1 <= limit <= 8:
+        raise ValueError(f"ask: max_tool_calls must be within 1-8, got {limit}")
+    t_start, started_ts = time.perf_counter(), int(time.time())
+    result = AskResult(question=question, brain=brain.name)
+    run = _Run(cfg, store, brain, result)
+    if mindkb is None and cfg.mindkb.enabled:
+        mindkb = open_playbook_store(cfg, store, embedder)
+    block = ""
+    if mindkb is not None:
+        block, used = select_playbooks(mindkb, question, cfg.mindkb.top_k, cfg.mindkb.token_budget,
+                                       min_score=cfg.mindkb.min_score, enc=run.enc)  # fmt: skip
+        result.playbooks_used = [p.id for p in used]
+    run.messages = _first_turn(cfg, question, block, limit)
+    tools = AskTools(cfg, store, embedder)
+    draft: str | None = None
+    stale = 0
+    try:
+        for _ in range(limit + 1):
+            result.turns += 1
+            reply = run.chat(run.messages, "decide")
+            decision = run.decide(reply)
+            if isinstance(decision, NoAction):
+                draft = final_text(reply)
+                break
+            if isinstance(decision, ActionError):
+                result.stop_reason, result.error = "schema_error", f"{decision.kind}: {decision.message}"
+                break
+            if result.tool_calls >= limit:
+                result.stop_reason = "tool_limit"
+                run.messages += [{"role": "assistant", "content": reply}]
+                break
+            tool_run = tools.run(decision)
+            result.tool_calls += 1
+            new = run.observe(tool_run)
+            run.note(Step("tool", tool_run.took_ms, tool=tool_run.tool, ok=tool_run.ok, new_pmids=new))
+            shown = canonical_json(tool_run.shown)
+            plan = canonical_json({"tool": decision.tool, "args": decision.args})
+            result.sequence.append((plan, shown))
+            said = reply if not decision.repaired else f"Action: {plan}"
+            left = limit - result.tool_calls
+            turn = TOOL_TURN.format(tool=tool_run.tool, call=result.tool_calls, result=shown, budget=_budget(left))
+            run.messages += [{"role": "assistant", "content": said}, {"role": "user", "content": turn}]
+            stale = 0 if new else stale + 1
+            if stale >= cfg.ask.no_progress_iterations:
+                result.stop_reason = "no_progress"
+                break
+    except BrainError as exc:
+        result.stop_reason, result.error = "brain_error", str(exc)
+    _finalize(run, draft, on_final_token)
+    result.latency_ms = _ms(t_start)
+    if mindkb is not None and result.success and not result.removed_citations:
+        try:
+            result.playbook_id = mindkb.add(extract_playbook(question, result.sequence, result.answer, source="ask",
+                                                             session=f"ask:{started_ts}"))  # fmt: skip
+        except Exception:
+            log.exception("Mind-KB: could not store the playbook of this run")
+    result.run_id = save_run(store, result, started_ts)
+    log.info("ask run %s: %s via %s, %d turns, %d tool calls, %d repairs, tokens %d in / %d out, %d ms, %d cited, "
+             "%d removed", result.run_id, result.stop_reason, result.brain, result.turns, result.tool_calls,
+             result.repairs, result.tokens_in, result.tokens_out, result.latency_ms, len(result.citations),
+             len(result.removed_citations))  # fmt: skip
+    return result
+
+
+def _finalize(run: _Run, draft: str | None, on_final_token: Callable[[str], None] | None) -> None:
+    """Produce and emit the final answer: the planner's own, an error, or a forced (streamed) finalize call."""
+    result = run.result
+    emitted: list[str] = []
+
+    def emit(piece: str) -> None:
+        if piece:
+            emitted.append(piece)
+            if on_final_token is not None:
+                on_final_token(piece)
+
+    answer_filter = AnswerFilter(run.known)
+    if result.stop_reason in ("schema_error", "brain_error"):
+        what = "the planner's tool call was still invalid after one repair turn" if result.stop_reason == "schema_error" \
+            else "the language model did not answer"  # fmt: skip
+        for piece in chunks(f"No answer: {what} ({result.error}). Try again or rephrase the question."):
+            emit(piece)
+    else:
+        if draft is not None:
+            pieces = chunks(draft)
+        else:
+            why = {"tool_limit": f"the limit of {result.tool_calls} tool calls is reached",
+                   "no_progress": "the last tool calls brought no new papers"}[result.stop_reason]  # fmt: skip
+            pieces = _streamed(run, _with_turn(run.messages, FINALIZE_TURN.format(reason=result.stop_reason, why=why)))
+        try:
+            for piece in pieces:
+                emit(answer_filter.feed(piece))
+            emit(answer_filter.flush())
+        except BrainError as exc:
+            result.stop_reason, result.error = "brain_error", str(exc)
+            emit(answer_filter.flush())
+            emit(f"\n\n(The answer stopped early: {exc}.)")
+        result.citations, result.removed_citations = answer_filter.cited, answer_filter.removed
+        if not result.citations and result.error is None:
+            result.no_support = True
+            if NO_SUPPORT not in "".join(emitted):
+                for part in chunks(("\n\n" if emitted else "") + NO_SUPPORT):
+                    emit(part)
+        if result.removed_citations:
+            log.warning("ask: removed citations of PMIDs not in the store: %s", result.removed_citations)
+    result.answer = "".join(emitted)
+
+
+def _with_turn(messages: list[Message], text: str) -> list[Message]:
+    """The conversation with `text` as the next user turn (joined to a trailing user turn rather than after it)."""
+    if messages and messages[-1]["role"] == "user":
+        return [*messages[:-1], {"role": "user", "content": f"{messages[-1]['content']}\n{text}"}]
+    return [*messages, {"role": "user", "content": text}]
+
+
+def _streamed(run: _Run, messages: list[Message]) -> Iterator[str]:
+    """Stream the finalize call, recording its telemetry when the stream ends."""
+    t0 = time.perf_counter()
+    parts: list[str] = []
+    try:
+        for piece in stream_reply(run.brain, messages, run.cfg):
+            parts.append(piece)
+            yield piece
+    finally:
+        run.note(Step("finalize", _ms(t0), run.tokens(messages), count_tokens("".join(parts), run.enc)))
+
+
+# ---------------------------------------------------------------------------- telemetry
+
+
+def save_run(store: Store, result: AskResult, started_ts: int) -> int:
+    """Persist a run's telemetry in ask_run; returns its id."""
+    with store.transaction():
+        cursor = store.conn.execute(
+            "INSERT INTO ask_run(started_ts, question, brain, stop_reason, success, turns, steps, tool_calls, repairs, "
+            "tokens_in, tokens_out, latency_ms, citations, removed_citations, retrieved, step_log, playbooks_used, "
+            "playbook_id, error) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                started_ts, result.question, result.brain, result.stop_reason, int(result.success), result.turns,
+                len(result.steps), result.tool_calls, result.repairs, result.tokens_in, result.tokens_out,
+                result.latency_ms, json.dumps(result.citations), json.dumps(result.removed_citations),
+                json.dumps([{"pmid": r["pmid"], "score": r["score"]} for r in result.retrieved]),
+                json.dumps([s.as_dict() for s in result.steps]), json.dumps(result.playbooks_used),
+                result.playbook_id, result.error,
+            ),
+        )  # fmt: skip
+    assert cursor.lastrowid is not None
+    return cursor.lastrowid
+
+
+def recent_runs(store: Store, n: int) -> list[dict[str, Any]]:
+    """The last `n` ask runs, newest first (JSON columns decoded)."""
+    rows = store.conn.execute("SELECT * FROM ask_run ORDER BY id DESC LIMIT ?", (max(0, n),))
+    out = []
+    for row in rows:
+        run = dict(row)
+        for key in ("citations", "removed_citations", "retrieved", "step_log", "playbooks_used"):
+            run[key] = json.loads(run[key])
+        out.append(run)
+    return out
+
+
+def run_count(store: Store) -> int:
+    """How many ask runs the store has recorded."""
+    return int(store.conn.execute("SELECT COUNT(*) FROM ask_run").fetchone()[0])
+
+
+def select_ask_brain(cfg: Config) -> Brain:
+    """Ollama when configured and reachable with the model, else the deterministic AskRulesBrain."""
+    return select_brain(cfg, lambda: AskRulesBrain(cfg))
+
+
+__all__ = [
+    "NO_SUPPORT",
+    "RULES_ASK_NAME",
+    "AnswerFilter",
+    "AskResult",
+    "AskRulesBrain",
+    "AskTools",
+    "Step",
+    "ask",
+    "ask_specs",
+    "check_action",
+    "content_words",
+    "final_text",
+    "mmr_select",
+    "recent_runs",
+    "run_count",
+    "save_run",
+    "select_ask_brain",
+    "stream_reply",
+    "summarise_result",
+]

@@ -1,0 +1,103 @@
+"""The `ra ask` subcommand and the ask-run / Mind-KB lines of `ra status` (wired into ra_agent.cli by the lead)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+from ra_agent.config import Config, load_config
+from ra_agent.store.db import Store
+
+
+def add_ask_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register `ra ask "question" [--max-tool-calls N] [--k K]` on the `ra` subparsers."""
+    text = "answer a question from the local corpus (bounded tool loop, cited PMIDs, streamed answer)"
+    p = subparsers.add_parser("ask", help=text, description=text)
+    p.add_argument("question", help="the question, in quotes")
+    p.add_argument(
+        "--max-tool-calls", type=int, help="tool calls before the answer (1-8; default [ask] max_tool_calls)"
+    )
+    p.add_argument("--k", type=int, help="find_similar results per call (default [ask] k)")
+    p.set_defaults(func=cmd_ask)
+    return p
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    from ra_agent.ask import ask, select_ask_brain
+    from ra_agent.embed import SentenceTransformerEmbedder
+    from ra_agent.workspace import open_store
+
+    cfg = load_config(args.config)
+    if args.k is not None:
+        cfg = cfg.with_overrides(ask={"k": args.k})  # range-checked like config.toml
+    if args.max_tool_calls is not None and not 1 <= args.max_tool_calls <= 8:
+        print("ra: error: --max-tool-calls must be within 1-8", file=sys.stderr)
+        return 2
+
+    def stream(piece: str) -> None:
+        sys.stdout.write(piece)
+        sys.stdout.flush()
+
+    with open_store(cfg) as store:
+        brain = select_ask_brain(cfg)
+        print(f"[brain: {brain.label()}]", file=sys.stderr)
+        result = ask(cfg, store, args.question, brain=brain, embedder=SentenceTransformerEmbedder(cfg),
+                     max_tool_calls=args.max_tool_calls, on_final_token=stream)  # fmt: skip
+        print()
+        print()
+        for line in result_lines(store, result):
+            print(line)
+    return 0 if result.error is None else 1
+
+
+def result_lines(store: Store, result: Any) -> list[str]:
+    """Citations (with titles) and the telemetry summary of one AskResult, for the terminal."""
+    lines = ["Citations:" if result.citations else "Citations: none (the corpus holds no support)"]
+    for paper in store.papers(result.citations):
+        lines.append(f"  [PMID:{paper.pmid}] {paper.title[:110]} ({paper.year or 'n.d.'})")
+    if result.removed_citations:
+        lines.append("Removed citations (PMIDs not in the corpus): " + ", ".join(map(str, result.removed_citations)))
+    lines.append(
+        f"Telemetry: run {result.run_id}, stop: {result.stop_reason}, {result.turns} turns, {result.tool_calls} tool "
+        f"calls, {result.repairs} repairs, tokens {result.tokens_in} in / {result.tokens_out} out, "
+        f"{result.latency_ms} ms, {len(result.retrieved)} papers retrieved"
+    )
+    for n, step in enumerate(result.steps, start=1):
+        what = f"{step.kind} {step.tool}" if step.tool else step.kind
+        extra = (
+            f", {step.new_pmids} new PMIDs" if step.kind == "tool" else f", tokens {step.tokens_in}/{step.tokens_out}"
+        )
+        lines.append(f"  step {n}: {what} {step.ms} ms{extra}")
+    if result.playbooks_used:
+        lines.append(f"Mind-KB playbooks in the prompt: {', '.join(p[:12] for p in result.playbooks_used)}")
+    if result.playbook_id:
+        lines.append(f"Mind-KB: run stored as playbook {result.playbook_id[:12]}")
+    return lines
+
+
+def ask_status_lines(cfg: Config, store: Store) -> list[str]:
+    """`ra status` lines: recent ask runs (steps, tool calls, tokens, latency), Mind-KB size and top playbooks."""
+    from ra_agent.ask import recent_runs, run_count
+    from ra_agent.mindkb import open_playbook_store
+
+    runs = recent_runs(store, cfg.ask.recent_runs)
+    lines = [f"ask runs: {run_count(store)}" + (f" (last {len(runs)}):" if runs else "")]
+    for r in runs:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r["started_ts"]))
+        lines.append(
+            f"  #{r['id']} {when} {r['stop_reason']}: {r['steps']} steps, {r['tool_calls']} tool calls, "
+            f"tokens {r['tokens_in']}/{r['tokens_out']}, {r['latency_ms']} ms, {len(r['citations'])} cited "
+            f"[{r['brain']}] {r['question'][:60]!r}"
+        )
+    playbooks = open_playbook_store(cfg, store, None)
+    lines.append(f"Mind-KB ({cfg.mindkb.collection}, {cfg.mindkb.backend}): {playbooks.count()} playbooks")
+    for book in playbooks.top(cfg.mindkb.status_top):
+        lines.append(
+            f"  {book.count}x {book.id[:12]} [{book.source}] {book.tool_steps} tool steps: {book.original_prompt[:60]!r}"
+        )
+    return lines
+
+
+__all__ = ["add_ask_parser", "ask_status_lines", "cmd_ask", "result_lines"]

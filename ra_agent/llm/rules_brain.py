@@ -1,0 +1,176 @@
+"""RulesBrain: a deterministic, clearly labelled policy that follows the handbook when no LLM runs.
+
+It reads the same prompt the LLM reads (the `<state>` JSON block the cycle puts at
+the end of every user message) and answers like an LLM would: a few lines of
+reasoning and one `Action:` block. Its rules use real fields only (cluster
+metrics, publication-type and abstract-cue trial counts, PICO eligibility, SR
+overlap, PRISMA result); it never invents content.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+STATE_RE = re.compile(r"<state>\s*(\{.*\})\s*</state>", re.S)
+RULES_BRAIN_NAME = "rules:handbook-policy-v1"
+
+
+def read_state(messages: list[dict[str, str]]) -> dict[str, Any]:
+    """The `<state>` JSON of the last user message that has one."""
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            match = STATE_RE.search(message.get("content", ""))
+            if match:
+                return json.loads(match.group(1))
+    raise ValueError("RulesBrain: the prompt carries no <state> block")
+
+
+@dataclass(frozen=True)
+class Decision:
+    reasoning: list[str]
+    tool: str | None = None
+    args: dict[str, Any] | None = None
+
+    def reply(self) -> str:
+        lines = [f"[{RULES_BRAIN_NAME}] deterministic rule-based brain (no LLM)."]
+        lines += [f"- {r}" for r in self.reasoning]
+        if self.tool is None:
+            return "\n".join(lines)
+        action = json.dumps({"tool": self.tool, "args": self.args or {}}, ensure_ascii=False)
+        return "\n".join([*lines, f"Action: {action}"])
+
+
+class RulesBrain:
+    """The rule-based brain; `name` is written into every log, history entry and report."""
+
+    name = RULES_BRAIN_NAME
+
+    def label(self) -> str:
+        return f"{self.name} (deterministic rules, no LLM)"
+
+    def chat(self, messages: list[dict[str, str]]) -> str:
+        if _is_repair_request(messages):
+            # the rules never emit malformed JSON, but answer a repair turn with the last action verbatim
+            return _last_action_json(messages)
+        state = read_state(messages)
+        task = state.get("task", "cycle")
+        if task == "boundary_judge":
+            return self._judge_boundary(state)
+        if task == "confirm":
+            return self._confirm(state)
+        return decide(state).reply()
+
+    # -- auxiliary prompts (expansion boundary judge, run_pico confirmation)
+    def _judge_boundary(self, state: dict[str, Any]) -> str:
+        """Keep candidates whose cosine to the cluster centroid clears the configured gate."""
+        gate = state["keep_if_cosine_at_least"]
+        keep = [c["pmid"] for c in state["candidates"] if c["cosine"] >= gate]
+        return (
+            f"[{self.name}] keep candidates with cosine >= {gate} to the frozen centroid.\n"
+            f"Action: {json.dumps({'tool': 'judge_boundary', 'args': {'keep_pmids': keep}})}"
+        )
+
+    def _confirm(self, state: dict[str, Any]) -> str:
+        size, limit = state["size"], state["limit"]
+        yes = size <= 2 * limit  # the rules accept up to twice the guard, never more
+        return f"[{self.name}] {'yes' if yes else 'no'}: {size} abstracts against a guard of {limit}."
+
+
+def _is_repair_request(messages: list[dict[str, str]]) -> bool:
+    last = messages[-1] if messages else {}
+    return last.get("role") == "user" and "FIX JSON ONLY" in last.get("content", "")
+
+
+def _last_action_json(messages: list[dict[str, str]]) -> str:
+    for message in reversed(messages):
+        if message.get("role") == "assistant" and "Action:" in message.get("content", ""):
+            return message["content"].rsplit("Action:", 1)[1].strip()
+    return "{}"
+
+
+def _allowed(state: dict[str, Any], tool: str) -> bool:
+    return tool in state["handbook"]["tools_allowed"]
+
+
+def _ranked_clusters(state: dict[str, Any]) -> list[dict[str, Any]]:
+    """Open clusters, most promising first: most of the goal's own search hits (on topic), then most
+    trial candidates, then recency (ERS), then size."""
+    open_clusters = [c for c in state["clusters"] if not c.get("covered_by_sr") and not c.get("rejected")]
+    return sorted(
+        open_clusters,
+        key=lambda c: (-(c.get("search_hits") or 0), -(c.get("trial_candidates") or 0), -(c.get("ers") or 0.0),
+                       -c["size"], c["cluster_id"]),
+    )  # fmt: skip
+
+
+def decide(state: dict[str, Any]) -> Decision:
+    """The policy: search the seed query, run PICO on the most promising cluster, check for an
+    existing SR, pivot when one covers the topic, check PRISMA for conduct_SR, stop when done."""
+    goal, handbook = state["goal"], state["handbook"]
+    searched = {s["query"].strip().lower() for s in state.get("searches", [])}
+    seed = (handbook.get("seed_query") or "").strip()
+    if seed and seed.lower() not in searched and _allowed(state, "search_pubmed"):
+        return Decision([f"The seed query {seed!r} has not been searched yet."], "search_pubmed", {"query": seed})
+    for query in goal.get("pending_queries", []):
+        if query.strip().lower() not in searched and _allowed(state, "search_pubmed"):
+            return Decision([f"The alternative theme {query!r} has not been searched yet."], "search_pubmed",
+                            {"query": query})  # fmt: skip
+
+    min_trials = state["thresholds"]["min_eligible_trials"]
+    pivot_at = state["thresholds"]["sr_overlap_pivot"]
+    ranked = _ranked_clusters(state)
+    if not ranked:
+        return Decision(
+            ["No open cluster is left to examine (none formed, or all covered by existing reviews)."],
+            "update_goal",
+            {"changes": {"status": "stopped"}},
+        )
+    focus = next((c for c in ranked if c["cluster_id"] == goal.get("cluster_id")), ranked[0])
+    cid = focus["cluster_id"]
+    why = (
+        f"Cluster {cid} ({focus['label']!r}, {focus['size']} papers, "
+        f"{focus.get('search_hits') or 0} hits of this goal's searches, {focus.get('trial_candidates') or 0} trial "
+        "candidates) is the most promising open cluster."
+    )
+    too_broad = focus.get("corpus_share", 0.0) > state["thresholds"]["rules_split_share"]
+    splittable = focus["size"] >= state["thresholds"]["split_min_size"] and not focus.get("split_attempted")
+    if (focus.get("unstable") or too_broad) and splittable:
+        cause = (
+            "it is flagged unstable (dispersion)"
+            if focus.get("unstable")
+            else (f"it holds {focus['corpus_share']:.0%} of the corpus, too broad to be one topic")
+        )
+        return Decision([why, f"Split it first: {cause}."], "split_cluster", {"cluster_id": cid})
+    if not focus.get("pico_done") and _allowed(state, "run_pico"):
+        return Decision([why, "Its PICO fields are not extracted yet."], "run_pico", {"cluster_id": cid})
+    eligible = focus.get("eligible_trials") or 0
+    if eligible < min_trials:
+        return Decision(
+            [why, f"Only {eligible} eligible trials (< {min_trials}); this cluster cannot meet the handbook."],
+            "update_goal",
+            {"changes": {"rejected_clusters": [*goal.get("rejected_clusters", []), cid]}},
+        )
+    if focus.get("sr_overlap") is None and _allowed(state, "find_existing_sr"):
+        return Decision([why, f"{eligible} eligible trials; check whether a systematic review already covers it."],
+                        "find_existing_sr", {"cluster_id": cid})  # fmt: skip
+    if (focus.get("sr_overlap") or 0.0) > pivot_at:
+        reasons = [why, f"Existing-SR overlap {focus['sr_overlap']:.2f} > {pivot_at}: a review covers this topic."]
+        if _allowed(state, "propose_alternative_pico") and not focus.get("alternative_proposed"):
+            return Decision([*reasons, "Pivot: propose an alternative PICO from the papers it leaves out."],
+                            "propose_alternative_pico", {"exclude_pmids": focus.get("member_sample", [])})  # fmt: skip
+        return Decision(reasons, "update_goal",
+                        {"changes": {"rejected_clusters": [*goal.get("rejected_clusters", []), cid]}})  # fmt: skip
+    if focus.get("PRISMA_compliant") is None and _allowed(state, "prisma_check"):
+        return Decision([why, "No covering review found; check PRISMA items 4–8 for this cluster."],
+                        "prisma_check", {"cluster_id": cid})  # fmt: skip
+    if goal.get("primary_goal") == "seek_gap" and handbook.get("primary_goal") == "conduct_SR":
+        return Decision([why, "The handbook asks for a full review of this gap."], "update_goal",
+                        {"changes": {"primary_goal": "conduct_SR", "cluster_id": cid}})  # fmt: skip
+    return Decision(
+        [why, "Every check the handbook names has run for this cluster; the success test decides now."],
+        "update_goal",
+        {"changes": {"cluster_id": cid}},
+    )

@@ -1,0 +1,161 @@
+"""The heavy stages an agent cycle can ask for, as one core call each (used by the local runner and the assets).
+
+A request is a small dict `{"stage": ..., "partition": ...}`. In Dagster each stage
+is the materialisation of the assets in `STAGE_ASSETS`; without Dagster the local
+runner calls `perform()`, which runs the same functions.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ra_agent.config import Config
+from ra_agent.store.db import Store
+from ra_agent.workspace import Workspace, registered_queries
+
+log = logging.getLogger(__name__)
+
+# stage -> the Dagster assets that materialise it (partitioned stages carry the partition key)
+STAGE_ASSETS: dict[str, tuple[str, ...]] = {
+    "search": ("pubmed_search",),
+    "embed": ("embedding_shards",),
+    "organise": ("embedding_index", "clusters", "cluster_metrics"),
+    "pico": ("pico_extractions",),
+    "sr_overlap": ("sr_overlap",),
+    "reports": ("reports",),
+}
+
+
+@dataclass(frozen=True)
+class StageRequest:
+    """One unit of heavy work a cycle asked for."""
+
+    stage: str
+    partition: str | None = None
+    reason: str = ""
+
+    def __post_init__(self) -> None:
+        if self.stage not in STAGE_ASSETS:
+            raise ValueError(f"unknown stage {self.stage!r} (known: {', '.join(STAGE_ASSETS)})")
+
+    @property
+    def assets(self) -> tuple[str, ...]:
+        return STAGE_ASSETS[self.stage]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v not in (None, "")}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> StageRequest:
+        return cls(data["stage"], data.get("partition"), data.get("reason", ""))
+
+    def label(self) -> str:
+        return f"{self.stage}[{self.partition}]" if self.partition else self.stage
+
+
+def after_new_papers(reason: str) -> list[StageRequest]:
+    """What follows any ingest: embed the new batches, then index, cluster intake and metrics."""
+    return [StageRequest("embed", reason=reason), StageRequest("organise", reason=reason)]
+
+
+# ----------------------------------------------------------------------------- stage bodies
+
+
+def run_search(cfg: Config, store: Store, query_key: str, progress=None):
+    """Stage `search`: the registered query behind `query_key`, online or offline."""
+    from ra_agent.ingest.pipeline import search_and_ingest
+
+    wanted = registered_queries(store).get(query_key)
+    if wanted is None:
+        raise KeyError(f"no registered search {query_key!r}")
+    return search_and_ingest(
+        cfg, store, wanted["query"], since=wanted["since"], retmax=wanted["retmax"], progress=progress
+    )
+
+
+def run_organise(cfg: Config, store: Store, goal_id: str | None = None):
+    """Stage `organise`: switch the index when complete, then cluster intake and metrics."""
+    from ra_agent.pipeline import organise
+    from ra_agent.store.vectors import build_index
+
+    build_index(cfg, store)
+    return organise(cfg, store, goal_id=goal_id)
+
+
+@dataclass
+class PicoStageResult:
+    cluster_id: str
+    run: dict[str, Any] = field(default_factory=dict)
+    vectors_written: int = 0
+    eligible_trials: int = 0
+
+
+def run_pico_stage(cfg: Config, store: Store, cluster_id: str, brain=None, embedder=None, progress=None):
+    """Stage `pico`: extract PICO for a cluster's members (LLM brain, else the rule extractor), write
+    `pico/<cluster_id>.jsonl`, embed the p i c o m families, record `eligible_trials`."""
+    import numpy as np
+
+    from ra_agent.embed import SentenceTransformerEmbedder
+    from ra_agent.pico import count_eligible, make_extractor, pico_texts, read_pico, run_pico
+    from ra_agent.sr import set_cluster_metrics
+    from ra_agent.store.vectors import open_active
+
+    members = [r[0] for r in store.conn.execute("SELECT pmid FROM cluster_member WHERE cluster_id=?", (cluster_id,))]
+    if not members:
+        raise KeyError(f"cluster {cluster_id!r} has no members (or does not exist)")
+    papers = store.papers(members)
+    out_path = Workspace.of(cfg).pico_dir / f"{cluster_id}.jsonl"
+    result = run_pico(papers, make_extractor(brain, cfg), out_path, progress=progress)
+    records = read_pico(out_path)
+    eligible = count_eligible(papers, {r.pmid: r for r in records})
+    set_cluster_metrics(store, cluster_id, eligible_trials=eligible)
+    embedder = embedder or SentenceTransformerEmbedder(cfg)
+    vectors = open_active(cfg)
+    written = 0
+    pmids = np.array([r.pmid for r in records], dtype=np.int64)
+    for family in ("p", "i", "c", "o", "m"):
+        texts = [pico_texts(r)[family] for r in records]
+        filled = [i for i, t in enumerate(texts) if t]
+        if not filled:
+            continue
+        encoded = embedder.encode([texts[i] for i in filled])
+        written += vectors.put(family, pmids[filled], encoded)
+    log.info("pico %s: %d records, %d eligible trials, %d PICO vectors", cluster_id, len(records), eligible, written)
+    return PicoStageResult(cluster_id, result.metadata(), written, eligible)
+
+
+def run_sr_overlap(cfg: Config, store: Store, cluster_id: str, embedder=None, eutils=None):
+    """Stage `sr_overlap`: find_existing_sr for one cluster (live E-utilities, or the local corpus offline)."""
+    from ra_agent.embed import SentenceTransformerEmbedder
+    from ra_agent.sr import find_existing_sr
+
+    return find_existing_sr(
+        cfg, store, cluster_id, embedder=embedder or SentenceTransformerEmbedder(cfg), eutils=eutils
+    )
+
+
+def run_reports(cfg: Config, store: Store):
+    """Stage `reports`: (re)write the dossier or SR draft of every goal's successful clusters."""
+    from ra_agent.agent.reporting import write_goal_reports
+
+    return write_goal_reports(cfg, store)
+
+
+def perform(cfg: Config, store: Store, request: StageRequest, *, brain=None, embedder=None, goal_id=None):
+    """Run one stage locally (what the Dagster assets of that stage do)."""
+    from ra_agent.pipeline import embed_all
+
+    log.info("stage %s (%s)", request.label(), request.reason or "requested")
+    if request.stage == "search":
+        return run_search(cfg, store, request.partition)
+    if request.stage == "embed":
+        return embed_all(cfg, store, embedder=embedder)
+    if request.stage == "organise":
+        return run_organise(cfg, store, goal_id=goal_id)
+    if request.stage == "pico":
+        return run_pico_stage(cfg, store, request.partition, brain=brain, embedder=embedder)
+    if request.stage == "sr_overlap":
+        return run_sr_overlap(cfg, store, request.partition, embedder=embedder)
+    return run_reports(cfg, store)

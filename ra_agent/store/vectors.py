@@ -1,0 +1,689 @@
+"""Vector store: fp16 family files (E p i c o m) per model folder, PMID offsets, chunked top-k, embedding passes."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
+
+from ra_agent.config import Config
+from ra_agent.embed import Embedder, ProgressFn, encode_batched, model_slug
+from ra_agent.store.db import Store
+
+log = logging.getLogger(__name__)
+
+FORMAT = 1
+FAMILIES = ("E", "p", "i", "c", "o", "m")  # E: title · abstract; p i c o m: PICO fields and study design
+META, OFFSETS, ROWS, LOCK = "meta.json", "offsets.npy", "rows.i64", ".lock"
+ACTIVE = "ACTIVE"  # emb/ACTIVE names the model folder consumers read
+DEFAULT_CHUNK_ROWS = 65536
+NORM_TOL = 1e-3  # fp16 rounding moves a unit norm by < 5e-4
+_SUFFIX = {"float16": ".f16", "float32": ".f32"}
+
+# Crash-test hook: an append sleeps PAUSE_S seconds at the named stage ("after_data" or
+# "after_offsets") so a test can SIGKILL it there.
+PAUSE_AT_ENV, PAUSE_S_ENV = "RA_VECTORS_TEST_PAUSE_AT", "RA_VECTORS_TEST_PAUSE_S"
+
+
+class VectorStoreError(RuntimeError):
+    """A vector folder is inconsistent in a way the store cannot repair, or belongs to another model."""
+
+
+@dataclass(frozen=True)
+class TopK:
+    """Best matches for a query, highest cosine first."""
+
+    pmids: np.ndarray  # int64
+    scores: np.ndarray  # float32 cosine similarities
+
+
+class VectorStore:
+    """Vectors of one embedding model + version: the folder `data_dir/emb/<model-slug>/`.
+
+    Files (format 1):
+
+    - `E.f16`: raw float16, row-major, no header; row r is the r-th PMID ever appended.
+      Appending n vectors grows it by exactly dim * n * 2 bytes. Readable with
+      `np.memmap(path, np.float16, "r", shape=(count, dim))`.
+    - `p.f16 i.f16 c.f16 o.f16 m.f16` (and any later family, e.g. `d.f16`): the PICO
+      vectors on the same row index as E, written in place for any subset of rows with
+      `put()`. A row never written, or past the file's end, reads as zeros ("no value").
+    - `rows.i64`: int64 PMIDs in row (append) order; append-only like E.
+    - `offsets.npy`: int64 array (2, count): [0] the PMIDs sorted ascending, [1] each one's
+      row. A PMID is found by binary search over [0].
+    - `meta.json`: format, model, version, slug, dim, dtype, count, families. `count` is the
+      commit point: bytes past count rows are leftovers of a killed append.
+
+    An append writes and fsyncs E and rows.i64 past `count`, then replaces offsets.npy and
+    meta.json atomically (temp file + os.replace). A killed append leaves a tail that readers
+    ignore and the next append truncates; an offsets.npy that does not match `count` is
+    rebuilt from rows.i64. Writers hold an exclusive lock on `.lock`; readers see the rows
+    committed when they opened (or last called `refresh()`). Scans (`topk`, `verify`) read
+    `chunk_rows` rows at a time into reused buffers (chunk_rows * dim * 6 bytes for fp16), so
+    memory stays bounded whatever the store's size.
+    With `dtype="float32"` the data files are `.f32` and rows take dim * 4 bytes.
+    """
+
+    def __init__(self, root: str | Path, *, chunk_rows: int = DEFAULT_CHUNK_ROWS):
+        self.root = Path(root)
+        self.chunk_rows = chunk_rows
+        self.refresh()
+
+    @classmethod
+    def create(
+        cls,
+        root: str | Path,
+        *,
+        model: str,
+        version: str,
+        dim: int,
+        dtype: str = "float16",
+        chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    ) -> VectorStore:
+        """Open the store at `root`, creating an empty one first; an existing one must hold the same model/version/dim."""
+        root = Path(root)
+        root.mkdir(parents=True, exist_ok=True)
+        with _locked(root):
+            if not (root / META).exists():
+                now = int(time.time())
+                meta = {
+                    "format": FORMAT,
+                    "model": model,
+                    "version": version,
+                    "slug": model_slug(model, version),
+                    "dim": int(dim),
+                    "dtype": np.dtype(dtype).name,
+                    "count": 0,
+                    "families": ["E"],
+                    "created_ts": now,
+                    "updated_ts": now,
+                }
+                _write_json(root / META, meta)
+                log.info("created vector store %s (%s, dim %d, %s)", root, model, dim, meta["dtype"])
+        store = cls(root, chunk_rows=chunk_rows)
+        wanted = {"model": model, "version": version, "dim": int(dim)}
+        found = {key: store.meta[key] for key in wanted}
+        if found != wanted:
+            raise VectorStoreError(f"{root}: holds {found}, not {wanted}")
+        return store
+
+    # ------------------------------------------------------------------ state
+    def refresh(self) -> None:
+        """Re-read meta.json and the offsets, to see rows committed since this store was opened."""
+        meta_path = self.root / META
+        if not meta_path.exists():
+            raise FileNotFoundError(f"{self.root}: not a vector store ({META} missing)")
+        self.meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        self.dim = int(self.meta["dim"])
+        self.dtype = np.dtype(self.meta["dtype"])
+        self.count = int(self.meta["count"])
+        self._row_bytes = self.dim * self.dtype.itemsize
+        for path, needed in ((self.path("E"), self.count * self._row_bytes), (self.root / ROWS, self.count * 8)):
+            size = path.stat().st_size if path.exists() else 0
+            if size < needed:
+                raise VectorStoreError(f"{path}: {size} bytes, but {META} count {self.count} needs {needed}")
+        self._row_pmids = _map(self.root / ROWS, np.dtype(np.int64), (self.count,))
+        self._offsets = self._load_offsets()
+        self._maps: dict[str, np.ndarray] = {}
+
+    def _load_offsets(self) -> np.ndarray:
+        if self.count == 0:
+            return _readonly(np.zeros((2, 0), dtype=np.int64))
+        path = self.root / OFFSETS
+        try:
+            offsets = np.load(path, mmap_mode="r")
+            if offsets.shape == (2, self.count) and offsets.dtype == np.int64:
+                return offsets
+        except (OSError, ValueError):
+            pass
+        log.warning("%s does not match %d rows; rebuilding it from %s", path, self.count, ROWS)
+        return _readonly(
+            _merge_offsets(np.zeros((2, 0), dtype=np.int64), np.asarray(self._row_pmids), _arange(0, self.count))
+        )
+
+    @property
+    def model(self) -> str:
+        return self.meta["model"]
+
+    @property
+    def version(self) -> str:
+        return self.meta["version"]
+
+    @property
+    def slug(self) -> str:
+        return self.meta["slug"]
+
+    @property
+    def families(self) -> list[str]:
+        return list(self.meta["families"])
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __repr__(self) -> str:
+        return f"VectorStore({str(self.root)!r}, count={self.count}, dim={self.dim}, families={self.families})"
+
+    def path(self, family: str = "E") -> Path:
+        """The data file of a family."""
+        _check_family(family)
+        return self.root / f"{family}{_SUFFIX[self.dtype.name]}"
+
+    @property
+    def pmids(self) -> np.ndarray:
+        """Every stored PMID, ascending (read-only)."""
+        return self._offsets[0]
+
+    @property
+    def row_pmids(self) -> np.ndarray:
+        """PMID of each row in row order, aligned with `matrix()` (read-only)."""
+        return self._row_pmids
+
+    def matrix(self, family: str = "E") -> np.ndarray:
+        """Read-only (rows, dim) memmap of a family in row order; a PICO family may stop short of `count` rows."""
+        if family not in self._maps:
+            path = self.path(family)
+            rows = min(self.count, path.stat().st_size // self._row_bytes) if path.exists() else 0
+            self._maps[family] = _map(path, self.dtype, (rows, self.dim))
+        return self._maps[family]
+
+    # ------------------------------------------------------------------ lookup
+    def rows_of(self, pmids: Iterable[int]) -> np.ndarray:
+        """Row of each PMID (binary search over the sorted offsets); -1 where a PMID has no vector."""
+        wanted = _as_ids(pmids)
+        sorted_pmids, rows = self._offsets
+        if self.count == 0:
+            return np.full(len(wanted), -1, dtype=np.int64)
+        at = np.minimum(np.searchsorted(sorted_pmids, wanted), self.count - 1)
+        return np.where(sorted_pmids[at] == wanted, rows[at], -1).astype(np.int64)
+
+    def has(self, pmids: Iterable[int], family: str = "E") -> np.ndarray:
+        """Boolean mask: which PMIDs have a vector (for a PICO family: a non-zero one)."""
+        rows = self.rows_of(pmids)
+        found = rows >= 0
+        if family != "E" and found.any():
+            found[found] = np.any(self._read(family, rows[found]) != 0, axis=1)
+        return found
+
+    def __contains__(self, pmid: int) -> bool:
+        return bool(self.has([pmid])[0])
+
+    def get(self, pmids: Iterable[int], family: str = "E") -> np.ndarray:
+        """float32 (n, dim) vectors of the PMIDs, in the given order; KeyError naming PMIDs that have none."""
+        wanted = _as_ids(pmids)
+        rows = self.rows_of(wanted)
+        absent = wanted[rows < 0]
+        if len(absent):
+            raise KeyError(f"{len(absent)} PMIDs have no vector in {self.slug}, e.g. {absent[:5].tolist()}")
+        return self._read(family, rows)
+
+    def _read(self, family: str, rows: np.ndarray) -> np.ndarray:
+        out = np.zeros((len(rows), self.dim), dtype=np.float32)
+        stored = self.matrix(family)
+        inside = rows < len(stored)
+        out[inside] = stored[rows[inside]]
+        return out
+
+    # ------------------------------------------------------------------ writes
+    def append(self, pmids: Iterable[int], vectors: np.ndarray) -> int:
+        """Add E vectors for new PMIDs (rows for PMIDs already stored are left alone); returns rows added."""
+        ids, vecs = self._checked(pmids, vectors)
+        if len(ids) == 0:
+            return 0
+        with _locked(self.root):
+            self.refresh()
+            new = ~self.has(ids)
+            ids, vecs = ids[new], vecs[new]
+            if len(ids) == 0:
+                return 0
+            start, end = self.count, self.count + len(ids)
+            _append_at(self.path("E"), start * self._row_bytes, vecs)
+            _append_at(self.root / ROWS, start * 8, ids)
+            _test_pause("after_data")
+            _write_npy(self.root / OFFSETS, _merge_offsets(np.asarray(self._offsets), ids, _arange(start, end)))
+            _test_pause("after_offsets")
+            self._commit(count=end)
+        log.debug("appended %d vectors to %s (now %d)", len(ids), self.slug, end)
+        return len(ids)
+
+    def put(self, family: str, pmids: Iterable[int], vectors: np.ndarray) -> int:
+        """Write vectors of a PICO family (p i c o m ...) for stored PMIDs, in place; a zero vector means "no value".
+
+        Rewriting the same rows is idempotent, so a killed `put` is repaired by running it again.
+        """
+        _check_family(family)
+        if family == "E":
+            raise ValueError("family E is append-only: use append()")
+        ids, vecs = self._checked(pmids, vectors)
+        if len(ids) == 0:
+            return 0
+        with _locked(self.root):
+            self.refresh()
+            rows = self.rows_of(ids)
+            if (rows < 0).any():
+                raise KeyError(f"PMIDs without an E row cannot get {family} vectors, e.g. {ids[rows < 0][:5].tolist()}")
+            path = self.path(family)
+            with open(path, "ab") as f:
+                size = max(f.seek(0, os.SEEK_END), (int(rows.max()) + 1) * self._row_bytes)
+                f.truncate(size)  # rows never written read as zeros
+            stored = np.memmap(path, dtype=self.dtype, mode="r+", shape=(size // self._row_bytes, self.dim))
+            stored[rows] = vecs
+            stored.flush()
+            del stored
+            families = self.families if family in self.families else [*self.families, family]
+            self._commit(families=families)
+        return len(ids)
+
+    def _checked(self, pmids: Iterable[int], vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """PMIDs as int64 and vectors in the store's dtype, after checking shape, uniqueness and finiteness."""
+        ids = _as_ids(pmids)
+        vecs = np.asarray(vectors)
+        if vecs.shape != (len(ids), self.dim):
+            raise ValueError(f"expected vectors of shape ({len(ids)}, {self.dim}), got {vecs.shape}")
+        if len(np.unique(ids)) != len(ids):
+            raise ValueError("duplicate PMIDs in one write")
+        vecs = vecs.astype(self.dtype)
+        if not np.isfinite(vecs).all():
+            raise ValueError(f"vectors must be finite in {self.dtype.name}")
+        return ids, vecs
+
+    def _commit(self, **changes) -> None:
+        _write_json(self.root / META, {**self.meta, **changes, "updated_ts": int(time.time())})
+        self.refresh()
+
+    # ------------------------------------------------------------------ scans
+    def _blocks(self, family: str) -> Iterator[tuple[int, np.ndarray]]:
+        """(first row, float32 block) over a family's stored rows, `chunk_rows` at a time; the buffers are reused."""
+        total = len(self.matrix(family))
+        if total == 0:
+            return
+        step = min(self.chunk_rows, total)
+        raw = np.empty((step, self.dim), dtype=self.dtype)
+        block = np.empty((step, self.dim), dtype=np.float32)
+        with open(self.path(family), "rb") as f:
+            for start in range(0, total, step):
+                n = min(step, total - start)
+                view = raw[:n].data.cast("B")
+                if f.readinto(view) != view.nbytes:
+                    raise VectorStoreError(f"{self.path(family)}: short read at row {start}")
+                np.copyto(block[:n], raw[:n])
+                yield start, block[:n]
+
+    def topk(self, query: np.ndarray, k: int = 10, family: str = "E") -> TopK:
+        """The k rows most cosine-similar to `query`, scanning `chunk_rows` rows at a time (rows without a vector never match)."""
+        q = np.asarray(query, dtype=np.float32).ravel()
+        norm = float(np.linalg.norm(q))
+        if q.shape != (self.dim,) or not norm > 0:
+            raise ValueError(f"query must be a non-zero vector of {self.dim} values")
+        q = q / norm
+        if k <= 0:
+            return TopK(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
+        best_rows = np.zeros(0, dtype=np.int64)
+        best_scores = np.zeros(0, dtype=np.float32)
+        for start, block in self._blocks(family):
+            scores = block @ q
+            if family != "E":
+                scores[~block.any(axis=1)] = -np.inf
+            top = _top_indices(scores, k)
+            best_rows = np.concatenate([best_rows, top + start])
+            best_scores = np.concatenate([best_scores, scores[top]])
+            keep = _top_indices(best_scores, k)
+            best_rows, best_scores = best_rows[keep], best_scores[keep]
+        order = np.lexsort((best_rows, -best_scores))
+        order = order[np.isfinite(best_scores[order])]
+        return TopK(np.asarray(self._row_pmids[best_rows[order]], dtype=np.int64), best_scores[order])
+
+    def verify(self, norm_tol: float = NORM_TOL) -> list[str]:
+        """Problems found (empty when healthy): offsets sorted, unique and matching rows.i64; vectors finite and unit-norm."""
+        problems = []
+        sorted_pmids, rows = np.asarray(self._offsets[0]), np.asarray(self._offsets[1])
+        if np.any(np.diff(sorted_pmids) <= 0):
+            problems.append("offsets: PMIDs not sorted and unique")
+        if not np.array_equal(np.sort(rows), _arange(0, self.count)):
+            problems.append("offsets: rows are not a permutation of 0..count-1")
+        elif not np.array_equal(np.asarray(self._row_pmids)[rows], sorted_pmids):
+            problems.append(f"offsets: PMIDs disagree with {ROWS}")
+        for family in self.families:
+            not_finite = off_norm = 0
+            for _, block in self._blocks(family):
+                finite = np.all(np.isfinite(block), axis=1, keepdims=True)
+                norms = np.linalg.norm(np.where(finite, block, 0), axis=1)
+                finite = finite[:, 0]
+                judged = finite if family == "E" else finite & (norms > 0)
+                not_finite += int((~finite).sum())
+                off_norm += int((np.abs(norms[judged] - 1) > norm_tol).sum())
+            if not_finite:
+                problems.append(f"{family}: {not_finite} rows not finite")
+            if off_norm:
+                problems.append(f"{family}: {off_norm} rows with |norm - 1| > {norm_tol}")
+        return problems
+
+
+# ---------------------------------------------------------------------- the active index
+def emb_root(data_dir: str | Path) -> Path:
+    """Folder holding one sub-folder per model slug and the ACTIVE pointer."""
+    return Path(data_dir) / "emb"
+
+
+def active_index(data_dir: str | Path) -> str | None:
+    """Slug of the model folder consumers read (emb/ACTIVE), or None before the first switch."""
+    try:
+        slug = (emb_root(data_dir) / ACTIVE).read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        return None
+    return slug or None
+
+
+def switch_active(data_dir: str | Path, slug: str) -> str | None:
+    """Point emb/ACTIVE at `slug` (atomic replace); returns the slug it pointed at before."""
+    root = emb_root(data_dir)
+    if not (root / slug / META).exists():
+        raise FileNotFoundError(f"{root / slug}: no vector store to activate")
+    previous = active_index(data_dir)
+    _replace_atomically(root / ACTIVE, lambda f: f.write(f"{slug}\n".encode()))
+    log.info("active embedding index: %s (was %s)", slug, previous)
+    return previous
+
+
+def configured_slug(cfg: Config) -> str:
+    """Slug of the model and version named in [embedding]."""
+    return model_slug(cfg.embedding.model_name, cfg.embedding.model_version)
+
+
+def vector_store_for(cfg: Config, embedder: Embedder) -> VectorStore:
+    """The (created on demand) folder of `embedder`'s model and version under data_dir/emb."""
+    return VectorStore.create(
+        emb_root(cfg.data_dir) / model_slug(embedder.model_id, embedder.version),
+        model=embedder.model_id,
+        version=embedder.version,
+        dim=embedder.dim,
+        dtype="float16" if cfg.embedding.fp16 else "float32",
+        chunk_rows=cfg.embedding.topk_chunk_rows,
+    )
+
+
+def open_active(cfg: Config) -> VectorStore:
+    """The index consumers read: the folder emb/ACTIVE names, or the configured model's before any switch."""
+    slug = active_index(cfg.data_dir) or configured_slug(cfg)
+    return VectorStore(emb_root(cfg.data_dir) / slug, chunk_rows=cfg.embedding.topk_chunk_rows)
+
+
+# ---------------------------------------------------------------------- embedding passes
+@dataclass(frozen=True)
+class ShardResult:
+    """What one embedding pass did (counts for logs and asset metadata)."""
+
+    model_id: str
+    slug: str
+    requested: int  # distinct PMIDs asked for
+    embedded: int  # vectors this pass appended
+    already_present: int
+    skipped: list[int] = field(default_factory=list)  # PMIDs whose batch ran out of memory twice: no vector
+    missing: list[int] = field(default_factory=list)  # PMIDs without a paper row
+    seconds: float = 0.0
+    count: int = 0  # vectors in the store afterwards
+    batch_id: str | None = None
+
+
+def embed_missing(
+    vectors: VectorStore,
+    embedder: Embedder,
+    db: Store,
+    pmids: Iterable[int],
+    cfg: Config,
+    *,
+    on_progress: ProgressFn | None = None,
+    batch_id: str | None = None,
+) -> ShardResult:
+    """Embed ("title · abstract") the PMIDs that have no vector yet, committing every [embedding] chunk_size texts."""
+    t0 = time.perf_counter()
+    wanted = np.unique(_as_ids(pmids))
+    todo = wanted[~vectors.has(wanted)]
+    embedded, skipped, missing = 0, [], []
+    step = cfg.embedding.chunk_size
+    for start in range(0, len(todo), step):
+        part = todo[start : start + step].tolist()
+        papers = db.papers(part)
+        found = np.array([p.pmid for p in papers], dtype=np.int64)
+        missing.extend(sorted(set(part).difference(found.tolist())))
+        progress = None if on_progress is None else _offset_progress(on_progress, start, len(todo))
+        encoded = encode_batched(
+            embedder,
+            [p.text for p in papers],
+            cfg.embedding.batch_size,
+            halve_on_oom=cfg.hardware.gpu_batch_halving,
+            on_progress=progress,
+        )
+        embedded += vectors.append(found[encoded.kept], encoded.vectors)
+        skipped.extend(found[encoded.skipped].tolist())
+    if skipped:
+        log.error("%d papers got no vector (out of memory twice), e.g. %s", len(skipped), skipped[:5])
+    return ShardResult(
+        model_id=embedder.model_id,
+        slug=vectors.slug,
+        requested=len(wanted),
+        embedded=embedded,
+        already_present=len(wanted) - len(todo),
+        skipped=skipped,
+        missing=missing,
+        seconds=round(time.perf_counter() - t0, 3),
+        count=len(vectors),
+        batch_id=batch_id,
+    )
+
+
+def _offset_progress(on_progress: ProgressFn, offset: int, total: int) -> ProgressFn:
+    return lambda done, _: on_progress(offset + done, total)
+
+
+def embed_shard(
+    cfg: Config,
+    db: Store,
+    batch_id: str,
+    embedder: Embedder,
+    vectors: VectorStore | None = None,
+    on_progress: ProgressFn | None = None,
+) -> ShardResult:
+    """Embed one ingest batch's papers into the folder of `embedder`'s model (the `embedding_shards` partition)."""
+    if vectors is None:
+        vectors = vector_store_for(cfg, embedder)
+    result = embed_missing(
+        vectors, embedder, db, db.pmids_for_batch(batch_id), cfg, on_progress=on_progress, batch_id=batch_id
+    )
+    log.info(
+        "shard %s: %d embedded, %d already present, %d skipped, %d missing in %.1fs (%s)",
+        batch_id,
+        result.embedded,
+        result.already_present,
+        len(result.skipped),
+        len(result.missing),
+        result.seconds,
+        result.slug,
+    )
+    return result
+
+
+@dataclass(frozen=True)
+class IndexResult:
+    """Outcome of `build_index`: the checked folder and which one is active afterwards."""
+
+    slug: str
+    count: int
+    families: list[str]
+    missing: int  # papers in the database without an E vector in this folder
+    problems: list[str]
+    active: str | None
+    previous: str | None
+
+
+def build_index(
+    cfg: Config,
+    db: Store | None = None,
+    slug: str | None = None,
+    *,
+    activate: bool = True,
+    allow_incomplete: bool = False,
+) -> IndexResult:
+    """Check a model folder (default: the configured model's) and make it the active index.
+
+    The switch needs a clean `verify()` and, when `db` is given and another folder is
+    active, a vector for every paper: a half-finished re-embed never replaces a complete
+    index unless `allow_incomplete`.
+    """
+    slug = slug or configured_slug(cfg)
+    vectors = VectorStore(emb_root(cfg.data_dir) / slug, chunk_rows=cfg.embedding.topk_chunk_rows)
+    problems = vectors.verify()
+    missing = int((~vectors.has(db.all_pmids())).sum()) if db is not None else 0
+    previous = active_index(cfg.data_dir)
+    complete = missing == 0 or allow_incomplete or previous in (None, slug)
+    if activate and previous != slug:
+        if problems or not complete:
+            log.warning("not activating %s: %s", slug, "; ".join(problems) or f"{missing} papers lack a vector")
+        else:
+            switch_active(cfg.data_dir, slug)
+    return IndexResult(slug, len(vectors), vectors.families, missing, problems, active_index(cfg.data_dir), previous)
+
+
+# ---------------------------------------------------------------------- helpers
+def _check_family(family: str) -> None:
+    if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", family):
+        raise ValueError(f"bad vector family name {family!r}")
+
+
+def _as_ids(pmids: Iterable[int]) -> np.ndarray:
+    if not isinstance(pmids, np.ndarray):
+        pmids = list(pmids)
+    return np.asarray(pmids, dtype=np.int64).ravel()
+
+
+def _arange(start: int, end: int) -> np.ndarray:
+    return np.arange(start, end, dtype=np.int64)
+
+
+def _map(path: Path, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+    """Read-only memmap of the first shape rows of a raw file (an empty array for zero rows)."""
+    if shape[0] == 0:
+        return _readonly(np.zeros(shape, dtype=dtype))
+    return np.memmap(path, dtype=dtype, mode="r", shape=shape)
+
+
+def _readonly(array: np.ndarray) -> np.ndarray:
+    array.flags.writeable = False
+    return array
+
+
+def _merge_offsets(offsets: np.ndarray, pmids: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Offsets (sorted PMIDs over their rows) with new (pmid, row) pairs inserted in order."""
+    order = np.argsort(pmids, kind="stable")
+    pmids, rows = pmids[order], rows[order]
+    at = np.searchsorted(offsets[0], pmids)
+    return np.stack([np.insert(offsets[0], at, pmids), np.insert(offsets[1], at, rows)])
+
+
+def _top_indices(scores: np.ndarray, k: int) -> np.ndarray:
+    if len(scores) <= k:
+        return np.arange(len(scores))
+    return np.argpartition(scores, len(scores) - k)[len(scores) - k :]
+
+
+def _test_pause(stage: str) -> None:
+    if os.environ.get(PAUSE_AT_ENV) == stage:
+        time.sleep(float(os.environ.get(PAUSE_S_ENV, "60")))
+
+
+if sys.platform == "win32":
+    import msvcrt
+
+    def _lock(f: BinaryIO) -> None:
+        f.seek(0)
+        while True:
+            try:
+                msvcrt.locking(f.fileno(), msvcrt.LK_LOCK, 1)
+                return
+            except OSError:  # LK_LOCK gives up after 10 s; keep waiting for the other writer
+                continue
+
+    def _unlock(f: BinaryIO) -> None:
+        f.seek(0)
+        msvcrt.locking(f.fileno(), msvcrt.LK_UNLCK, 1)
+
+else:
+    import fcntl
+
+    def _lock(f: BinaryIO) -> None:
+        fcntl.flock(f, fcntl.LOCK_EX)
+
+    def _unlock(f: BinaryIO) -> None:
+        fcntl.flock(f, fcntl.LOCK_UN)
+
+
+@contextmanager
+def _locked(root: Path) -> Iterator[None]:
+    """Exclusive writer lock on root/.lock, held across processes (released by the OS if the holder dies)."""
+    with open(root / LOCK, "a+b") as f:
+        _lock(f)
+        try:
+            yield
+        finally:
+            _unlock(f)
+
+
+def _append_at(path: Path, offset: int, array: np.ndarray) -> None:
+    """Write `array` at byte `offset` of `path`, dropping any tail a killed append left there, and fsync."""
+    with open(path, "ab") as f:
+        f.truncate(offset)
+        f.write(np.ascontiguousarray(array).data.cast("B"))
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _replace_atomically(path: Path, write: Callable[[BinaryIO], object]) -> None:
+    """Write a temp file next to `path`, fsync it, then os.replace it over `path`."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as f:
+        write(f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    if os.name == "posix":
+        fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _write_json(path: Path, obj: dict) -> None:
+    _replace_atomically(path, lambda f: f.write(json.dumps(obj, indent=2).encode("utf-8")))
+
+
+def _write_npy(path: Path, array: np.ndarray) -> None:
+    _replace_atomically(path, lambda f: np.save(f, array))
+
+
+__all__ = [
+    "FAMILIES",
+    "IndexResult",
+    "ShardResult",
+    "TopK",
+    "VectorStore",
+    "VectorStoreError",
+    "active_index",
+    "build_index",
+    "configured_slug",
+    "emb_root",
+    "embed_missing",
+    "embed_shard",
+    "open_active",
+    "switch_active",
+    "vector_store_for",
+]

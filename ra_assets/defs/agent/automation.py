@@ -1,0 +1,163 @@
+"""The agent in Dagster: a job that starts a goal from a handbook, one job per LLM cycle, and the agent sensor.
+
+The sensor only decides (well inside the 60 s limit): per active goal it emits the
+stage runs the last cycle asked for, one at a time, then one `agent_cycle` run once
+they have finished. `run_key = goal:cycle:request` makes every tick idempotent across
+daemon restarts; the JSON cursor records the last key emitted per goal.
+"""
+
+import json
+
+import dagster as dg
+
+from ra_agent.agent.goal import GoalStore
+from ra_agent.agent.runner import start_goal
+from ra_agent.stages import StageRequest
+from ra_assets.defs.clusters.assets import cluster_metrics, clusters
+from ra_assets.defs.embeddings.assets import embedding_index
+from ra_assets.defs.findings.assets import pico_extractions, reports, sr_overlap
+from ra_assets.defs.ingest.assets import pubmed_search
+from ra_assets.partitions import cluster_partitions, search_query_partitions
+from ra_assets.resources import BrainResource, RaConfigResource, StoreResource
+
+IN_FLIGHT = (
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+    dg.DagsterRunStatus.CANCELING,
+)
+DONE = (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
+
+
+class HandbookConfig(dg.Config):
+    handbook: str = "handbooks/seek_gap_ppi_gerd.md"
+
+
+class CycleConfig(dg.Config):
+    goal_id: str
+
+
+@dg.op(tags={"kind": "agent"})
+def start_goal_op(context: dg.OpExecutionContext, config: HandbookConfig, ra: RaConfigResource,
+                  store: StoreResource, brain: BrainResource) -> str:  # fmt: skip
+    """Validate the handbook (strict front matter) and create the goal; the agent sensor takes it from here."""
+    cfg = ra.get_config()
+    with store.get_client() as db:
+        state = start_goal(cfg, db, config.handbook, brain.get_client(db).name)
+    context.log.info(f"goal {state.goal_id} created from {config.handbook} ({state.primary_goal}: {state.topic})")
+    context.add_output_metadata({"goal_id": state.goal_id, "handbook": config.handbook, "topic": state.topic})
+    return state.goal_id
+
+
+@dg.job(description="Start a goal from a handbook (launchpad config: the handbook path).")
+def handbook_job():
+    start_goal_op()
+
+
+@dg.op(pool="llm", tags={"kind": "agent"})
+def agent_cycle_op(context: dg.OpExecutionContext, config: CycleConfig, ra: RaConfigResource,
+                   store: StoreResource, brain: BrainResource) -> None:  # fmt: skip
+    """Exactly one agent cycle: the LLM call happens here, never in the sensor."""
+    from ra_agent.agent.cycle import run_cycle
+
+    cfg = ra.get_config()
+    with store.get_client() as db:
+        model = brain.get_client(db)
+        outcome = run_cycle(cfg, db, config.goal_id, model)
+    context.log.info(f"cycle {outcome.cycle} of {outcome.goal_id}: {outcome.event} "
+                     f"{outcome.tool or ''} -> {outcome.status} ({outcome.brain})")  # fmt: skip
+    context.add_output_metadata({
+        "goal_id": outcome.goal_id, "cycle": outcome.cycle, "event": outcome.event, "tool": outcome.tool or "",
+        "status": outcome.status, "brain": outcome.brain, "requests": [r.label() for r in outcome.requests],
+        "cycle_log": outcome.log_path or "",
+    })  # fmt: skip
+
+
+@dg.job(description="One agent cycle of one goal (launched by the agent sensor).")
+def agent_cycle_job():
+    agent_cycle_op()
+
+
+STAGE_JOBS = {
+    "search": dg.define_asset_job("agent_search_job", selection=[pubmed_search]),
+    "organise": dg.define_asset_job("agent_organise_job", selection=[embedding_index, clusters, cluster_metrics]),
+    "pico": dg.define_asset_job("agent_pico_job", selection=[pico_extractions]),
+    "sr_overlap": dg.define_asset_job("agent_sr_overlap_job", selection=[sr_overlap]),
+    "reports": dg.define_asset_job("agent_reports_job", selection=[reports]),
+}
+STAGE_PARTITIONS = {"search": search_query_partitions, "pico": cluster_partitions, "sr_overlap": cluster_partitions}
+
+
+def embeddings_complete(cfg, db) -> bool:
+    """Every paper with text has a vector in the configured model's folder (the batch sensor embeds them)."""
+    from ra_agent.store.vectors import VectorStore, configured_slug, emb_root
+
+    folder = emb_root(cfg.data_dir) / configured_slug(cfg)
+    if not (folder / "meta.json").exists():
+        return False
+    wanted = [r[0] for r in db.conn.execute("SELECT pmid FROM paper WHERE trim(title || abstract) != ''")]
+    return bool(VectorStore(folder).has(wanted).all())
+
+
+def next_step(context, cfg, db, state) -> tuple[dg.RunRequest | None, list, str]:
+    """The one run this goal needs now (stage or cycle), its partition requests, or why it waits."""
+    runs = context.instance.get_runs(filters=dg.RunsFilter(tags={"ra/goal": state.goal_id}), limit=200)
+    busy = [r.run_id[:8] for r in runs if r.status in IN_FLIGHT]
+    if busy:
+        return None, [], f"runs in flight ({', '.join(busy)})"
+    tags = {"ra/goal": state.goal_id, "ra/cycle": str(state.cycle)}
+    for i, raw in enumerate(state.pending_asset_requests):
+        request = StageRequest.from_dict(raw)
+        finished = [r for r in runs if r.tags.get("ra/cycle") == str(state.cycle)
+                    and r.tags.get("ra/request") == str(i) and r.status in DONE]  # fmt: skip
+        if finished:
+            continue
+        if request.stage == "embed":
+            if embeddings_complete(cfg, db):
+                continue
+            return None, [], "waiting for embedding shards (ingest_batch_sensor)"
+        additions = []
+        partitions = STAGE_PARTITIONS.get(request.stage)
+        if partitions is not None and not context.instance.has_dynamic_partition(partitions.name, request.partition):
+            additions.append(partitions.build_add_request([request.partition]))
+        run = dg.RunRequest(
+            job_name=STAGE_JOBS[request.stage].name,
+            partition_key=request.partition,
+            run_key=f"{state.goal_id}:{state.cycle}:{i}:{request.label()}",
+            tags={**tags, "ra/request": str(i), "ra/stage": request.stage},
+        )
+        return run, additions, ""
+    if not state.is_active:
+        return None, [], f"status {state.status}"
+    run = dg.RunRequest(
+        job_name=agent_cycle_job.name,
+        run_key=f"{state.goal_id}:cycle:{state.cycle + 1}",
+        run_config=dg.RunConfig(ops={"agent_cycle_op": CycleConfig(goal_id=state.goal_id)}),
+        tags={**tags, "ra/cycle": str(state.cycle + 1), "ra/stage": "cycle"},
+    )
+    return run, [], ""
+
+
+@dg.sensor(
+    jobs=[agent_cycle_job, *STAGE_JOBS.values()],
+    minimum_interval_seconds=5,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Per active goal: run the stages its last cycle asked for, then its next cycle.",
+)
+def agent_sensor(context: dg.SensorEvaluationContext, ra: RaConfigResource, store: StoreResource):
+    cfg = ra.get_config()
+    cursor = json.loads(context.cursor) if context.cursor else {}
+    runs, additions, waiting = [], [], []
+    with store.get_client() as db:
+        for state in GoalStore(cfg.data_dir, db).states():
+            run, adds, why = next_step(context, cfg, db, state)
+            if run is None:
+                waiting.append(f"{state.goal_id}: {why}")
+                continue
+            runs.append(run)
+            additions.extend(adds)
+            cursor[state.goal_id] = run.run_key
+    if not runs:
+        return dg.SkipReason("; ".join(waiting) or "no goals (launch handbook_job)")
+    return dg.SensorResult(run_requests=runs, dynamic_partitions_requests=additions, cursor=json.dumps(cursor))

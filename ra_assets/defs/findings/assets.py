@@ -1,0 +1,111 @@
+"""Findings assets: PICO per cluster, existing-SR overlap per cluster, and the goal reports."""
+
+import json
+from pathlib import Path
+
+import dagster as dg
+
+from ra_agent.stages import run_pico_stage, run_reports, run_sr_overlap
+from ra_assets.defs.clusters.assets import cluster_metrics, clusters
+from ra_assets.defs.ingest.assets import log_progress
+from ra_assets.partitions import cluster_partitions
+from ra_assets.resources import BrainResource, EmbedderResource, EutilsResource, RaConfigResource, StoreResource
+
+
+@dg.asset(
+    deps=[clusters],
+    partitions_def=cluster_partitions,
+    group_name="findings",
+    kinds={"python", "json"},
+    code_version="pico-cues-v1",
+    pool="llm",
+    check_specs=[dg.AssetCheckSpec("pico_jsonl_valid", asset="pico_extractions", blocking=True)],
+)
+def pico_extractions(
+    context: dg.AssetExecutionContext,
+    ra: RaConfigResource,
+    store: StoreResource,
+    brain: BrainResource,
+    embedder: EmbedderResource,
+):
+    """PICO (P, I, C, O, StudyDesign, age, sample size) of one cluster's abstracts as
+    `pico/<cluster_id>.jsonl` (one line per PMID) plus the p i c o m vector families; the
+    LLM extracts 40 abstracts per prompt, the labelled rule extractor when no LLM runs."""
+    from ra_agent.pico import PicoFileError, read_pico
+
+    cfg = ra.get_config()
+    with store.get_client() as db:
+        model = brain.get_client(db)
+        result = run_pico_stage(cfg, db, context.partition_key, brain=model, embedder=embedder.get_client(),
+                                progress=log_progress(context, "abstracts", every=40))  # fmt: skip
+    path = result.run.get("path", "")
+    try:
+        lines = len(read_pico(path)) if path else 0
+        valid, problem = lines == result.run.get("papers", -1), ""
+    except PicoFileError as exc:
+        valid, problem, lines = False, str(exc), 0
+    yield dg.MaterializeResult(
+        metadata={
+            **result.run,
+            "brain": model.name,
+            "pico_vectors": result.vectors_written,
+            "path": dg.MetadataValue.path(path),
+        },  # fmt: skip
+    )
+    yield dg.AssetCheckResult(
+        check_name="pico_jsonl_valid", passed=valid, metadata={"lines": lines, "problem": problem}
+    )
+
+
+@dg.asset(
+    deps=[clusters],
+    partitions_def=cluster_partitions,
+    group_name="findings",
+    kinds={"python"},
+    code_version="1",
+)
+def sr_overlap(
+    context: dg.AssetExecutionContext,
+    ra: RaConfigResource,
+    store: StoreResource,
+    embedder: EmbedderResource,
+    eutils: EutilsResource,
+) -> dg.MaterializeResult:
+    """Overlap of one cluster with existing systematic reviews: a `systematic[sb]` search built from
+    its label (the local corpus when offline), review titles embedded and compared with the frozen
+    centroid; overlap = share of reviews at cosine ≥ 0.75."""
+    cfg = ra.get_config()
+    with store.get_client() as db:
+        found = run_sr_overlap(cfg, db, context.partition_key, embedder=embedder.get_client(),
+                               eutils=None if cfg.ingest.offline else eutils.get_client(db))  # fmt: skip
+    return dg.MaterializeResult(
+        metadata={
+            "query": found.query,
+            "overlap": found.overlap,
+            "reviews": found.n_reviews,
+            "offline": found.offline,
+            "sr_pmids": str(found.sr_pmids[:20]),
+        }  # fmt: skip
+    )
+
+
+@dg.asset(
+    deps=[cluster_metrics, pico_extractions, sr_overlap],
+    group_name="findings",
+    kinds={"markdown"},
+    code_version="1",
+)
+def reports(context: dg.AssetExecutionContext, ra: RaConfigResource, store: StoreResource) -> dg.MaterializeResult:
+    """Gap dossiers and SR drafts (Markdown under `reports/`, PRISMA flow diagram beside each draft) for
+    every goal whose clusters met its handbook's Success; every cited PMID exists in the store."""
+    cfg = ra.get_config()
+    with store.get_client() as db:
+        written = run_reports(cfg, db)
+    previews = {Path(p).name: Path(p).read_text(encoding="utf-8")[:3000] for p in written}
+    return dg.MaterializeResult(
+        metadata={
+            "reports": len(written),
+            "paths": dg.MetadataValue.json(json.loads(json.dumps([str(p) for p in written]))),
+            **{f"preview_{name}": dg.MetadataValue.md(text) for name, text in list(previews.items())[:3]},
+        }
+    )

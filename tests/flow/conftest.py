@@ -1,0 +1,77 @@
+"""The bundled demo corpus as a ready workspace: imported, embedded (vectors cached by content), clustered.
+
+Built once per session (embedding ~1,300 real abstracts is the slow part; the vectors are
+cached in pytest's cache keyed by model and texts) and copied into each test's tmp_path.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ra_agent.config import Config
+from ra_agent.embed import SentenceTransformerEmbedder
+from ra_agent.ingest.corpus import import_pending
+from ra_agent.pipeline import organise
+from ra_agent.store.vectors import build_index, vector_store_for
+from ra_agent.workspace import open_store
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO = ROOT / "data" / "demo" / "Cohen_2006_ProtonPumpInhibitors.csv"
+
+
+def demo_cfg(project: Path, **sections) -> Config:
+    """Project root `project` (handbooks/ beside data/), offline ingest, the bundled demo corpus."""
+    cfg = Config().with_overrides(
+        workspace={"data_dir": str(project / "data"), "demo_corpus": str(DEMO)},
+        ingest={"offline": True},
+        goal={"loop_delay_s": 0},
+        **sections,
+    )
+    return dataclasses.replace(cfg, root=str(project))
+
+
+@pytest.fixture(scope="session")
+def demo_template(request, tmp_path_factory) -> Path:
+    """A project folder with the demo workspace built once: import, embed, index, first clustering."""
+    project = tmp_path_factory.mktemp("demo_project")
+    shutil.copytree(ROOT / "handbooks", project / "handbooks")
+    cfg = demo_cfg(project)
+    embedder = SentenceTransformerEmbedder(cfg)
+    with open_store(cfg) as store:
+        import_pending(cfg, store)
+        papers = [p for p in store.papers(store.all_pmids()) if p.text.strip(" ·")]
+        texts = [p.text for p in papers]
+        key = hashlib.sha1("\n".join([cfg.embedding.model_name, cfg.embedding.model_version, *texts]).encode())
+        cache = request.config.cache.mkdir("ra_demo_vectors") / f"{key.hexdigest()[:16]}.npy"
+        if cache.exists():
+            vectors = np.load(cache)
+        else:
+            vectors = embedder.encode(texts)
+            np.save(cache, vectors)
+        folder = vector_store_for(cfg, embedder)
+        folder.append([p.pmid for p in papers], vectors)
+        build_index(cfg, store)
+        organise(cfg, store)
+    return project
+
+
+@pytest.fixture
+def demo_project(demo_template: Path, tmp_path: Path) -> Path:
+    """A private copy of the demo project for one test."""
+    target = tmp_path / "project"
+    shutil.copytree(demo_template, target)
+    return target
+
+
+@pytest.fixture
+def demo(demo_project: Path) -> Config:
+    return demo_cfg(demo_project)

@@ -1,0 +1,168 @@
+"""The agent in Dagster: definitions, the agent sensor's decisions, and a full in-process run vs the local runner."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from ra_agent.agent.goal import GoalStore
+from ra_agent.agent.runner import run_goal, start_goal
+from ra_agent.config import load_config
+from ra_agent.llm.rules_brain import RulesBrain
+from ra_agent.reports import verify_citations
+from ra_agent.workspace import open_store
+from ra_assets.defs.agent.automation import agent_sensor
+from ra_assets.resources import build_resources
+
+from .conftest import DEMO
+
+HANDBOOK = "handbooks/seek_gap_ppi_gerd.md"
+
+
+def write_config(project: Path) -> Path:
+    """The project's config.toml as a user would write it (the Dagster resources read a file)."""
+    path = project / "config.toml"
+    path.write_text(
+        f'[workspace]\ndata_dir = "data"\ndemo_corpus = "{DEMO}"\n'
+        '[ingest]\noffline = true\n[goal]\nloop_delay_s = 0\n[llm]\nbrain = "rules"\n'
+    )
+    return path
+
+
+@pytest.fixture
+def project(demo_project, monkeypatch):
+    config = write_config(demo_project)
+    monkeypatch.setenv("RA_CONFIG", str(config))
+    return demo_project
+
+
+@pytest.fixture
+def defs(project):
+    from ra_assets.definitions import defs as load
+
+    return load()
+
+
+def tick(instance, project: Path, cursor: str | None = None):
+    with dg.build_sensor_context(
+        instance=instance, cursor=cursor, resources=build_resources(str(project / "config.toml"))
+    ) as context:
+        return agent_sensor(context), context
+
+
+def execute(defs, instance, request: dg.RunRequest):
+    job = defs.resolve_job_def(request.job_name)
+    tags = {**request.tags, "dagster/run_key": request.run_key}
+    run_config = request.run_config if request.run_config else {}
+    result = job.execute_in_process(instance=instance, partition_key=request.partition_key, run_config=run_config,
+                                    tags=tags)  # fmt: skip
+    assert result.success
+
+
+def new_goal(project: Path) -> str:
+    cfg = load_config(project / "config.toml")
+    with open_store(cfg) as store:
+        return start_goal(cfg, store, project / HANDBOOK, RulesBrain.name).goal_id
+
+
+def test_definitions_hold_the_pipeline(defs):
+    keys = {k.to_user_string() for k in defs.resolve_asset_graph().get_all_asset_keys()}
+    assert keys == {
+        "pubmed_search",
+        "papers",
+        "references",
+        "baseline_snapshot",
+        "embedding_shards",
+        "embedding_index",
+        "clusters",
+        "cluster_metrics",
+        "pico_extractions",
+        "sr_overlap",
+        "reports",
+    }
+    graph = defs.resolve_asset_graph()
+    assert dg.AssetKey("embedding_index") in graph.get(dg.AssetKey("clusters")).parent_keys
+    assert {s.name for s in defs.sensors} == {"agent_sensor", "ingest_batch_sensor", "search_query_sensor"}
+    assert [s.name for s in defs.schedules] == ["weekly_baseline_snapshot"]
+    assert defs.resolve_job_def("handbook_job") and defs.resolve_job_def("agent_cycle_job")
+
+
+def test_sensor_ticks_are_idempotent_and_survive_a_restart(project, defs):
+    goal_id = new_goal(project)
+    with dg.instance_for_test() as instance:
+        first, ctx = tick(instance, project)
+        (request,) = first.run_requests
+        assert request.job_name == "agent_cycle_job" and request.run_key == f"{goal_id}:cycle:1"
+        again, _ = tick(instance, project, ctx.cursor)  # daemon restarted with the cursor: same decision
+        assert again.run_requests[0].run_key == request.run_key
+        assert json.loads(again.cursor)[goal_id] == request.run_key
+
+        execute(defs, instance, request)  # cycle 1: the rules search the seed query
+        second, ctx = tick(instance, project, again.cursor)
+        (search,) = second.run_requests
+        assert search.job_name == "agent_search_job" and search.tags["ra/stage"] == "search"
+        (added,) = second.dynamic_partitions_requests
+        assert added.partitions_def_name == "search_query" and list(added.partition_keys) == [search.partition_key]
+
+        instance.add_dynamic_partitions("search_query", [search.partition_key])
+        run = defs.resolve_job_def("agent_search_job")
+        instance.create_run_for_job(run, tags=search.tags)  # queued, not finished
+        waiting, _ = tick(instance, project, second.cursor)
+        assert isinstance(waiting, dg.SkipReason) and "in flight" in waiting.skip_message
+
+
+def history_shape(state, labels: dict[str, str]) -> list[tuple]:
+    """History without timestamps, cluster ids replaced by labels (ids embed a creation time)."""
+
+    def norm(value):
+        text = json.dumps(value, sort_keys=True, default=str)
+        for cid, label in labels.items():
+            text = text.replace(cid, label)
+        return text
+
+    return [(h["event"], h.get("tool"), norm(h.get("args")), norm(h.get("stage")), norm(h.get("partition")))
+            for h in state.history]  # fmt: skip
+
+
+def labels_of(cfg) -> dict[str, str]:
+    with open_store(cfg) as store:
+        return dict(store.conn.execute("SELECT cluster_id, label FROM cluster_manifest").fetchall())
+
+
+def test_dagster_path_gives_the_local_runner_history(project, defs, demo_template, tmp_path):
+    goal_id = new_goal(project)
+    cfg = load_config(project / "config.toml")
+    with dg.instance_for_test() as instance:
+        cursor = None
+        for _ in range(40):
+            result, ctx = tick(instance, project, cursor)
+            if isinstance(result, dg.SkipReason):
+                break
+            cursor = result.cursor
+            for request in result.dynamic_partitions_requests:
+                instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+            for request in result.run_requests:
+                execute(defs, instance, request)
+        wanted = ("pubmed_search", "clusters", "pico_extractions", "sr_overlap", "reports")
+        materialized = {k for k in wanted if instance.get_latest_materialization_event(dg.AssetKey(k))}
+    with open_store(cfg) as store:
+        dagster_state = GoalStore(cfg.data_dir, store).load(goal_id)
+        reports = [h["path"] for h in dagster_state.history if h["event"] == "report_written"]
+        assert dagster_state.status == "stopped" and reports
+        assert all(verify_citations(store, p) == [] for p in reports)
+    assert materialized == {"pubmed_search", "clusters", "pico_extractions", "sr_overlap", "reports"}
+
+    # the same handbook on a fresh copy through the local runner
+    local = tmp_path / "local"
+    import shutil
+
+    shutil.copytree(demo_template, local)
+    write_config(local)
+    local_cfg = load_config(local / "config.toml")
+    with open_store(local_cfg) as store:
+        state = start_goal(local_cfg, store, local / HANDBOOK, RulesBrain.name)
+        local_state = run_goal(local_cfg, store, state.goal_id, RulesBrain())
+    assert history_shape(local_state, labels_of(local_cfg)) == history_shape(dagster_state, labels_of(cfg))
