@@ -6,7 +6,7 @@ synthetic set of --n vectors made of demo vectors plus gaussian noise of expecte
 from config.toml; each run happens in its own subprocess so peak RSS is its own. Prints; never
 asserts.
 
-    python bench/bench_cluster.py [--n 20000] [--noise 0.3] [--vectors CACHE.npy]
+    python bench/bench_cluster.py [--n 20000] [--noise 0.2] [--vectors CACHE.npy]
 """
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ def measure(method: str, path: Path) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=20000, help="rows of the synthetic set (default 20000)")
-    ap.add_argument("--noise", type=float, default=0.3, help="expected norm of the added noise (default 0.3)")
+    ap.add_argument("--noise", type=float, default=0.2, help="expected norm of the added noise (default 0.2)")
     ap.add_argument("--vectors", type=Path, default=Path(tempfile.gettempdir()) / "ra_bench_cluster" / "demo_E.npy",
                     help="cache of the demo vectors")  # fmt: skip
     ap.add_argument("--worker", nargs=2, metavar=("METHOD", "FILE"), help=argparse.SUPPRESS)

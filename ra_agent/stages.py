@@ -129,8 +129,11 @@ def run_pico_stage(cfg: Config, store: Store, cluster_id: str, brain=None, embed
 def run_sr_overlap(cfg: Config, store: Store, cluster_id: str, embedder=None, eutils=None):
     """Stage `sr_overlap`: find_existing_sr for one cluster (live E-utilities, or the local corpus offline)."""
     from ra_agent.embed import SentenceTransformerEmbedder
+    from ra_agent.ingest.eutils import EutilsClient
     from ra_agent.sr import find_existing_sr
 
+    if eutils is None and not cfg.ingest.offline:
+        eutils = EutilsClient(cfg, store=store)
     return find_existing_sr(
         cfg, store, cluster_id, embedder=embedder or SentenceTransformerEmbedder(cfg), eutils=eutils
     )

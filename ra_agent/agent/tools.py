@@ -124,7 +124,7 @@ def propose_alternative_pico(ctx: ToolContext, exclude_pmids: list[int]) -> Tool
     cluster_id = ctx.goal.cluster_id
     alt = propose(ctx.cfg, ctx.store, ctx.brain, exclude_pmids, cluster_id=cluster_id)
     out_dir = Workspace.of(ctx.cfg).root / "handbooks"
-    handbook_path = spawn_handbook(ctx.cfg, ctx.handbook.path, alt.seed_query, out_dir)
+    handbook_path = spawn_handbook(ctx.cfg, ctx.handbook.path, alt.seed_query, out_dir, new_pico=alt.new_PICO)
     spawned = load_handbook(handbook_path)
     child = ctx.goals.create(str(handbook_path), spawned.primary_goal, alt.new_PICO, brain=ctx.brain.name)
     child.record("spawned_from", parent_goal=ctx.goal.goal_id, new_PICO=alt.new_PICO)
