@@ -24,7 +24,7 @@ STAGE_ASSETS: dict[str, tuple[str, ...]] = {
     "organise": ("embedding_index", "clusters", "cluster_metrics"),
     "pico": ("pico_extractions",),
     "sr_overlap": ("sr_overlap",),
-    "reports": ("reports",),
+    "reports": ("reports", "mind_kb"),
 }
 
 

@@ -33,7 +33,7 @@ from ra_agent.agent.actions import (
 from ra_agent.agent.goal import GoalState, GoalStore
 from ra_agent.agent.guards import check_guards
 from ra_agent.agent.handbook import load_handbook
-from ra_agent.agent.prompt import build_messages, metrics_of, observe
+from ra_agent.agent.prompt import build_messages, metrics_of, observe, playbooks_for
 from ra_agent.agent.tools import ToolContext, execute
 from ra_agent.config import Config
 from ra_agent.cyclelog import CycleLog, CycleRecord
@@ -193,7 +193,9 @@ def _cycle(cfg, store, goals, state, brain, embedder_factory) -> CycleOutcome:
             requests = [StageRequest.from_dict(r) for r in saved.get("requests", [])]
             notes.append(f"cycle {cycle} already executed {tool}: effects not repeated")
         else:
-            messages = build_messages(cfg, store, handbook, observation)
+            embedder_factory = embedder_factory or _default_embedder(cfg)
+            playbooks = playbooks_for(cfg, store, observation, embedder_factory)
+            messages = build_messages(cfg, store, handbook, observation, playbooks)
             if recorded is not None:  # killed mid-tool: run the recorded action again, do not re-ask
                 reply = json.loads(recorded["result"])["reply"]
                 outcome = validate_action(ParsedAction(recorded["tool"], json.loads(recorded["args"]), reply),

@@ -43,10 +43,11 @@ def trial_candidates(store: Store, pmids: list[int]) -> int:
 def observe(cfg: Config, store: Store, state: GoalState, handbook: Handbook) -> dict[str, Any]:
     """The structured view of the world a cycle reasons over (also the `<state>` block of the prompt)."""
     from ra_agent.cluster import manifest_table
+    from ra_agent.sr import load_sr_overlap
 
     ws = Workspace.of(cfg)
     pivot = cfg.sr.sr_overlap_pivot
-    proposed = {h.get("cluster_id") for h in state.events("alternative_proposed")}
+    proposed = {h.get("cluster_id") for h in state.events("alternative_proposed") + state.events("alternative_failed")}
     split_tried = {
         h.get("args", {}).get("cluster_id") for h in state.events("tool_call") if h.get("tool") == "split_cluster"
     }
@@ -89,7 +90,8 @@ def observe(cfg: Config, store: Store, state: GoalState, handbook: Handbook) -> 
             "split_attempted": cid in split_tried,
         }
         if entry["covered_by_sr"]:
-            entry["member_pmids"] = sorted(members)
+            found = load_sr_overlap(cfg, cid)
+            entry["sr_pmids"] = sorted(found.sr_pmids) if found else []
         clusters.append(entry)
     return {
         "task": "cycle",
@@ -145,7 +147,21 @@ def _sample_titles(cfg: Config, store: Store, cluster_id: str, budget_tokens: in
     return [f"• {p.title} [PMID:{p.pmid}]" for p in sample.papers[:5]]
 
 
-def build_messages(cfg: Config, store: Store, handbook: Handbook, observation: dict[str, Any]) -> list[dict[str, str]]:
+def playbooks_for(cfg: Config, store: Store, observation: dict[str, Any], embedder_factory) -> str:
+    """The `<mind_kb_playbooks>` block for this goal ("" when Mind-KB is off or empty: no embedder is loaded)."""
+    if not cfg.mindkb.enabled or not store.conn.execute("SELECT 1 FROM mind_kb LIMIT 1").fetchone():
+        return ""
+    from ra_agent.mindkb import open_playbook_store, playbooks_block
+
+    goal = observation["goal"]
+    query = f"{goal['primary_goal']}: {goal['topic']}"
+    playbooks = open_playbook_store(cfg, store, embedder_factory())
+    return playbooks_block(playbooks, query, cfg.mindkb.top_k, cfg.mindkb.token_budget, min_score=cfg.mindkb.min_score)
+
+
+def build_messages(
+    cfg: Config, store: Store, handbook: Handbook, observation: dict[str, Any], playbooks: str = ""
+) -> list[dict[str, str]]:
     """System + user messages: per-cluster blocks (memo 60 §5), handbook, success rule, state JSON.
 
     The token soft cap ([tokens] token_soft_cap) is shared between the clusters shown; sample
@@ -176,6 +192,7 @@ def build_messages(cfg: Config, store: Store, handbook: Handbook, observation: d
             f"Success requires: {hb['success']} (for {hb['stop_after']} cluster(s)).\n"
             f"Pivot when Existing_SR_overlap > {observation['thresholds']['sr_overlap_pivot']}.",
             handbook.prose.strip(),
+            *([playbooks] if playbooks else []),
             "<< write your reasoning >>\n<< end with Action {...} >>",
             f"<state>\n{json.dumps(observation, ensure_ascii=False, default=str)}\n</state>",
         ]

@@ -64,4 +64,31 @@ def write_goal_reports(cfg: Config, store: Store) -> list[Path]:
                 state.record("report_written", kind=kind, cluster_id=cluster_id, path=str(path))
                 goals.save(state)
             log.info("%s for %s (goal %s): %s", kind, cluster_id, state.goal_id, path)
+        if state.success_clusters and not state.events("playbook_recorded"):
+            record_goal_playbook(cfg, store, goals, state)
     return written
+
+
+def goal_playbook_steps(state) -> list[tuple[dict, object]]:
+    """The goal's (plan, result) pairs: every tool call the brain made, with what it returned."""
+    return [({"tool": h["tool"], "args": h["args"]}, h.get("result", {})) for h in state.events("tool_call")]
+
+
+def record_goal_playbook(cfg: Config, store: Store, goals: GoalStore, state) -> str | None:
+    """Store a successful goal's tool sequence in Mind-KB (seed 002), once per goal."""
+    if not cfg.mindkb.enabled:
+        return None
+    from ra_agent.embed import SentenceTransformerEmbedder
+    from ra_agent.mindkb import open_playbook_store, record_agent_cycle_playbook
+
+    prompt = f"{state.primary_goal}: {state.topic} (handbook {Path(state.handbook_path).name})"
+    final = f"Success: {', '.join(state.success_clusters)}; reports: " + ", ".join(
+        Path(h["path"]).name for h in state.events("report_written")
+    )
+    playbooks = open_playbook_store(cfg, store, SentenceTransformerEmbedder(cfg))
+    playbook_id = record_agent_cycle_playbook(playbooks, prompt, goal_playbook_steps(state), final,
+                                              session=state.goal_id)  # fmt: skip
+    if playbook_id:
+        state.record("playbook_recorded", playbook_id=playbook_id)
+        goals.save(state)
+    return playbook_id

@@ -117,12 +117,17 @@ def prisma_check(ctx: ToolContext, cluster_id: str) -> ToolEffect:
 
 
 def propose_alternative_pico(ctx: ToolContext, exclude_pmids: list[int]) -> ToolEffect:
-    """Craft a new theme from the leftover papers, write a new handbook and start a goal on it."""
+    """Craft a new theme from the papers the covering reviews leave out, write a new handbook and start a
+    goal on it. A failed attempt is recorded too, so the agent does not repeat it."""
     from ra_agent.sr import propose_alternative_pico as propose
     from ra_agent.sr import spawn_handbook
 
-    cluster_id = ctx.goal.cluster_id
-    alt = propose(ctx.cfg, ctx.store, ctx.brain, exclude_pmids, cluster_id=cluster_id)
+    cluster_id = _cluster_of(ctx.cfg, ctx.store, exclude_pmids) or ctx.goal.cluster_id
+    try:
+        alt = propose(ctx.cfg, ctx.store, ctx.brain, exclude_pmids, cluster_id=cluster_id)
+    except ValueError as exc:
+        ctx.goal.record("alternative_failed", cluster_id=cluster_id, message=str(exc)[:300])
+        return ToolEffect({"error": "no_alternative", "cluster_id": cluster_id, "message": str(exc)[:300]})
     out_dir = Workspace.of(ctx.cfg).root / "handbooks"
     handbook_path = spawn_handbook(ctx.cfg, ctx.handbook.path, alt.seed_query, out_dir, new_pico=alt.new_PICO)
     spawned = load_handbook(handbook_path)
@@ -133,6 +138,26 @@ def propose_alternative_pico(ctx: ToolContext, exclude_pmids: list[int]) -> Tool
                     new_PICO=alt.new_PICO, handbook=handbook_path.name)  # fmt: skip
     return ToolEffect({"new_PICO": alt.new_PICO, "seed_query": alt.seed_query, "new_goal": child.goal_id,
                        "judged_by": alt.judged_by})  # fmt: skip
+
+
+def _cluster_of(cfg: Config, store: Store, pmids: list[int]) -> str | None:
+    """The active cluster these PMIDs describe: the one whose find_existing_sr result lists them as its
+    covering reviews, else the one holding most of them as members."""
+    from ra_agent.sr import load_sr_overlap
+
+    if not pmids:
+        return None
+    for (cluster_id,) in store.conn.execute("SELECT cluster_id FROM cluster_manifest WHERE status='active'"):
+        found = load_sr_overlap(cfg, cluster_id)
+        if found and set(pmids) <= set(found.sr_pmids):
+            return cluster_id
+    marks = ",".join("?" * len(pmids))
+    row = store.conn.execute(
+        f"SELECT m.cluster_id, COUNT(*) n FROM cluster_member m JOIN cluster_manifest c USING (cluster_id) "
+        f"WHERE c.status='active' AND m.pmid IN ({marks}) GROUP BY m.cluster_id ORDER BY n DESC LIMIT 1",
+        pmids,
+    ).fetchone()
+    return row[0] if row else None
 
 
 def embed_text(ctx: ToolContext, text: str | list[str]) -> ToolEffect:

@@ -121,6 +121,15 @@ def decide(state: dict[str, Any]) -> Decision:
 
     min_trials = state["thresholds"]["min_eligible_trials"]
     pivot_at = state["thresholds"]["sr_overlap_pivot"]
+    for covered in state["clusters"]:
+        if covered.get("covered_by_sr") and not covered.get("alternative_proposed") and not covered.get("rejected"):
+            if _allowed(state, "propose_alternative_pico"):
+                return Decision(
+                    [f"Cluster {covered['cluster_id']} ({covered['label']!r}) is covered by existing reviews "
+                     f"(overlap {covered['sr_overlap']:.2f} > {pivot_at}).",
+                     "Pivot: propose an alternative PICO from the papers those reviews leave out."],
+                    "propose_alternative_pico", {"exclude_pmids": covered.get("sr_pmids", [])},
+                )  # fmt: skip
     ranked = _ranked_clusters(state)
     if not ranked:
         return Decision(
@@ -156,13 +165,6 @@ def decide(state: dict[str, Any]) -> Decision:
     if focus.get("sr_overlap") is None and _allowed(state, "find_existing_sr"):
         return Decision([why, f"{eligible} eligible trials; check whether a systematic review already covers it."],
                         "find_existing_sr", {"cluster_id": cid})  # fmt: skip
-    if (focus.get("sr_overlap") or 0.0) > pivot_at:
-        reasons = [why, f"Existing-SR overlap {focus['sr_overlap']:.2f} > {pivot_at}: a review covers this topic."]
-        if _allowed(state, "propose_alternative_pico") and not focus.get("alternative_proposed"):
-            return Decision([*reasons, "Pivot: propose an alternative PICO from the papers it leaves out."],
-                            "propose_alternative_pico", {"exclude_pmids": focus.get("member_sample", [])})  # fmt: skip
-        return Decision(reasons, "update_goal",
-                        {"changes": {"rejected_clusters": [*goal.get("rejected_clusters", []), cid]}})  # fmt: skip
     if focus.get("PRISMA_compliant") is None and _allowed(state, "prisma_check"):
         return Decision([why, "No covering review found; check PRISMA items 4–8 for this cluster."],
                         "prisma_check", {"cluster_id": cid})  # fmt: skip

@@ -146,14 +146,14 @@ def test_dagster_path_gives_the_local_runner_history(project, defs, demo_templat
                 instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
             for request in result.run_requests:
                 execute(defs, instance, request)
-        wanted = ("pubmed_search", "clusters", "pico_extractions", "sr_overlap", "reports")
+        wanted = ("pubmed_search", "clusters", "pico_extractions", "sr_overlap", "reports", "mind_kb")
         materialized = {k for k in wanted if instance.get_latest_materialization_event(dg.AssetKey(k))}
     with open_store(cfg) as store:
         dagster_state = GoalStore(cfg.data_dir, store).load(goal_id)
         reports = [h["path"] for h in dagster_state.history if h["event"] == "report_written"]
         assert dagster_state.status == "stopped" and reports
         assert all(verify_citations(store, p) == [] for p in reports)
-    assert materialized == {"pubmed_search", "clusters", "pico_extractions", "sr_overlap", "reports"}
+    assert materialized == set(wanted)
 
     # the same handbook on a fresh copy through the local runner
     local = tmp_path / "local"

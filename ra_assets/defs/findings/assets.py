@@ -109,3 +109,32 @@ def reports(context: dg.AssetExecutionContext, ra: RaConfigResource, store: Stor
             **{f"preview_{name}": dg.MetadataValue.md(text) for name, text in list(previews.items())[:3]},
         }
     )
+
+
+@dg.asset(deps=[reports], group_name="memory", kinds={"sqlite"}, code_version="1")
+def mind_kb(context: dg.AssetExecutionContext, ra: RaConfigResource, store: StoreResource) -> dg.MaterializeResult:
+    """Mind-KB: playbooks (tool sequences of successful agent goals and `ra ask` runs), deduplicated by
+    sha256 of their steps and retrieved into planning prompts. Refreshed after the agent's reports."""
+    from ra_agent.agent.goal import GoalStore
+    from ra_agent.agent.reporting import record_goal_playbook
+    from ra_agent.mindkb import open_playbook_store
+
+    cfg = ra.get_config()
+    with store.get_client() as db:
+        goals = GoalStore(cfg.data_dir, db)
+        added = [
+            record_goal_playbook(cfg, db, goals, state)
+            for state in goals.states()
+            if state.success_clusters and not state.events("playbook_recorded")
+        ]
+        playbooks = open_playbook_store(cfg, db, None)
+        count, top = playbooks.count(), playbooks.top(cfg.mindkb.status_top)
+    lines = [f"- ×{p.count} {p.source}: {p.steps[0]['content'][:120]}" for p in top]
+    return dg.MaterializeResult(
+        metadata={
+            "playbooks": count,
+            "added_from_goals": len([a for a in added if a]),
+            "collection": cfg.mindkb.collection,
+            "top_playbooks": dg.MetadataValue.md("\n".join(lines) or "_none yet_"),
+        }
+    )

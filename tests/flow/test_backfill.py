@@ -1,0 +1,83 @@
+"""A model-version bump shows the embedding shards unsynced; a backfill re-embeds them into a new model
+folder while the old one stays readable and active until the new index is complete."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ra_agent.config import load_config
+from ra_agent.ingest.importers import import_file
+from ra_agent.store.vectors import VectorStore, emb_root
+from ra_agent.workspace import open_store
+
+from .conftest import DEMO
+
+STEPS = Path(__file__).with_name("backfill_steps.py")
+PAPERS, SHARD = 90, 30  # three ingest batches (embedding shards) of real demo records
+
+
+def config_text(version: str) -> str:
+    return (
+        f'[workspace]\ndata_dir = "data"\ndemo_corpus = ""\n[ingest]\noffline = true\n'
+        f'[embedding]\nmodel_version = "{version}"\nrefresh_threshold = {SHARD}\n'
+    )
+
+
+@pytest.fixture
+def project(tmp_path):
+    rows = [r for r in csv.DictReader(DEMO.open(encoding="utf-8")) if r["abstract"].strip()][:PAPERS]
+    subset = tmp_path / "subset.csv"
+    with subset.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    (tmp_path / "config.toml").write_text(config_text("1"))
+    cfg = load_config(tmp_path / "config.toml")
+    with open_store(cfg) as store:
+        import_file(store, subset, cfg)
+    (tmp_path / "dagster_home").mkdir()
+    return tmp_path
+
+
+def step(project: Path, name: str) -> dict:
+    env = {**os.environ, "RA_CONFIG": str(project / "config.toml"), "DAGSTER_HOME": str(project / "dagster_home"),
+           "HF_HUB_OFFLINE": "1"}  # fmt: skip
+    done = subprocess.run([sys.executable, str(STEPS), name], env=env, cwd=project, capture_output=True, text=True,
+                          timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-4000:]
+    line = next(x for x in done.stdout.splitlines() if x.startswith("RESULT "))
+    return json.loads(line[len("RESULT ") :])
+
+
+@pytest.mark.slow
+def test_model_bump_backfill_switches_only_when_complete(project):
+    first = step(project, "embed_all")
+    assert len(first["batches"]) == PAPERS // SHARD
+    old = first["active"]
+    assert old.endswith("@1") and first["folders"] == {old: PAPERS} and first["unsynced"] == []
+    before = np.array(VectorStore(emb_root(project / "data") / old).matrix("E"))
+
+    (project / "config.toml").write_text(config_text("2"))
+    bumped = step(project, "bump_check")
+    assert bumped["code_version"].endswith("@2")
+    assert bumped["unsynced"] == bumped["batches"]  # every shard was materialised with the old code version
+
+    partial = step(project, "backfill_one")
+    new = partial["code_version"]
+    assert partial["folders"] == {old: PAPERS, new: SHARD}
+    assert partial["active"] == old  # an incomplete re-embed never replaces the index
+    assert partial["unsynced"] == partial["batches"][1:]
+
+    final = step(project, "backfill_rest")
+    assert final["active"] == new and final["unsynced"] == []
+    assert final["folders"] == {old: PAPERS, new: PAPERS}
+    after_old = np.array(VectorStore(emb_root(project / "data") / old).matrix("E"))
+    assert np.array_equal(before, after_old)  # the old folder is untouched and still readable
