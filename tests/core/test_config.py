@@ -118,3 +118,13 @@ def test_with_overrides_validates():
     assert cfg.with_overrides(ingest={"max_qps": 7}).ingest.max_qps == 7.0
     with pytest.raises(ConfigError, match="out of range"):
         cfg.with_overrides(ingest={"max_qps": -1})
+
+
+def test_config_reference_doc_is_current():
+    """docs/config.md is generated from config.toml (python scripts/config_doc.py)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("config_doc", ROOT / "scripts" / "config_doc.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert (ROOT / "docs" / "config.md").read_text() == module.render((ROOT / "config.toml").read_text())

@@ -26,6 +26,7 @@ def log_progress(context: dg.AssetExecutionContext, what: str, every: int = 500)
     group_name="ingest",
     kinds={"python", "sqlite"},
     code_version="1",
+    pool="ncbi",
 )
 def pubmed_search(
     context: dg.AssetExecutionContext, ra: RaConfigResource, store: StoreResource
@@ -126,6 +127,7 @@ def papers(context: dg.AssetExecutionContext, ra: RaConfigResource, store: Store
     group_name="ingest",
     kinds={"python", "sqlite"},
     code_version="1",
+    pool="ncbi",
     check_specs=[dg.AssetCheckSpec("ref_src_in_paper", asset="references", blocking=True)],
 )
 def references(context: dg.AssetExecutionContext, ra: RaConfigResource, store: StoreResource):
