@@ -36,7 +36,7 @@ def timed(fn) -> tuple[float, np.ndarray]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=500)
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args()

@@ -59,13 +59,12 @@ def load_features(cfg: Config, store: Store, pmids=None):
     import numpy as np
 
     from ra_agent.cluster import Features
-    from ra_agent.store.vectors import open_active
+    from ra_agent.store.vectors import embeddable_pmids, open_active
 
     vectors = open_active(cfg)
     ids = np.asarray(vectors.pmids if pmids is None else pmids, dtype=np.int64)
     ids = ids[vectors.has(ids)]
-    with_text = {r[0] for r in store.conn.execute("SELECT pmid FROM paper WHERE trim(title || abstract) != ''")}
-    ids = ids[np.isin(ids, np.fromiter(with_text, dtype=np.int64, count=len(with_text)))]  # PMID-only rows: no topic
+    ids = ids[np.isin(ids, np.asarray(embeddable_pmids(store), dtype=np.int64))]  # PMID-only rows: no topic
     families = {f: vectors.get(ids, f) for f in vectors.families}
     return Features.build(ids, families, mode=cfg.clustering.features)
 

@@ -429,6 +429,7 @@ class ShardResult:
     already_present: int
     skipped: list[int] = field(default_factory=list)  # PMIDs whose batch ran out of memory twice: no vector
     missing: list[int] = field(default_factory=list)  # PMIDs without a paper row
+    no_text: list[int] = field(default_factory=list)  # PMID-only rows (no title, no abstract): nothing to embed
     seconds: float = 0.0
     count: int = 0  # vectors in the store afterwards
     batch_id: str | None = None
@@ -448,13 +449,15 @@ def embed_missing(
     t0 = time.perf_counter()
     wanted = np.unique(_as_ids(pmids))
     todo = wanted[~vectors.has(wanted)]
-    embedded, skipped, missing = 0, [], []
+    embedded, skipped, missing, no_text = 0, [], [], []
     step = cfg.embedding.chunk_size
     for start in range(0, len(todo), step):
         part = todo[start : start + step].tolist()
-        papers = db.papers(part)
+        rows = db.papers(part)
+        papers = [p for p in rows if p.title.strip() or p.abstract.strip()]
+        no_text.extend(p.pmid for p in rows if not (p.title.strip() or p.abstract.strip()))
         found = np.array([p.pmid for p in papers], dtype=np.int64)
-        missing.extend(sorted(set(part).difference(found.tolist())))
+        missing.extend(sorted(set(part).difference(p.pmid for p in rows)))
         progress = None if on_progress is None else _offset_progress(on_progress, start, len(todo))
         encoded = encode_batched(
             embedder,
@@ -475,6 +478,7 @@ def embed_missing(
         already_present=len(wanted) - len(todo),
         skipped=skipped,
         missing=missing,
+        no_text=no_text,
         seconds=round(time.perf_counter() - t0, 3),
         count=len(vectors),
         batch_id=batch_id,
@@ -542,7 +546,7 @@ def build_index(
     slug = slug or configured_slug(cfg)
     vectors = VectorStore(emb_root(cfg.data_dir) / slug, chunk_rows=cfg.embedding.topk_chunk_rows)
     problems = vectors.verify()
-    missing = int((~vectors.has(db.all_pmids())).sum()) if db is not None else 0
+    missing = int((~vectors.has(embeddable_pmids(db))).sum()) if db is not None else 0
     previous = active_index(cfg.data_dir)
     complete = missing == 0 or allow_incomplete or previous in (None, slug)
     if activate and previous != slug:
@@ -554,6 +558,11 @@ def build_index(
 
 
 # ---------------------------------------------------------------------- helpers
+def embeddable_pmids(db: Store) -> list[int]:
+    """Papers with a title or an abstract (PMID-only rows from exports have nothing to embed)."""
+    return [r[0] for r in db.conn.execute("SELECT pmid FROM paper WHERE trim(title || abstract) != '' ORDER BY pmid")]
+
+
 def _check_family(family: str) -> None:
     if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", family):
         raise ValueError(f"bad vector family name {family!r}")

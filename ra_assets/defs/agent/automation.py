@@ -91,13 +91,12 @@ STAGE_PARTITIONS = {"search": search_query_partitions, "pico": cluster_partition
 
 def embeddings_complete(cfg, db) -> bool:
     """Every paper with text has a vector in the configured model's folder (the batch sensor embeds them)."""
-    from ra_agent.store.vectors import VectorStore, configured_slug, emb_root
+    from ra_agent.store.vectors import VectorStore, configured_slug, emb_root, embeddable_pmids
 
     folder = emb_root(cfg.data_dir) / configured_slug(cfg)
     if not (folder / "meta.json").exists():
         return False
-    wanted = [r[0] for r in db.conn.execute("SELECT pmid FROM paper WHERE trim(title || abstract) != ''")]
-    return bool(VectorStore(folder).has(wanted).all())
+    return bool(VectorStore(folder).has(embeddable_pmids(db)).all())
 
 
 def next_step(context, cfg, db, state) -> tuple[dg.RunRequest | None, list, str]:

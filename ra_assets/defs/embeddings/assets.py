@@ -3,7 +3,7 @@
 import dagster as dg
 import numpy as np
 
-from ra_agent.store.vectors import build_index, embed_shard, open_active
+from ra_agent.store.vectors import build_index, embed_shard, embeddable_pmids, open_active
 from ra_assets.defs.ingest.assets import log_progress, papers
 from ra_assets.meta import scalars
 from ra_assets.partitions import ingest_batch_partitions
@@ -34,9 +34,10 @@ def embedding_shards(
         context.log.error(f"{len(result.skipped)} papers got no vector (out of memory twice): {result.skipped[:10]}")
     return dg.MaterializeResult(
         metadata={
-            **scalars(result, skip=("skipped", "missing")),
+            **scalars(result, skip=("skipped", "missing", "no_text")),
             "skipped": len(result.skipped),
             "missing_papers": len(result.missing),
+            "no_text": len(result.no_text),
             "model_folder": f"emb/{result.slug}",
         },  # fmt: skip
         data_version=dg.DataVersion(f"{result.slug}:{result.requested - len(result.skipped)}"),
@@ -63,7 +64,8 @@ def embedding_index(context: dg.AssetExecutionContext, ra: RaConfigResource, sto
     with store.get_client() as db:
         result = build_index(cfg, db)
         active = open_active(cfg)
-        unembedded = int((~active.has(db.all_pmids())).sum()) if len(active) else db.counts()["paper"]
+        wanted = embeddable_pmids(db)
+        unembedded = int((~active.has(wanted)).sum()) if len(active) else len(wanted)
     if result.active != result.slug:
         context.log.warning(f"index stays on {result.active}: {result.slug} is incomplete ({result.missing} missing)")
     sorted_ok = bool(np.all(np.diff(active.pmids) > 0)) if len(active) else True
