@@ -24,6 +24,7 @@ STAGE_ASSETS: dict[str, tuple[str, ...]] = {
     "organise": ("embedding_index", "clusters", "cluster_metrics"),
     "pico": ("pico_extractions",),
     "sr_overlap": ("sr_overlap",),
+    "expand": ("cluster_expansion",),
     "reports": ("reports", "mind_kb"),
 }
 
@@ -139,6 +140,32 @@ def run_sr_overlap(cfg: Config, store: Store, cluster_id: str, embedder=None, eu
     )
 
 
+def expansion_key(cluster_id: str, mode: str) -> str:
+    """Partition key of one expansion: `<cluster_id>.<semantic|ripple>`."""
+    return f"{cluster_id}.{mode}"
+
+
+def run_expand(cfg: Config, store: Store, key: str, brain=None, embedder=None, eutils=None):
+    """Stage `expand` (memo 50): grow a frozen cluster from the search candidates (semantic boundary loop),
+    or through its citation graph (ripple: upstream parents, then downstream citers); the brain judges."""
+    from ra_agent.embed import SentenceTransformerEmbedder
+    from ra_agent.expand import ripple, semantic_boundary
+    from ra_agent.ingest.eutils import EutilsClient
+    from ra_agent.llm.rules_brain import RulesBrain
+    from ra_agent.store.vectors import open_active
+
+    cluster_id, mode = key.rsplit(".", 1)
+    judge = brain or RulesBrain()
+    vectors = open_active(cfg)
+    if mode == "ripple":
+        if eutils is None and not cfg.ingest.offline:
+            eutils = EutilsClient(cfg, store=store)
+        embedder = embedder or SentenceTransformerEmbedder(cfg)
+        return ripple(cfg, store, cluster_id, judge, eutils=eutils, vectors=vectors, embedder=embedder)
+    candidates = [r[0] for r in store.conn.execute("SELECT DISTINCT pmid FROM candidate_papers ORDER BY pmid")]
+    return semantic_boundary(cfg, store, cluster_id, candidates, judge, vectors=vectors)
+
+
 def run_reports(cfg: Config, store: Store):
     """Stage `reports`: (re)write the dossier or SR draft of every goal's successful clusters."""
     from ra_agent.agent.reporting import write_goal_reports
@@ -161,4 +188,6 @@ def perform(cfg: Config, store: Store, request: StageRequest, *, brain=None, emb
         return run_pico_stage(cfg, store, request.partition, brain=brain, embedder=embedder)
     if request.stage == "sr_overlap":
         return run_sr_overlap(cfg, store, request.partition, embedder=embedder)
+    if request.stage == "expand":
+        return run_expand(cfg, store, request.partition, brain=brain, embedder=embedder)
     return run_reports(cfg, store)

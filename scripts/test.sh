@@ -7,5 +7,7 @@ bash scripts/setup.sh
 export HF_HUB_OFFLINE=1
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
-.venv/bin/dagster definitions validate -m ra_assets.definitions
+# the code location must load from workspace.yaml, and with no warnings
+out=$(.venv/bin/dagster definitions validate -w workspace.yaml 2>&1) || { echo "$out"; exit 1; }
+if grep -qi "warning" <<<"$out"; then echo "$out"; echo "test.sh: the definitions load with warnings"; exit 1; fi
 .venv/bin/python -m pytest -q "$@"

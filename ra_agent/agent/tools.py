@@ -21,7 +21,7 @@ from ra_agent.agent.actions import ValidAction
 from ra_agent.agent.goal import GoalState, GoalStore, apply_llm_mutation
 from ra_agent.agent.handbook import Handbook, load_handbook
 from ra_agent.config import Config
-from ra_agent.stages import StageRequest, after_new_papers
+from ra_agent.stages import StageRequest, after_new_papers, expansion_key
 from ra_agent.store.db import Store
 from ra_agent.workspace import Workspace, register_query
 
@@ -71,6 +71,9 @@ def _confirm_large(ctx: ToolContext, size: int) -> bool:
 def search_pubmed(ctx: ToolContext, query: str, retmax: int, expand_mode: str) -> ToolEffect:
     key = register_query(ctx.store, query, retmax=retmax, origin=ctx.goal.goal_id)
     requests = [StageRequest("search", key, f"search_pubmed {query!r}"), *after_new_papers("new search results")]
+    if ctx.goal.cluster_id:  # memo 50: grow the focus cluster from what the search brought in
+        requests.append(StageRequest("expand", expansion_key(ctx.goal.cluster_id, expand_mode),
+                                     f"{expand_mode} expansion of {ctx.goal.cluster_id}"))  # fmt: skip
     return ToolEffect({"query": query, "query_key": key, "expand_mode": expand_mode}, requests)
 
 

@@ -180,3 +180,28 @@ def test_a_killed_cycle_resumes_without_asking_again_or_repeating_effects(demo, 
     # the next cycle does not execute it again
     outcome, state, calls = cycle(demo, goal_id, brain)
     assert calls.count(("search_pubmed", "finished")) == 1 and outcome.cycle == 2
+
+
+def test_search_with_a_focus_cluster_expands_it(llm, goal, ollama_server):
+    from ra_agent.stages import perform
+
+    cfg, brain = llm
+    cid, size = largest_cluster(cfg)
+    ollama_server.script(
+        action("update_goal", changes={"cluster_id": cid}),
+        action("search_pubmed", query="omeprazole AND maintenance", expand_mode="semantic"),
+    )
+    cycle(cfg, goal, brain)
+    outcome, state, _ = cycle(cfg, goal, brain)
+    assert [r.label() for r in outcome.requests][-1] == f"expand[{cid}.semantic]"
+    with open_store(cfg) as store:
+        results = [perform(cfg, store, r, brain=RulesBrain()) for r in outcome.requests]
+        accepted_new, members = store.conn.execute(
+            "SELECT accepted_new, (SELECT COUNT(*) FROM cluster_member m WHERE m.cluster_id = c.cluster_id) "
+            "FROM cluster_manifest c WHERE cluster_id=?", (cid,)
+        ).fetchone()  # fmt: skip
+    expansion = results[-1]
+    assert expansion.thresholds == sorted(expansion.thresholds, reverse=True)
+    assert len(set(expansion.thresholds)) == len(expansion.thresholds)
+    assert expansion.halted_by in ("no_keep", "tau_floor", "empty_pool", "ram_guard")
+    assert accepted_new == len(expansion.accepted) and members >= size

@@ -82,6 +82,8 @@ def test_definitions_hold_the_pipeline(defs):
         "pico_extractions",
         "sr_overlap",
         "reports",
+        "mind_kb",
+        "cluster_expansion",
     }
     graph = defs.resolve_asset_graph()
     assert dg.AssetKey("embedding_index") in graph.get(dg.AssetKey("clusters")).parent_keys

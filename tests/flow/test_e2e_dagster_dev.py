@@ -19,7 +19,8 @@ from .test_dagster_flow import write_config
 
 pytestmark = pytest.mark.e2e
 BIN = Path(sys.executable).parent
-LOCATION = "ra_assets.definitions"
+ROOT = Path(__file__).resolve().parents[2]
+LOCATION = "ra"  # workspace.yaml's location name (= [tool.dg.project] code_location_name)
 
 
 def free_port() -> int:
@@ -50,13 +51,14 @@ def wait_for(predicate, timeout: float, what: str, poll: float = 2.0):
 @pytest.fixture
 def dagster_dev(demo_project, tmp_path):
     config = write_config(demo_project)
+    (demo_project / "workspace.yaml").write_text((ROOT / "workspace.yaml").read_text())
     home = tmp_path / "dagster_home"
     home.mkdir()
     port = free_port()
     env = {**os.environ, "RA_CONFIG": str(config), "DAGSTER_HOME": str(home), "HF_HUB_OFFLINE": "1"}
     log = (tmp_path / "dagster_dev.log").open("w")
     process = subprocess.Popen(
-        [str(BIN / "dagster"), "dev", "-m", LOCATION, "-h", "127.0.0.1", "-p", str(port)],
+        [str(BIN / "dagster"), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
         cwd=demo_project, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
 

@@ -15,9 +15,9 @@ from ra_agent.agent.runner import start_goal
 from ra_agent.stages import StageRequest
 from ra_assets.defs.clusters.assets import cluster_metrics, clusters
 from ra_assets.defs.embeddings.assets import embedding_index
-from ra_assets.defs.findings.assets import mind_kb, pico_extractions, reports, sr_overlap
+from ra_assets.defs.findings.assets import cluster_expansion, mind_kb, pico_extractions, reports, sr_overlap
 from ra_assets.defs.ingest.assets import pubmed_search
-from ra_assets.partitions import cluster_partitions, search_query_partitions
+from ra_assets.partitions import cluster_partitions, expansion_partitions, search_query_partitions
 from ra_assets.resources import BrainResource, RaConfigResource, StoreResource
 
 IN_FLIGHT = (
@@ -84,9 +84,15 @@ STAGE_JOBS = {
     "organise": dg.define_asset_job("agent_organise_job", selection=[embedding_index, clusters, cluster_metrics]),
     "pico": dg.define_asset_job("agent_pico_job", selection=[pico_extractions]),
     "sr_overlap": dg.define_asset_job("agent_sr_overlap_job", selection=[sr_overlap]),
+    "expand": dg.define_asset_job("agent_expand_job", selection=[cluster_expansion]),
     "reports": dg.define_asset_job("agent_reports_job", selection=[reports, mind_kb]),
 }
-STAGE_PARTITIONS = {"search": search_query_partitions, "pico": cluster_partitions, "sr_overlap": cluster_partitions}
+STAGE_PARTITIONS = {
+    "search": search_query_partitions,
+    "pico": cluster_partitions,
+    "sr_overlap": cluster_partitions,
+    "expand": expansion_partitions,
+}
 
 
 def embeddings_complete(cfg, db) -> bool:

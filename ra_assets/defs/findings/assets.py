@@ -5,10 +5,10 @@ from pathlib import Path
 
 import dagster as dg
 
-from ra_agent.stages import run_pico_stage, run_reports, run_sr_overlap
+from ra_agent.stages import run_expand, run_pico_stage, run_reports, run_sr_overlap
 from ra_assets.defs.clusters.assets import cluster_metrics, clusters
 from ra_assets.defs.ingest.assets import log_progress
-from ra_assets.partitions import cluster_partitions
+from ra_assets.partitions import cluster_partitions, expansion_partitions
 from ra_assets.resources import BrainResource, EmbedderResource, EutilsResource, RaConfigResource, StoreResource
 
 
@@ -90,7 +90,39 @@ def sr_overlap(
 
 
 @dg.asset(
-    deps=[cluster_metrics, pico_extractions, sr_overlap],
+    deps=[clusters],
+    partitions_def=expansion_partitions,
+    group_name="findings",
+    kinds={"python"},
+    code_version="1",
+    pool="llm",
+)
+def cluster_expansion(
+    context: dg.AssetExecutionContext,
+    ra: RaConfigResource,
+    store: StoreResource,
+    brain: BrainResource,
+    embedder: EmbedderResource,
+) -> dg.MaterializeResult:
+    """Memo 50 expansion of one frozen cluster (partition `<cluster_id>.<semantic|ripple>`): the semantic
+    boundary loop over search candidates (τ from 0.60 down by 0.05, batches of 40 judged by the brain), or
+    the citation ripple (parents to α = 0.25 coverage, then citers at τ_sem 0.45). Accepted papers join."""
+    cfg = ra.get_config()
+    with store.get_client() as db:
+        model = brain.get_client(db)
+        result = run_expand(cfg, db, context.partition_key, brain=model, embedder=embedder.get_client())
+    return dg.MaterializeResult(
+        metadata={
+            "accepted": len(result.accepted),
+            "halted_by": result.halted_by,
+            "judge": model.name,
+            "thresholds": str(getattr(result, "thresholds", "")),
+        }  # fmt: skip
+    )
+
+
+@dg.asset(
+    deps=[cluster_metrics, pico_extractions, sr_overlap, cluster_expansion],
     group_name="findings",
     kinds={"markdown"},
     code_version="1",
