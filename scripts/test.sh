@@ -9,5 +9,7 @@ export HF_HUB_OFFLINE=1
 .venv/bin/ruff format --check .
 # the code location must load from workspace.yaml, and with no warnings
 out=$(.venv/bin/dagster definitions validate -w workspace.yaml 2>&1) || { echo "$out"; exit 1; }
-if grep -qi "warning" <<<"$out"; then echo "$out"; echo "test.sh: the definitions load with warnings"; exit 1; fi
+# (the CLI's own notice that `dg check defs` supersedes it is not about our definitions)
+ours=$(grep -v -e "SupersessionWarning: Function \`definitions_validate_command\`" -e "return callback(\*args" <<<"$out" || true)
+if grep -qi "warning" <<<"$ours"; then echo "$out"; echo "test.sh: the definitions load with warnings"; exit 1; fi
 .venv/bin/python -m pytest -q "$@"

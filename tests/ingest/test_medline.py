@@ -289,13 +289,16 @@ def test_truncated_gzip_keeps_every_complete_record(tmp_path):
 
 
 # ---------------------------------------------------------------------------- memory
-MEMORY_PROBE = """
-import json, resource, sys, tracemalloc
+MEMORY_PROBE = r"""
+import json, re, sys, tracemalloc
+from pathlib import Path
 from ra_agent.ingest.medline import iter_pubmed_xml
 tracemalloc.start()
 n = sum(1 for _ in iter_pubmed_xml(sys.argv[1]))
 peak = tracemalloc.get_traced_memory()[1]
-print(json.dumps({"records": n, "traced_peak": peak, "max_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+# VmHWM is this image's own peak; ru_maxrss would inherit the forking pytest's peak across exec
+hwm = int(re.search(r"VmHWM:\s+(\d+) kB", Path("/proc/self/status").read_text()).group(1))
+print(json.dumps({"records": n, "traced_peak": peak, "max_rss_kib": hwm}))
 """
 
 
