@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 import logging
-import os
 import re
 import shutil
 from dataclasses import dataclass, field
@@ -13,8 +12,8 @@ from pathlib import Path
 
 import psutil
 
-from ra_agent.agent.goal import atomic_write_text
 from ra_agent.config import Config
+from ra_agent.fileio import atomic_write, atomic_writer
 
 log = logging.getLogger(__name__)
 
@@ -99,10 +98,8 @@ def log_dir(cfg: Config) -> Path:
 
 def _gzip(path: Path) -> Path:
     target = path.with_name(path.name + ".gz")
-    tmp = target.with_name(target.name + ".tmp")
-    with path.open("rb") as src, gzip.open(tmp, "wb") as dst:
+    with path.open("rb") as src, atomic_writer(target) as raw, gzip.GzipFile(fileobj=raw, mode="wb") as dst:
         shutil.copyfileobj(src, dst)
-    os.replace(tmp, target)
     path.unlink()
     return target
 
@@ -154,7 +151,7 @@ class CycleLog:
         path = self.path_for(record.cycle, when)
         section = render_cycle(record, when, self.cfg.logging.prompt_log_chars)
         previous = path.read_text(encoding="utf-8") + "\n---\n\n" if path.exists() else ""
-        atomic_write_text(path, previous + section)
+        atomic_write(path, previous + section)
         return path
 
 

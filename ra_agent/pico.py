@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
-import tempfile
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -17,6 +15,7 @@ import json5
 
 from ra_agent import pico_rules
 from ra_agent.config import Config, SrConfig, TokensConfig
+from ra_agent.fileio import atomic_write
 from ra_agent.llm.base import BrainError
 from ra_agent.models import Paper
 from ra_agent.pico_rules import RULES_NAME, design_class, is_rct_design
@@ -497,23 +496,12 @@ def _one_per_paper(papers: Sequence[Paper], records: Iterable[PicoRecord], name:
 
 def write_pico(path: str | Path, records: Iterable[PicoRecord]) -> None:
     """Write records as JSONL via a temporary file and os.replace (a crash leaves the old file intact)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     lines = []
     for r in records:
         line = json.dumps(r.to_json(), ensure_ascii=False)
         PicoRecord.from_json(json.loads(line))  # never write a line read_pico would reject
         lines.append(line + "\n")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.writelines(lines)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(Path(path), "".join(lines))
 
 
 def read_pico(path: str | Path) -> list[PicoRecord]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -12,7 +11,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ra_agent.agent.goal import atomic_write_text
 from ra_agent.cluster import markdown_table
 from ra_agent.cluster_view import (
     cluster_row,
@@ -22,6 +20,7 @@ from ra_agent.cluster_view import (
 )
 from ra_agent.config import Config
 from ra_agent.expand import expansion_history
+from ra_agent.fileio import atomic_write, atomic_writer
 from ra_agent.models import Paper
 from ra_agent.pico import PicoRecord, is_eligible_trial, is_rct, read_pico
 from ra_agent.pico_rules import sections_of, sentences
@@ -65,7 +64,7 @@ def _publish(store: Store, path: Path, markdown: str) -> Path:
     unknown = sorted(cited - store.existing_pmids(cited))
     if unknown:
         raise ReportError(f"{path.name} would cite PMIDs the store does not hold: {unknown[:20]}")
-    atomic_write_text(path, markdown)
+    atomic_write(path, markdown)
     missing = verify_citations(store, path)
     if missing:  # pragma: no cover - the check above makes this unreachable unless papers vanish meanwhile
         raise ReportError(f"{path} cites PMIDs the store does not hold: {missing[:20]}")
@@ -366,10 +365,8 @@ def prisma_flow_png(flow: PrismaFlow, path: Path) -> Path:
             ax.text(8.0, y, side[i], ha="center", va="center", fontsize=8.5, bbox=box)
             ax.annotate("", xy=(6.4, y), xytext=(5.4, y), arrowprops={"arrowstyle": "->"})
     ax.set_title("PRISMA 2020 flow (computed by ra)", fontsize=11)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    fig.savefig(tmp, format="png")
-    os.replace(tmp, path)
+    with atomic_writer(path) as fh:
+        fig.savefig(fh, format="png")
     return path
 
 

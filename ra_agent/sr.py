@@ -17,7 +17,6 @@ import json5
 import numpy as np
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-from ra_agent.agent.goal import atomic_write_text
 from ra_agent.cluster import distinctive_terms
 from ra_agent.cluster_view import (
     cluster_row,
@@ -28,6 +27,7 @@ from ra_agent.cluster_view import (
 )
 from ra_agent.config import Config
 from ra_agent.embed import Embedder, encode_batched
+from ra_agent.fileio import atomic_write
 from ra_agent.ingest.http import ApiError
 from ra_agent.llm.base import BrainError
 from ra_agent.models import Paper
@@ -296,7 +296,7 @@ def find_existing_sr(
         reasons={p: reasons[p] for p in ranked if p in reasons},
     )
     set_cluster_metrics(store, cluster_id, sr_overlap=result.overlap)
-    atomic_write_text(sr_result_path(cfg, cluster_id), json.dumps(result.as_dict(), indent=2) + "\n")
+    atomic_write(sr_result_path(cfg, cluster_id), json.dumps(result.as_dict(), indent=2) + "\n")
     log.info(
         "find_existing_sr %s (%s, %s): %d reviews, %d at cosine >= %.2f, overlap %.3f%s",
         cluster_id, row["label"], result.searched, result.n_reviews, len(covering), threshold, result.overlap,
@@ -836,7 +836,7 @@ def spawn_handbook(
     digest = hashlib.sha1(f"{parent_path.resolve()}\n{query}".encode()).hexdigest()[:8]
     path = Path(out_dir) / f"{parent_path.stem}__alt_{digest}.md"
     parse_handbook(text, path)  # never publish a handbook that does not load
-    atomic_write_text(path, text)
+    atomic_write(path, text)
     log.info("spawned handbook %s (Seed_query %r) from %s", path, query, parent_path)
     return path
 

@@ -7,14 +7,14 @@ import dataclasses
 import hashlib
 import json
 import logging
-import os
 import re
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from ra_agent.fileio import atomic_write
 
 if TYPE_CHECKING:
     from ra_agent.store.db import Store
@@ -275,26 +275,6 @@ def apply_llm_mutation(state: GoalState, changes: Any) -> list[dict[str, Any]]:
 # ---------------------------------------------------------------------------- persistence
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write a file so a crash leaves either the old or the new version: temp file, fsync, os.replace."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
 def _epoch(ts: str) -> int:
     return int(datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp())
 
@@ -346,7 +326,7 @@ class GoalStore:
             if state.history[: len(on_disk)] != on_disk:
                 raise GoalStateError(f"{path}: history is append-only; the new state rewrites earlier entries")
         state.updated_ts = utc_now()
-        atomic_write_text(path, state.to_json())
+        atomic_write(path, state.to_json())
         if self.store is not None:
             self._mirror(self.store, state)
         return path
@@ -384,7 +364,6 @@ __all__ = [
     "GoalStateError",
     "GoalStore",
     "apply_llm_mutation",
-    "atomic_write_text",
     "goal_id_for",
     "new_goal",
     "utc_now",

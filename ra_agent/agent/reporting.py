@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ra_agent.agent.goal import GoalStore
 from ra_agent.config import Config
+from ra_agent.fileio import atomic_write
 from ra_agent.store.db import Store
 from ra_agent.workspace import Workspace
 
@@ -20,14 +21,13 @@ def prisma_result_path(cfg: Config, cluster_id: str) -> Path:
 
 
 def save_prisma(cfg: Config, cluster_id: str, result) -> None:
-    from ra_agent.agent.goal import atomic_write_text
 
     path = prisma_result_path(cfg, cluster_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     data = {"cluster_id": cluster_id, "compliant": result.compliant, "missing_items": result.missing_items,
             "evidence": {str(k): v for k, v in result.evidence.items()}, "judged_by": result.judged_by,
             "checked_items": result.checked_items, "source": result.source, "notes": result.notes}  # fmt: skip
-    atomic_write_text(path, json.dumps(data, ensure_ascii=False, indent=2))
+    atomic_write(path, json.dumps(data, ensure_ascii=False, indent=2))
 
 
 def load_prisma(cfg: Config, cluster_id: str):

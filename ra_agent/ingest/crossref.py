@@ -5,8 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -14,6 +12,7 @@ from urllib.parse import quote
 import requests
 
 from ra_agent.config import Config
+from ra_agent.fileio import atomic_write
 from ra_agent.ingest.http import (
     ApiNotFound,
     BadResponse,
@@ -45,20 +44,6 @@ def _work_body(resp: requests.Response) -> bytes:
     if not isinstance(doc, dict) or doc.get("message-type") != "work" or not isinstance(doc.get("message"), dict):
         raise BadResponse(f"not a Crossref work message (status={doc.get('status') if isinstance(doc, dict) else '?'})")
     return resp.content
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 class CrossrefClient:
@@ -110,7 +95,7 @@ class CrossrefClient:
         except ApiNotFound as exc:
             log.info("crossref: no record for DOI %s (%s)", key, exc.body or "404")
             return None
-        _atomic_write(path, body)
+        atomic_write(path, body)
         return json.loads(body)["message"]
 
     def reference_dois(self, doi: str) -> list[str]:

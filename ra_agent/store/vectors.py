@@ -8,7 +8,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +18,7 @@ import numpy as np
 
 from ra_agent.config import Config
 from ra_agent.embed import Embedder, ProgressFn, encode_batched, model_slug
+from ra_agent.fileio import atomic_write, atomic_writer
 from ra_agent.store.db import Store
 
 log = logging.getLogger(__name__)
@@ -389,7 +390,7 @@ def switch_active(data_dir: str | Path, slug: str) -> str | None:
     if not (root / slug / META).exists():
         raise FileNotFoundError(f"{root / slug}: no vector store to activate")
     previous = active_index(data_dir)
-    _replace_atomically(root / ACTIVE, lambda f: f.write(f"{slug}\n".encode()))
+    atomic_write(root / ACTIVE, f"{slug}\n")
     log.info("active embedding index: %s (was %s)", slug, previous)
     return previous
 
@@ -655,28 +656,13 @@ def _append_at(path: Path, offset: int, array: np.ndarray) -> None:
         os.fsync(f.fileno())
 
 
-def _replace_atomically(path: Path, write: Callable[[BinaryIO], object]) -> None:
-    """Write a temp file next to `path`, fsync it, then os.replace it over `path`."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        write(f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    if os.name == "posix":
-        fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
 def _write_json(path: Path, obj: dict) -> None:
-    _replace_atomically(path, lambda f: f.write(json.dumps(obj, indent=2).encode("utf-8")))
+    atomic_write(path, json.dumps(obj, indent=2))
 
 
 def _write_npy(path: Path, array: np.ndarray) -> None:
-    _replace_atomically(path, lambda f: np.save(f, array))
+    with atomic_writer(path) as fh:
+        np.save(fh, array)
 
 
 __all__ = [

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from ra_agent.agent import goal as goal_module
+from ra_agent import fileio
 from ra_agent.agent.goal import (
     GoalMutationError,
     GoalState,
@@ -67,7 +67,7 @@ def test_save_is_atomic_a_failed_replace_keeps_the_old_version(goals, state, mon
     def crash(src, dst):
         raise OSError("disk full")
 
-    monkeypatch.setattr(goal_module.os, "replace", crash)
+    monkeypatch.setattr(fileio.os, "replace", crash)
     with pytest.raises(OSError):
         goals.save(state)
     assert path.read_text() == before
