@@ -309,7 +309,7 @@ def _build(cls: type, raw: dict[str, Any], source: str, path: tuple[str, ...], s
             continue
         typ = hints[name]
         where = f"{source}: [{section}] {name}" if path else f"{source}: [{name}]"
-        if dataclasses.is_dataclass(typ):
+        if isinstance(typ, type) and dataclasses.is_dataclass(typ):
             if not isinstance(raw[name], dict):
                 raise ConfigError(f"{where}: expected a table")
             values[name] = _build(typ, raw[name], source, (*path, name), secrets, root)

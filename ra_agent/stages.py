@@ -27,6 +27,8 @@ STAGE_ASSETS: dict[str, tuple[str, ...]] = {
     "expand": ("cluster_expansion",),
     "reports": ("reports", "mind_kb"),
 }
+# stages whose assets are partitioned: a request for one must name its partition key
+PARTITIONED_STAGES = frozenset({"search", "pico", "sr_overlap", "expand"})
 
 
 @dataclass(frozen=True)
@@ -40,10 +42,19 @@ class StageRequest:
     def __post_init__(self) -> None:
         if self.stage not in STAGE_ASSETS:
             raise ValueError(f"unknown stage {self.stage!r} (known: {', '.join(STAGE_ASSETS)})")
+        if self.stage in PARTITIONED_STAGES and not self.partition:
+            raise ValueError(f"stage {self.stage!r} needs a partition key")
 
     @property
     def assets(self) -> tuple[str, ...]:
         return STAGE_ASSETS[self.stage]
+
+    @property
+    def key(self) -> str:
+        """The partition key of a partitioned stage."""
+        if not self.partition:
+            raise ValueError(f"stage {self.stage!r} has no partition key")
+        return self.partition
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v not in (None, "")}
@@ -179,15 +190,15 @@ def perform(cfg: Config, store: Store, request: StageRequest, *, brain=None, emb
 
     log.info("stage %s (%s)", request.label(), request.reason or "requested")
     if request.stage == "search":
-        return run_search(cfg, store, request.partition)
+        return run_search(cfg, store, request.key)
     if request.stage == "embed":
         return embed_all(cfg, store, embedder=embedder)
     if request.stage == "organise":
         return run_organise(cfg, store, goal_id=goal_id)
     if request.stage == "pico":
-        return run_pico_stage(cfg, store, request.partition, brain=brain, embedder=embedder)
+        return run_pico_stage(cfg, store, request.key, brain=brain, embedder=embedder)
     if request.stage == "sr_overlap":
-        return run_sr_overlap(cfg, store, request.partition, embedder=embedder)
+        return run_sr_overlap(cfg, store, request.key, embedder=embedder)
     if request.stage == "expand":
-        return run_expand(cfg, store, request.partition, brain=brain, embedder=embedder)
+        return run_expand(cfg, store, request.key, brain=brain, embedder=embedder)
     return run_reports(cfg, store)

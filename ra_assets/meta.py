@@ -10,8 +10,8 @@ import dagster as dg
 
 
 def scalars(obj: Any, skip: Iterable[str] = ()) -> dict[str, Any]:
-    """The int/float/bool/str fields of a dataclass or dict, as metadata values."""
-    raw = dataclasses.asdict(obj) if dataclasses.is_dataclass(obj) else dict(obj)
+    """The int/float/bool/str fields of a dataclass instance or dict, as metadata values."""
+    raw: dict[str, Any] = obj if isinstance(obj, dict) else dataclasses.asdict(obj)
     out: dict[str, Any] = {}
     for key, value in raw.items():
         if key in skip or value is None:

@@ -15,3 +15,10 @@ cluster_partitions = dg.DynamicPartitionsDefinition(name="cluster")
 expansion_partitions = dg.DynamicPartitionsDefinition(name="cluster_expansion")
 
 baseline_week_partitions = dg.WeeklyPartitionsDefinition(start_date="2026-01-05", day_offset=1)
+
+
+def partition_name(partitions: dg.DynamicPartitionsDefinition) -> str:
+    """The instance-level name of a dynamic partitions definition (all of ra's are named)."""
+    if partitions.name is None:
+        raise ValueError("ra's dynamic partitions definitions are all named")
+    return partitions.name

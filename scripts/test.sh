@@ -7,6 +7,7 @@ bash scripts/setup.sh
 export HF_HUB_OFFLINE=1
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
+.venv/bin/pyright  # the type gate: [tool.pyright] in pyproject.toml
 # the code location must load from workspace.yaml, and with no warnings
 out=$(.venv/bin/dagster definitions validate -w workspace.yaml 2>&1) || { echo "$out"; exit 1; }
 # (the CLI's own notice that `dg check defs` supersedes it is not about our definitions)

@@ -17,7 +17,7 @@ from ra_assets.defs.clusters.assets import cluster_metrics, clusters
 from ra_assets.defs.embeddings.assets import embedding_index
 from ra_assets.defs.findings.assets import cluster_expansion, mind_kb, pico_extractions, reports, sr_overlap
 from ra_assets.defs.ingest.assets import pubmed_search
-from ra_assets.partitions import cluster_partitions, expansion_partitions, search_query_partitions
+from ra_assets.partitions import cluster_partitions, expansion_partitions, partition_name, search_query_partitions
 from ra_assets.resources import BrainResource, RaConfigResource, StoreResource
 
 IN_FLIGHT = (
@@ -124,8 +124,10 @@ def next_step(context, cfg, db, state) -> tuple[dg.RunRequest | None, list, str]
             return None, [], "waiting for embedding shards (ingest_batch_sensor)"
         additions = []
         partitions = STAGE_PARTITIONS.get(request.stage)
-        if partitions is not None and not context.instance.has_dynamic_partition(partitions.name, request.partition):
-            additions.append(partitions.build_add_request([request.partition]))
+        if partitions is not None and not context.instance.has_dynamic_partition(
+            partition_name(partitions), request.key
+        ):
+            additions.append(partitions.build_add_request([request.key]))
         run = dg.RunRequest(
             job_name=STAGE_JOBS[request.stage].name,
             partition_key=request.partition,
