@@ -1,0 +1,128 @@
+"""Assets on their own: a direct call with build_asset_context, and one dg.materialize run of the pipeline.
+
+The corpus is the first rows of the bundled Cohen PPI CSV (real PubMed records); the model is the
+offline all-MiniLM-L6-v2, so the run embeds and clusters for real.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from ra_agent.cluster import ABSTRACT_FAMILY
+from ra_agent.config import load_config
+from ra_agent.store.vectors import active_index
+from ra_agent.workspace import open_store
+from ra_assets.defs.clusters.assets import cluster_metrics, clusters
+from ra_assets.defs.embeddings.assets import embedding_index, embedding_shards
+from ra_assets.defs.ingest.assets import papers
+from ra_assets.partitions import ingest_batch_partitions, partition_name
+from ra_assets.resources import build_resources
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+DEMO = Path(__file__).resolve().parents[2] / "data" / "demo" / "Cohen_2006_ProtonPumpInhibitors.csv"
+
+
+def small_corpus(path: Path, rows: int) -> list[dict]:
+    """The first `rows` records of the demo CSV, written as an import file; returns them."""
+    with DEMO.open(encoding="utf-8", newline="") as fh:
+        reader = csv.DictReader(fh)
+        kept = [row for _, row in zip(range(rows), reader, strict=False)]
+        fields = reader.fieldnames
+    assert fields is not None
+    with path.open("w", encoding="utf-8", newline="") as out:
+        writer = csv.DictWriter(out, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(kept)
+    return kept
+
+
+@pytest.fixture
+def project(tmp_path) -> tuple[Path, list[dict]]:
+    rows = small_corpus(tmp_path / "ppi_subset.csv", 240)
+    config = tmp_path / "config.toml"
+    config.write_text(
+        f'[workspace]\ndata_dir = "data"\ndemo_corpus = "{tmp_path / "ppi_subset.csv"}"\n'
+        "[ingest]\noffline = true\n[clustering]\nmin_samples = 5\nmin_cluster_size = 12\n"
+    )
+    return config, rows
+
+
+def test_papers_asset_called_directly_reports_the_corpus_and_its_checks(project):
+    config, rows = project
+    resources = build_resources(str(config))
+    with dg.build_asset_context(resources={"ra": resources["ra"], "store": resources["store"]}) as context:
+        result, *checks = list(papers(context))
+
+    pmids = {int(r["pubmedID"]) for r in rows if r["pubmedID"].strip()}
+    assert result.metadata["papers"] == len(pmids)
+    assert result.metadata["with_abstract"] == sum(1 for r in rows if r["abstract"].strip())
+    assert result.metadata["import_inserted"] == len(pmids)
+    # the Cohen export has records with neither title nor abstract: counted, not a failure
+    assert result.metadata["pmid_only"] == sum(1 for r in rows if not (r["title"] + r["abstract"]).strip()) > 0
+    assert {c.check_name: c.passed for c in checks} == {"abstracts_have_titles": True, "deleted_citations_absent": True}
+
+    cfg = load_config(config)
+    with open_store(cfg) as store:  # an importer that lost a title would leave this
+        store.conn.execute(
+            "UPDATE paper SET title = '' WHERE pmid = ?", (next(int(r["pubmedID"]) for r in rows if r["abstract"]),)
+        )
+        store.conn.commit()
+    with dg.build_asset_context(resources={"ra": resources["ra"], "store": resources["store"]}) as context:
+        result, *checks = list(papers(context))
+    assert result.metadata["import_inserted"] == 0  # the file was loaded once; nothing new
+    assert result.metadata["papers"] == len(pmids)
+    untitled = next(c for c in checks if c.check_name == "abstracts_have_titles")
+    assert not untitled.passed and untitled.metadata["abstract_without_title"].value == 1
+
+
+def test_materialize_runs_ingest_embedding_and_clustering_with_lineage(project):
+    config, rows = project
+    resources = build_resources(str(config))
+    instance = dg.DagsterInstance.ephemeral()
+
+    ingest = dg.materialize([papers], resources=resources, instance=instance)
+    assert ingest.success
+
+    cfg = load_config(config)
+    with open_store(cfg) as store:
+        batches = [b["batch_id"] for b in store.batches()]
+    assert batches
+    instance.add_dynamic_partitions(partition_name(ingest_batch_partitions), batches)
+    embedded = 0
+    for batch in batches:
+        shard = dg.materialize([embedding_shards], partition_key=batch, resources=resources, instance=instance)
+        assert shard.success
+        (event,) = shard.asset_materializations_for_node("embedding_shards")
+        embedded += event.metadata["embedded"].value
+
+    organised = dg.materialize([embedding_index, clusters, cluster_metrics], resources=resources, instance=instance)
+    assert organised.success
+    assert embedded == sum(1 for r in rows if r["pubmedID"].strip() and (r["title"] + r["abstract"]).strip())
+    assert active_index(cfg.data_dir) is not None
+
+    record = instance.get_latest_materialization_event(dg.AssetKey("clusters"))
+    assert record is not None and record.asset_materialization is not None
+    meta = record.asset_materialization.metadata
+    with open_store(cfg) as store:
+        stored = store.conn.execute("SELECT COUNT(*) FROM cluster_manifest WHERE status = 'active'").fetchone()[0]
+        members = store.conn.execute("SELECT COUNT(*) FROM cluster_member").fetchone()[0]
+    assert meta["formed"].value == meta["active_clusters"].value == stored >= 1
+    assert meta["feature_space"].value == ABSTRACT_FAMILY  # no PICO vectors yet: abstract embeddings
+    assert 0 < members <= embedded
+    checks = {(c.asset_key.to_user_string(), c.check_name): c.passed for c in organised.get_asset_check_evaluations()}
+    index_checks = ("offsets_sorted_unique", "vectors_finite_unit_norm", "every_paper_embedded")
+    assert checks == {("embedding_index", name): True for name in index_checks} | {
+        ("clusters", "members_exist_in_paper"): True,
+        ("clusters", "tau_assign_in_range"): True,
+    }
+    # the instance holds one materialisation per asset (the shard per ingest batch), as the UI shows them
+    for key in ("papers", "embedding_index", "clusters", "cluster_metrics"):
+        assert instance.get_latest_materialization_event(dg.AssetKey(key)) is not None, key
+    shard_keys = instance.get_materialized_partitions(dg.AssetKey("embedding_shards"))
+    assert shard_keys == set(batches)
