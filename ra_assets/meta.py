@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Iterable
 from typing import Any
 
@@ -21,6 +22,15 @@ def scalars(obj: Any, skip: Iterable[str] = ()) -> dict[str, Any]:
         elif isinstance(value, list | tuple) and all(isinstance(v, bool | int | float | str) for v in value):
             out[key] = len(value) if key.endswith(("batches", "files", "problems", "pmids")) else str(value)[:500]
     return out
+
+
+def content_version(*parts: bytes | str) -> dg.DataVersion:
+    """A data version from the output's content: downstream is stale only when this changes."""
+    digest = hashlib.sha1()
+    for part in parts:
+        digest.update(part.encode("utf-8") if isinstance(part, str) else part)
+        digest.update(b"\0")
+    return dg.DataVersion(digest.hexdigest()[:16])
 
 
 def md_bullets(lines: Iterable[str], title: str = "") -> dg.MetadataValue:

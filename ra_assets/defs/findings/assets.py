@@ -8,6 +8,7 @@ import dagster as dg
 from ra_agent.stages import run_expand, run_pico_stage, run_reports, run_sr_overlap
 from ra_assets.defs.clusters.assets import cluster_metrics, clusters
 from ra_assets.defs.ingest.assets import log_progress
+from ra_assets.meta import content_version
 from ra_assets.partitions import cluster_partitions, expansion_partitions
 from ra_assets.resources import BrainResource, EmbedderResource, EutilsResource, RaConfigResource, StoreResource
 
@@ -51,6 +52,7 @@ def pico_extractions(
             "pico_vectors": result.vectors_written,
             "path": dg.MetadataValue.path(path),
         },  # fmt: skip
+        data_version=content_version(Path(path).read_bytes() if valid and path else b""),
     )
     yield dg.AssetCheckResult(
         check_name="pico_jsonl_valid", passed=valid, metadata={"lines": lines, "problem": problem}
@@ -139,7 +141,8 @@ def reports(context: dg.AssetExecutionContext, ra: RaConfigResource, store: Stor
             "reports": len(written),
             "paths": dg.MetadataValue.json(json.loads(json.dumps([str(p) for p in written]))),
             **{f"preview_{name}": dg.MetadataValue.md(text) for name, text in list(previews.items())[:3]},
-        }
+        },
+        data_version=content_version(*(Path(p).read_bytes() for p in sorted(written))),
     )
 
 
