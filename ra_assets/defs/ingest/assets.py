@@ -86,7 +86,7 @@ def baseline_snapshot(
     kinds={"python", "sqlite"},
     code_version="1",
     check_specs=[
-        dg.AssetCheckSpec("abstracts_have_titles", asset="papers", blocking=True),
+        dg.AssetCheckSpec("no_empty_titles", asset="papers", blocking=True),
         dg.AssetCheckSpec("deleted_citations_absent", asset="papers"),
     ],
 )
@@ -97,14 +97,14 @@ def papers(context: dg.AssetExecutionContext, ra: RaConfigResource, store: Store
     with store.get_client() as db:
         imported = import_pending(cfg, db, progress=log_progress(context, "imported records"))
         summary = corpus_summary(db)
-        # PMID-only rows (no title, no abstract: a screening export without text) are allowed and
-        # counted; an abstract without its title means an importer lost a field
+        # an abstract without its title means an importer lost a field (error: blocks downstream);
+        # PMID-only rows (a screening export without text) are a warning: they are kept, never embedded
         untitled = db.conn.execute(
             "SELECT COUNT(*) FROM paper WHERE trim(title) = '' AND trim(abstract) != ''"
         ).fetchone()[0]
-        pmid_only = db.conn.execute(
-            "SELECT COUNT(*) FROM paper WHERE trim(title) = '' AND trim(abstract) = ''"
-        ).fetchone()[0]
+        pmid_only = [
+            r[0] for r in db.conn.execute("SELECT pmid FROM paper WHERE trim(title) = '' AND trim(abstract) = ''")
+        ]
         resurrected = db.conn.execute(
             "SELECT COUNT(*) FROM paper p JOIN deleted_citation d ON d.pmid = p.pmid"
         ).fetchone()[0]
@@ -114,7 +114,7 @@ def papers(context: dg.AssetExecutionContext, ra: RaConfigResource, store: Store
         metadata={
             "papers": summary["paper"],
             "with_abstract": summary["paper_with_abstract"],
-            "pmid_only": pmid_only,
+            "pmid_only": len(pmid_only),
             "ingest_batches": summary["ingest_batch"],
             "years": f"{summary['year_min']}–{summary['year_max']}",
             "imported_files": ", ".join(imported.files) or "none new",
@@ -125,7 +125,14 @@ def papers(context: dg.AssetExecutionContext, ra: RaConfigResource, store: Store
         }
     )
     yield dg.AssetCheckResult(
-        check_name="abstracts_have_titles", passed=untitled == 0, metadata={"abstract_without_title": untitled}
+        check_name="no_empty_titles",
+        passed=untitled == 0 and not pmid_only,
+        severity=dg.AssetCheckSeverity.ERROR if untitled else dg.AssetCheckSeverity.WARN,
+        metadata={
+            "abstract_without_title": untitled,
+            "pmid_only": len(pmid_only),
+            "pmid_only_sample": str(pmid_only[:20]),
+        },
     )
     yield dg.AssetCheckResult(
         check_name="deleted_citations_absent", passed=resurrected == 0, metadata={"deleted_but_present": resurrected}
