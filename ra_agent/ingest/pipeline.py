@@ -39,6 +39,7 @@ class SearchResult:
     efetch_requests: int = 0
     pmids: list[int] = field(default_factory=list)  # candidates, best first (rows of candidate_papers)
     offline: bool = False  # answered from the local corpus (FTS5)
+    offline_reason: str = ""  # "config" ([ingest] offline = true) or "api" (E-utilities failing)
     api_offline: bool = False  # E-utilities failed after the final retry during this run
     error: str = ""
     sample_titles: list[str] = field(default_factory=list)
@@ -166,11 +167,16 @@ def _finish(
     result.offline = cfg.ingest.offline or bool(store.api_state("eutils")["offline"])
     if result.offline:
         result.api_offline = True
+        result.offline_reason = "config" if cfg.ingest.offline else "api"
         local = store.search(result.query, retmax)
-        log.error(
-            "OFFLINE MODE: E-utilities unreachable (%s); %r answered from the local corpus: %d papers",
-            result.error or "marked offline", result.query, len(local),
-        )  # fmt: skip
+        if cfg.ingest.offline:
+            log.info("offline mode ([ingest] offline = true): %r answered from the local corpus: %d papers",
+                     result.query, len(local))  # fmt: skip
+        else:
+            log.error(
+                "OFFLINE MODE: E-utilities unreachable (%s); %r answered from the local corpus: %d papers",
+                result.error or "marked offline", result.query, len(local),
+            )  # fmt: skip
         if not ranked:
             result.count = len(local)
         ranked = list(dict.fromkeys([*ranked, *local]))[:retmax]

@@ -51,14 +51,15 @@ def wait_for(predicate, timeout: float, what: str, poll: float = 2.0):
 @pytest.fixture
 def dagster_dev(demo_project, tmp_path):
     config = write_config(demo_project)
-    (demo_project / "workspace.yaml").write_text((ROOT / "workspace.yaml").read_text())
     home = tmp_path / "dagster_home"
     home.mkdir()
     port = free_port()
     env = {**os.environ, "RA_CONFIG": str(config), "DAGSTER_HOME": str(home), "HF_HUB_OFFLINE": "1"}
     log = (tmp_path / "dagster_dev.log").open("w")
+    # the way a user starts it: scripts/ui.sh (DAGSTER_HOME with the project's dagster.yaml,
+    # `dagster dev -w workspace.yaml`)
     process = subprocess.Popen(
-        [str(BIN / "dagster"), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
+        ["bash", str(ROOT / "scripts" / "ui.sh"), "-h", "127.0.0.1", "-p", str(port)],
         cwd=demo_project, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
 
@@ -134,3 +135,6 @@ def test_handbook_job_and_agent_sensor_reach_stopped(dagster_dev):
     assert {"cluster_metrics", "pico_extractions", "sr_overlap"} <= {
         "/".join(d["path"]) for d in nodes["reports"]["dependencyKeys"]
     }
+    # the code location loaded and ran without a single warning
+    warnings = [line for line in log.read_text().splitlines() if "warning" in line.lower()]
+    assert not warnings, warnings[:5]

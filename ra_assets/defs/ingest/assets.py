@@ -47,8 +47,10 @@ def pubmed_search(
             cfg, db, wanted["query"], since=wanted["since"], retmax=wanted["retmax"],
             progress=log_progress(context, "efetch records"),
         )  # fmt: skip
-    if result.offline:
+    if result.offline_reason == "api":
         context.log.warning("E-utilities unreachable: answered offline from the local corpus (FTS5)")
+    elif result.offline:
+        context.log.info("offline mode ([ingest] offline = true): answered from the local corpus (FTS5)")
     return dg.MaterializeResult(
         metadata={
             "query": wanted["query"],
