@@ -24,8 +24,8 @@ def scalars(obj: Any, skip: Iterable[str] = ()) -> dict[str, Any]:
     return out
 
 
-def content_version(*parts: bytes | str) -> dg.DataVersion:
-    """A data version from the output's content: downstream is stale only when this changes."""
+def content_version(parts: Iterable[bytes | str]) -> dg.DataVersion:
+    """A data version from the output's content (streamed): downstream is stale only when this changes."""
     digest = hashlib.sha1()
     for part in parts:
         digest.update(part.encode("utf-8") if isinstance(part, str) else part)

@@ -21,9 +21,8 @@ def prisma_result_path(cfg: Config, cluster_id: str) -> Path:
 
 
 def save_prisma(cfg: Config, cluster_id: str, result) -> None:
-
+    """Keep prisma_check's full answer for a cluster (read back by the SR draft)."""
     path = prisma_result_path(cfg, cluster_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
     data = {"cluster_id": cluster_id, "compliant": result.compliant, "missing_items": result.missing_items,
             "evidence": {str(k): v for k, v in result.evidence.items()}, "judged_by": result.judged_by,
             "checked_items": result.checked_items, "source": result.source, "notes": result.notes}  # fmt: skip

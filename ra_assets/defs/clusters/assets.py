@@ -41,16 +41,14 @@ def clusters(context: dg.AssetExecutionContext, ra: RaConfigResource, store: Sto
         bad_tau = db.conn.execute(
             "SELECT COUNT(*) FROM cluster_manifest WHERE status='active' AND NOT (tau_assign > 0 AND tau_assign <= 2)"
         ).fetchone()[0]
-        membership = db.conn.execute(
-            "SELECT group_concat(cluster_id || ':' || pmid, ',') FROM "
-            "(SELECT cluster_id, pmid FROM cluster_member ORDER BY cluster_id, pmid)"
-        ).fetchone()[0]
+        rows = db.conn.execute("SELECT cluster_id, pmid FROM cluster_member ORDER BY cluster_id, pmid")
+        version = content_version(f"{cid}:{pmid}" for cid, pmid in rows)  # the memberships
     yield dg.MaterializeResult(
         metadata={
             **scalars(result, skip=("table", "map_png")),
             "manifest": dg.MetadataValue.md(result.table or "_no clusters_"),
         },
-        data_version=content_version(membership or ""),  # memberships: unchanged clusters leave findings fresh
+        data_version=version,  # unchanged memberships leave the findings downstream fresh
     )
     yield dg.AssetCheckResult(check_name="members_exist_in_paper", passed=orphans == 0, metadata={"orphans": orphans})
     yield dg.AssetCheckResult(check_name="tau_assign_in_range", passed=bad_tau == 0, metadata={"bad": bad_tau})

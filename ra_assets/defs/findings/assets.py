@@ -52,7 +52,7 @@ def pico_extractions(
             "pico_vectors": result.vectors_written,
             "path": dg.MetadataValue.path(path),
         },  # fmt: skip
-        data_version=content_version(Path(path).read_bytes() if valid and path else b""),
+        data_version=content_version([Path(path).read_bytes() if valid and path else b""]),
     )
     yield dg.AssetCheckResult(
         check_name="pico_jsonl_valid", passed=valid, metadata={"lines": lines, "problem": problem}
@@ -142,7 +142,7 @@ def reports(context: dg.AssetExecutionContext, ra: RaConfigResource, store: Stor
             "paths": dg.MetadataValue.json(json.loads(json.dumps([str(p) for p in written]))),
             **{f"preview_{name}": dg.MetadataValue.md(text) for name, text in list(previews.items())[:3]},
         },
-        data_version=content_version(*(Path(p).read_bytes() for p in sorted(written))),
+        data_version=content_version(Path(p).read_bytes() for p in sorted(written)),
     )
 
 
