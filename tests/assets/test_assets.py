@@ -6,12 +6,12 @@ offline all-MiniLM-L6-v2, so the run embeds and clusters for real.
 
 from __future__ import annotations
 
-import csv
 import os
 from pathlib import Path
 
 import dagster as dg
 import pytest
+from demo_corpus import demo_rows, write_demo_subset
 
 from ra_agent.cluster import ABSTRACT_FAMILY
 from ra_agent.config import load_config
@@ -25,26 +25,11 @@ from ra_assets.resources import build_resources
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-DEMO = Path(__file__).resolve().parents[2] / "data" / "demo" / "Cohen_2006_ProtonPumpInhibitors.csv"
-
-
-def small_corpus(path: Path, rows: int) -> list[dict]:
-    """The first `rows` records of the demo CSV, written as an import file; returns them."""
-    with DEMO.open(encoding="utf-8", newline="") as fh:
-        reader = csv.DictReader(fh)
-        kept = [row for _, row in zip(range(rows), reader, strict=False)]
-        fields = reader.fieldnames
-    assert fields is not None
-    with path.open("w", encoding="utf-8", newline="") as out:
-        writer = csv.DictWriter(out, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(kept)
-    return kept
-
 
 @pytest.fixture
 def project(tmp_path) -> tuple[Path, list[dict]]:
-    rows = small_corpus(tmp_path / "ppi_subset.csv", 240)
+    rows = demo_rows()[:240]
+    write_demo_subset(tmp_path / "ppi_subset.csv", rows)
     config = tmp_path / "config.toml"
     config.write_text(
         f'[workspace]\ndata_dir = "data"\ndemo_corpus = "{tmp_path / "ppi_subset.csv"}"\n'

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import os
 import shutil
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from demo_corpus import demo_papers
 
 from ra_agent.cluster import ClusteringResult, Features, cluster_corpus
 from ra_agent.config import Config, load_config
@@ -35,13 +35,7 @@ class Demo:
 
 
 def read_demo() -> list[Paper]:
-    with DEMO.open(encoding="utf-8") as fh:
-        rows = list(csv.DictReader(fh))
-    return [
-        Paper(int(r["pubmedID"]), r["title"], r["abstract"], year=int(float(r["year"])) if r["year"] else None)
-        for r in rows
-        if r["title"].strip() or r["abstract"].strip()
-    ]
+    return [p for p in demo_papers() if p.title.strip() or p.abstract.strip()]
 
 
 def embed(texts: list[str], cache_dir: Path) -> np.ndarray:

@@ -1,30 +1,17 @@
 """SQLite store: schema, WAL, idempotent upserts, prov OR-merge, batch bookkeeping, crash consistency, FTS5."""
 
-import csv
 import sqlite3
-from pathlib import Path
 
+import demo_corpus
 import pytest
 
 from ra_agent.models import Paper, Reference
 from ra_agent.store.db import MIGRATIONS, PROV_CROSSREF, PROV_PUBMED, Store
 
-DEMO = Path(__file__).resolve().parents[2] / "data" / "demo" / "Cohen_2006_ProtonPumpInhibitors.csv"
-
 
 @pytest.fixture(scope="module")
 def demo_papers() -> list[Paper]:
-    with DEMO.open(encoding="utf-8") as fh:
-        rows = list(csv.DictReader(fh))
-    return [
-        Paper(
-            pmid=int(r["pubmedID"]),
-            title=r["title"],
-            abstract=r["abstract"],
-            year=int(float(r["year"])) if r["year"] else None,
-        )
-        for r in rows[:300]
-    ]
+    return demo_corpus.demo_papers()[:300]
 
 
 def test_fresh_store_is_wal_and_fully_migrated(tmp_path):

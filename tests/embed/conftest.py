@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import csv
-
+import demo_corpus
 import numpy as np
 import pytest
-from embed_support import DEMO, SAMPLE_SIZE
+from embed_support import SAMPLE_SIZE
 
 from ra_agent.config import Config
 from ra_agent.embed import SentenceTransformerEmbedder
@@ -16,16 +15,7 @@ from ra_agent.models import Paper
 @pytest.fixture(scope="session")
 def demo_papers() -> list[Paper]:
     """All 1,333 demo records, read straight from the CSV."""
-    with DEMO.open(encoding="utf-8") as fh:
-        return [
-            Paper(
-                pmid=int(r["pubmedID"]),
-                title=r["title"],
-                abstract=r["abstract"],
-                year=int(float(r["year"])) if r["year"] else None,
-            )
-            for r in csv.DictReader(fh)
-        ]
+    return demo_corpus.demo_papers()
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,6 @@ folder while the old one stays readable and active until the new index is comple
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import subprocess
@@ -12,13 +11,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from demo_corpus import demo_rows, write_demo_subset
 
 from ra_agent.config import load_config
 from ra_agent.ingest.importers import import_file
 from ra_agent.store.vectors import VectorStore, emb_root
 from ra_agent.workspace import open_store
-
-from .conftest import DEMO
 
 STEPS = Path(__file__).with_name("backfill_steps.py")
 PAPERS, SHARD = 90, 30  # three ingest batches (embedding shards) of real demo records
@@ -33,12 +31,8 @@ def config_text(version: str) -> str:
 
 @pytest.fixture
 def project(tmp_path):
-    rows = [r for r in csv.DictReader(DEMO.open(encoding="utf-8")) if r["abstract"].strip()][:PAPERS]
-    subset = tmp_path / "subset.csv"
-    with subset.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    rows = [r for r in demo_rows() if r["abstract"].strip()][:PAPERS]
+    subset = write_demo_subset(tmp_path / "subset.csv", rows)
     (tmp_path / "config.toml").write_text(config_text("1"))
     cfg = load_config(tmp_path / "config.toml")
     with open_store(cfg) as store:

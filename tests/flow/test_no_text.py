@@ -1,26 +1,21 @@
 """PMID-only records (44 in the real demo export) are stored but never embedded, and do not block the index."""
 
-import csv
-
 import numpy as np
+from demo_corpus import demo_rows, write_demo_subset
 
 from ra_agent.embed import SentenceTransformerEmbedder
 from ra_agent.ingest.importers import import_file
 from ra_agent.store.vectors import build_index, embed_missing, vector_store_for
 from ra_agent.workspace import open_store
 
-from .conftest import DEMO, demo_cfg
+from .conftest import demo_cfg
 
 
 def test_pmid_only_rows_are_kept_but_not_embedded(tmp_path):
-    rows = list(csv.DictReader(DEMO.open(encoding="utf-8")))
+    rows = demo_rows()
     bare = [r for r in rows if not r["title"].strip() and not r["abstract"].strip()][:3]
     full = [r for r in rows if r["abstract"].strip()][:5]
-    subset = tmp_path / "subset.csv"
-    with subset.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(full + bare)
+    subset = write_demo_subset(tmp_path / "subset.csv", full + bare)
     cfg = demo_cfg(tmp_path)
     embedder = SentenceTransformerEmbedder(cfg)
     with open_store(cfg) as store:
