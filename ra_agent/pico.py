@@ -14,6 +14,7 @@ from typing import Any, Protocol
 import json5
 
 from ra_agent import pico_rules
+from ra_agent.agent.actions import repair_messages
 from ra_agent.config import Config, SrConfig, TokensConfig
 from ra_agent.fileio import atomic_write
 from ra_agent.llm.base import BrainError
@@ -206,7 +207,7 @@ class LlmExtractor:
             if error:
                 log.warning("%s: PICO reply for %d PMIDs unusable (%s); asking once to fix the JSON", self.name,
                             len(wanted), error)  # fmt: skip
-                messages += [{"role": "assistant", "content": reply}, {"role": "user", "content": FIX_JSON_PROMPT}]
+                messages = repair_messages(messages, reply, FIX_JSON_PROMPT)
                 reply = self.brain.chat(messages)
                 items, error = parse_reply(reply)
         except BrainError as exc:

@@ -17,6 +17,7 @@ import json5
 import numpy as np
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
+from ra_agent.agent.actions import repair_messages
 from ra_agent.cluster import distinctive_terms
 from ra_agent.cluster_view import (
     cluster_row,
@@ -484,9 +485,7 @@ def _ask(brain: Any, messages: list[dict[str, str]], parse) -> tuple[Any, str]:
         parsed = parse(reply)
         if parsed is None:
             log.warning("%s: reply unusable; asking once to fix the JSON", brain.name)
-            reply = brain.chat(
-                [*messages, {"role": "assistant", "content": reply}, {"role": "user", "content": FIX_JSON}]
-            )
+            reply = brain.chat(repair_messages(messages, reply, FIX_JSON))
             parsed = parse(reply)
     except BrainError as exc:
         return None, f"{brain.name} unavailable: {exc}"

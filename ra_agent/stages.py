@@ -13,7 +13,7 @@ from typing import Any
 
 from ra_agent.config import Config
 from ra_agent.store.db import Store
-from ra_agent.workspace import Workspace, registered_queries
+from ra_agent.workspace import registered_queries
 
 log = logging.getLogger(__name__)
 
@@ -109,16 +109,17 @@ def run_pico_stage(cfg: Config, store: Store, cluster_id: str, brain=None, embed
     `pico/<cluster_id>.jsonl`, embed the p i c o m families, record `eligible_trials`."""
     import numpy as np
 
+    from ra_agent.cluster_view import member_pmids, pico_path
     from ra_agent.embed import SentenceTransformerEmbedder
     from ra_agent.pico import count_eligible, make_extractor, pico_texts, read_pico, run_pico
     from ra_agent.sr import set_cluster_metrics
     from ra_agent.store.vectors import open_active
 
-    members = [r[0] for r in store.conn.execute("SELECT pmid FROM cluster_member WHERE cluster_id=?", (cluster_id,))]
+    members = member_pmids(store, cluster_id)
     if not members:
         raise KeyError(f"cluster {cluster_id!r} has no members (or does not exist)")
     papers = store.papers(members)
-    out_path = Workspace.of(cfg).pico_dir / f"{cluster_id}.jsonl"
+    out_path = pico_path(cfg, cluster_id)
     result = run_pico(papers, make_extractor(brain, cfg), out_path, progress=progress)
     records = read_pico(out_path)
     eligible = count_eligible(papers, {r.pmid: r for r in records})

@@ -11,7 +11,7 @@ from ra_agent.agent.goal import GoalState
 from ra_agent.agent.handbook import Handbook
 from ra_agent.config import Config
 from ra_agent.store.db import Store
-from ra_agent.workspace import Workspace, query_key
+from ra_agent.workspace import query_key
 
 TRIAL_CUE = re.compile(r"\brandomi[sz]ed\b|\brandomly assigned\b|\bdouble[- ]blind\b|\bplacebo[- ]controlled\b", re.I)
 RCT_TYPES = ("Randomized Controlled Trial", "Controlled Clinical Trial", "Pragmatic Clinical Trial")
@@ -43,9 +43,9 @@ def trial_candidates(store: Store, pmids: list[int]) -> int:
 def observe(cfg: Config, store: Store, state: GoalState, handbook: Handbook) -> dict[str, Any]:
     """The structured view of the world a cycle reasons over (also the `<state>` block of the prompt)."""
     from ra_agent.cluster import manifest_table
+    from ra_agent.cluster_view import member_pmids, pico_path
     from ra_agent.sr import load_sr_overlap
 
-    ws = Workspace.of(cfg)
     pivot = cfg.sr.sr_overlap_pivot
     proposed = {h.get("cluster_id") for h in state.events("alternative_proposed") + state.events("alternative_failed")}
     split_tried = {
@@ -64,7 +64,7 @@ def observe(cfg: Config, store: Store, state: GoalState, handbook: Handbook) -> 
     clusters = []
     for row in manifest_table(store):
         cid = row["cluster_id"]
-        members = [r[0] for r in store.conn.execute("SELECT pmid FROM cluster_member WHERE cluster_id=?", (cid,))]
+        members = member_pmids(store, cid)
         overlap = row.get("sr_overlap")
         prisma = row.get("prisma_compliant")
         entry = {
@@ -83,7 +83,7 @@ def observe(cfg: Config, store: Store, state: GoalState, handbook: Handbook) -> 
             "PRISMA_compliant": None if prisma is None else bool(prisma),
             "trial_candidates": trial_candidates(store, members),
             "search_hits": len(hits.intersection(members)),
-            "pico_done": (ws.pico_dir / f"{cid}.jsonl").exists(),
+            "pico_done": pico_path(cfg, cid).exists(),
             "covered_by_sr": overlap is not None and overlap > pivot,
             "rejected": cid in state.rejected_clusters,
             "alternative_proposed": cid in proposed,
@@ -140,11 +140,11 @@ def _fmt(value: Any) -> str:
 
 
 def _sample_titles(cfg: Config, store: Store, cluster_id: str, budget_tokens: int) -> list[str]:
+    from ra_agent.cluster_view import member_pmids
     from ra_agent.tokens import sample_for_prompt
 
-    members = [r[0] for r in store.conn.execute("SELECT pmid FROM cluster_member WHERE cluster_id=?", (cluster_id,))]
-    sample = sample_for_prompt(store.papers(members), cap=budget_tokens, cfg=cfg)
-    return [f"• {p.title} [PMID:{p.pmid}]" for p in sample.papers[:5]]
+    sample = sample_for_prompt(store.papers(member_pmids(store, cluster_id)), cap=budget_tokens, limit=5, cfg=cfg)
+    return [f"• {p.title} [PMID:{p.pmid}]" for p in sample.papers]
 
 
 def playbooks_for(cfg: Config, store: Store, observation: dict[str, Any], embedder_factory) -> str:
