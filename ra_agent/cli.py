@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
-from ra_agent.config import Config, ConfigError, load_config
+from ra_agent.config import Config, ConfigError, default_config_path, load_config
 
 log = logging.getLogger("ra")
 
@@ -157,14 +156,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                          on_cycle=lambda o: print(f"  cycle {o.cycle}: {o.event}"
                                                   f"{' ' + o.tool if o.tool else ''} -> {o.status}"))  # fmt: skip
     print(f"goal {state.goal_id}: {state.status} after {state.cycle} cycles")
-    for path in goal_outputs(state):
-        print(f"wrote {path}")
+    for h in state.events("report_written"):
+        print(f"wrote {h['path']}")
     return 0
-
-
-def goal_outputs(state) -> list[str]:
-    """Report paths a goal's history records."""
-    return [h["path"] for h in state.history if h["event"] == "report_written"]
 
 
 def cmd_control(args: argparse.Namespace) -> int:
@@ -204,7 +198,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ra", description=__doc__)
-    parser.add_argument("--config", default=os.environ.get("RA_CONFIG", "config.toml"), help="config.toml path")
+    parser.add_argument("--config", default=str(default_config_path()), help="config.toml path")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
 

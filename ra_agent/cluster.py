@@ -18,6 +18,7 @@ from typing import Any, Protocol, TypeAlias, cast
 import numpy as np
 
 from ra_agent.config import ClusteringConfig, Config
+from ra_agent.fileio import atomic_writer
 from ra_agent.store.db import Store
 
 log = logging.getLogger(__name__)
@@ -588,11 +589,6 @@ def cluster_members(store: Store, cluster_id: str) -> np.ndarray:
     return np.array([r[0] for r in rows], dtype=np.int64)
 
 
-def unassigned_pmids(store: Store) -> list[int]:
-    """Every PMID in the unassigned pool (the input of a re-clustering of leftovers), sorted."""
-    return [r[0] for r in store.conn.execute("SELECT pmid FROM unassigned_pool ORDER BY pmid")]
-
-
 def _check_space(row: sqlite3.Row, features: Features) -> None:
     if row["feature_space"] != features.space or row["centroid_dim"] != features.dim:
         raise ValueError(
@@ -1071,13 +1067,10 @@ def cluster_map_png(
     if len(ranked) <= cmap.N:  # beyond that colours repeat and a legend would mislead
         ax.legend(loc="best", fontsize="small")
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format="png")
+    with atomic_writer(path) as fh:
+        fig.savefig(fh, format="png")
     return path
 
-
-# The private names ra_agent.cluster_view imports; drop once it uses the public ones.
-_cluster, _members, _write_members = cluster_row, cluster_members, write_members
 
 __all__ = [
     "AuditDecision",
@@ -1107,7 +1100,6 @@ __all__ = [
     "show_noise",
     "split_cluster",
     "tau_assign",
-    "unassigned_pmids",
     "validate_decisions",
     "write_members",
 ]

@@ -149,6 +149,6 @@ def run_demo(cfg: Config, store: Store, handbook, progress_factory) -> list[str]
     brain = brain_for(cfg, store)
     state = start_goal(cfg, store, handbook, brain.name)
     state = run_goal(cfg, store, state.goal_id, brain)
-    written = [h["path"] for h in state.history if h["event"] == "report_written"]
+    written = [h["path"] for h in state.events("report_written")]
     log.info("demo: goal %s %s after %d cycles (%s)", state.goal_id, state.status, state.cycle, brain.label())
     return written or [str(GoalStore(cfg.data_dir, store).state_path(state.goal_id))]

@@ -28,10 +28,8 @@ def status_lines(cfg: Config, store: Store) -> list[str]:
         last = state.history[-1] if state.history else {}
         lines.append(f"  {state.goal_id} {state.primary_goal:<10} {state.status:<14} cycle {state.cycle:<3} "
                      f"brain {state.brain or '-'} | last: {last.get('event', '-')} | {state.handbook_path}")  # fmt: skip
-        for h in [h for h in state.history if h["event"] == "report_written"]:
+        for h in state.events("report_written"):
             lines.append(f"    report: {h['path']}")
-    try:
-        from ra_agent.ask_cli import ask_status_lines
-    except ImportError:
-        return lines
+    from ra_agent.ask_cli import ask_status_lines
+
     return lines + ask_status_lines(cfg, store)

@@ -23,9 +23,6 @@ class RaConfigResource(dg.ConfigurableResource):
         overrides = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("RA_")))
         return _cached_config(str(path), path.stat().st_mtime_ns, overrides)
 
-    def workspace(self) -> Workspace:
-        return Workspace.of(self.get_config())
-
 
 @functools.lru_cache(maxsize=8)
 def _cached_config(path: str, mtime_ns: int, overrides: tuple) -> Config:
@@ -106,10 +103,10 @@ def configured_embedding_slug(config_path: str | None = None) -> str:
     embedding shards as unsynced in the UI until a backfill re-embeds them.
     """
     from ra_agent.config import ConfigError
-    from ra_agent.embed import model_slug
+    from ra_agent.store.vectors import configured_slug
 
     try:
-        cfg = load_config(config_path or os.environ.get("RA_CONFIG", "config.toml"))
+        cfg = load_config(config_path)
     except ConfigError:
         cfg = Config()
-    return model_slug(cfg.embedding.model_name, cfg.embedding.model_version)
+    return configured_slug(cfg)

@@ -48,7 +48,7 @@ def write_goal_reports(cfg: Config, store: Store) -> list[Path]:
     goals = GoalStore(cfg.data_dir, store)
     written: list[Path] = []
     for state in goals.states():
-        recorded = {h["path"] for h in state.history if h["event"] == "report_written"}
+        recorded = {h["path"] for h in state.events("report_written")}
         for cluster_id in state.success_clusters:
             prisma = load_prisma(cfg, cluster_id)
             if state.primary_goal == "conduct_SR":
@@ -63,8 +63,7 @@ def write_goal_reports(cfg: Config, store: Store) -> list[Path]:
                 state.record("report_written", kind=kind, cluster_id=cluster_id, path=str(path))
                 goals.save(state)
             log.info("%s for %s (goal %s): %s", kind, cluster_id, state.goal_id, path)
-        if state.success_clusters and not state.events("playbook_recorded"):
-            record_goal_playbook(cfg, store, goals, state)
+        record_goal_playbook(cfg, store, goals, state)
     return written
 
 
@@ -74,8 +73,9 @@ def goal_playbook_steps(state) -> list[tuple[dict, object]]:
 
 
 def record_goal_playbook(cfg: Config, store: Store, goals: GoalStore, state) -> str | None:
-    """Store a successful goal's tool sequence in Mind-KB (seed 002), once per goal."""
-    if not cfg.mindkb.enabled:
+    """Store a successful goal's tool sequence in Mind-KB (seed 002), once per goal; None when there is
+    nothing to record (Mind-KB off, no success yet, or already recorded)."""
+    if not cfg.mindkb.enabled or not state.success_clusters or state.events("playbook_recorded"):
         return None
     from ra_agent.embed import SentenceTransformerEmbedder
     from ra_agent.mindkb import open_playbook_store, record_agent_cycle_playbook

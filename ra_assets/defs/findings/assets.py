@@ -157,11 +157,7 @@ def mind_kb(context: dg.AssetExecutionContext, ra: RaConfigResource, store: Stor
     cfg = ra.get_config()
     with store.get_client() as db:
         goals = GoalStore(cfg.data_dir, db)
-        added = [
-            record_goal_playbook(cfg, db, goals, state)
-            for state in goals.states()
-            if state.success_clusters and not state.events("playbook_recorded")
-        ]
+        added = [record_goal_playbook(cfg, db, goals, state) for state in goals.states()]
         playbooks = open_playbook_store(cfg, db, None)
         count, top = playbooks.count(), playbooks.top(cfg.mindkb.status_top)
     lines = [f"- ×{p.count} {p.source}: {p.steps[0]['content'][:120]}" for p in top]
