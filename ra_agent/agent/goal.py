@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ra_agent.fileio import atomic_write
+from ra_agent.workspace import Workspace
 
 if TYPE_CHECKING:
     from ra_agent.store.db import Store
@@ -283,7 +284,7 @@ class GoalStore:
     """goals/<goal_id>/goal_state.json under the workspace, mirrored into the store's `goal` table."""
 
     def __init__(self, data_dir: str | Path, store: Store | None = None):
-        self.root = Path(data_dir) / "goals"
+        self.root = Workspace(Path(data_dir)).goals_dir
         self.store = store
 
     def goal_dir(self, goal_id: str) -> Path:

@@ -140,8 +140,3 @@ def load_baseline(
             progress=progress,
         )
     return summary
-
-
-def offline_search(store: Store, query: str, limit: int = 100) -> list[int]:
-    """PMIDs of the local corpus best matching a PubMed-style query (the fallback when E-utilities is offline)."""
-    return store.search(query, limit)

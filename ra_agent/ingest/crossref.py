@@ -34,8 +34,8 @@ def cache_name(doi: str) -> str:
     return hashlib.sha1((normalise_doi(doi) or doi).encode("utf-8")).hexdigest() + ".json"
 
 
-def _work_body(resp: requests.Response) -> bytes:
-    """The body of a 200 /works/{doi} answer after checking it is a Crossref `work` message."""
+def _work_body(resp: requests.Response) -> tuple[bytes, dict[str, Any]]:
+    """The body of a 200 /works/{doi} answer and its `message`, after checking it is a Crossref `work`."""
     require_content_type(resp, "json")
     try:
         doc = json.loads(resp.content)
@@ -43,7 +43,7 @@ def _work_body(resp: requests.Response) -> bytes:
         raise BadResponse(f"not JSON ({len(resp.content)} bytes): {exc}") from exc
     if not isinstance(doc, dict) or doc.get("message-type") != "work" or not isinstance(doc.get("message"), dict):
         raise BadResponse(f"not a Crossref work message (status={doc.get('status') if isinstance(doc, dict) else '?'})")
-    return resp.content
+    return resp.content, doc["message"]
 
 
 class CrossrefClient:
@@ -91,12 +91,12 @@ class CrossrefClient:
         url = f"{self.base_url}/works/{quote(key, safe='/')}"
         self.requests_made += 1
         try:
-            body = self.http.request("GET", url, _work_body, params=self.params)
+            body, message = self.http.request("GET", url, _work_body, params=self.params)
         except ApiNotFound as exc:
             log.info("crossref: no record for DOI %s (%s)", key, exc.body or "404")
             return None
         atomic_write(path, body)
-        return json.loads(body)["message"]
+        return message
 
     def reference_dois(self, doi: str) -> list[str]:
         """Normalised DOIs of the works a DOI cites (`message.reference[].DOI`), in order, without repeats."""

@@ -153,15 +153,14 @@ class EutilsClient:
         if self.store is None:
             return
         with self._store_lock:
-            before = self.store.api_state(API)
             after = self.store.record_api_result(API, ok, error, self.cfg.ingest.offline_after_errors)
-        if after["offline"] and not before["offline"]:
+        if after["offline"] and not after["was_offline"]:
             log.error(
                 "E-UTILITIES OFFLINE: %d consecutive failed requests (last: %s); searches answer from the local "
                 "corpus until a request succeeds",
                 after["consecutive_errors"], error,
             )  # fmt: skip
-        elif before["offline"] and not after["offline"]:
+        elif after["was_offline"] and not after["offline"]:
             log.warning("E-utilities reachable again: leaving offline mode")
 
     def _call(self, endpoint: str, params: dict[str, Any], parse, *, retries: int | None = None):

@@ -557,7 +557,10 @@ class Store:
         return dict(row) if row else {"api": api, "consecutive_errors": 0, "offline": 0, "first_error_ts": None}
 
     def record_api_result(self, api: str, ok: bool, error: str = "", offline_after: int = 5) -> dict:
-        """Count consecutive failures; at `offline_after` the API is marked offline until a success."""
+        """Count consecutive failures; at `offline_after` the API is marked offline until a success.
+
+        Returns the new api_state row plus `was_offline`, the flag before this result.
+        """
         now = int(time.time())
         state = self.api_state(api)
         if ok:
@@ -574,7 +577,15 @@ class Store:
                 "updated_ts=excluded.updated_ts",
                 (api, errors, offline, first, error[:500], now),
             )
-        return self.api_state(api)
+        return {
+            "api": api,
+            "consecutive_errors": errors,
+            "offline": offline,
+            "first_error_ts": first,
+            "last_error": error[:500],
+            "updated_ts": now,
+            "was_offline": state["offline"],
+        }
 
 
 def _split_sql(script: str) -> list[str]:

@@ -20,6 +20,7 @@ from ra_agent.config import Config
 from ra_agent.embed import Embedder, ProgressFn, encode_batched, model_slug
 from ra_agent.fileio import atomic_write, atomic_writer
 from ra_agent.store.db import Store
+from ra_agent.workspace import Workspace
 
 log = logging.getLogger(__name__)
 
@@ -372,7 +373,7 @@ class VectorStore:
 # ---------------------------------------------------------------------- the active index
 def emb_root(data_dir: str | Path) -> Path:
     """Folder holding one sub-folder per model slug and the ACTIVE pointer."""
-    return Path(data_dir) / "emb"
+    return Workspace(Path(data_dir)).emb_dir
 
 
 def active_index(data_dir: str | Path) -> str | None:

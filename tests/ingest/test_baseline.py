@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ra_agent.config import Config
-from ra_agent.ingest.baseline import baseline_files, load_baseline, offline_search
+from ra_agent.ingest.baseline import baseline_files, load_baseline
 from ra_agent.store.db import Store
 
 MEDLINE = Path(__file__).resolve().parents[1] / "fixtures" / "medline"
@@ -125,7 +125,7 @@ def test_missing_files_are_an_error_naming_them(tmp_path, store, cfg):
 
 def test_offline_search_finds_loaded_papers(store, cfg):
     load_baseline(store, [BASELINE, UPDATE], cfg)
-    hits = offline_search(store, "serum uric acid AND neurocognitive", limit=5)
+    hits = store.search("serum uric acid AND neurocognitive", 5)  # the offline fallback of search_pubmed
     assert hits[0] == 41576520
-    assert offline_search(store, "obesity[tiab] AND migrants", limit=3) == [26228458]
-    assert offline_search(store, "", limit=3) == []
+    assert store.search("obesity[tiab] AND migrants", 3) == [26228458]
+    assert store.search("", 3) == []
