@@ -23,7 +23,7 @@ from ra_agent.ingest.http import (
     shared_limiter,
     user_agent,
 )
-from ra_agent.ingest.medline import XmlItem, iter_pubmed_xml
+from ra_agent.ingest.medline import ARTICLE_SET_TAGS, XmlItem, iter_pubmed_tree
 from ra_agent.models import Paper, normalise_doi
 
 if TYPE_CHECKING:
@@ -94,10 +94,10 @@ def parse_xml(resp: requests.Response, *roots: str) -> etree._Element:
     return root
 
 
-def _efetch_body(resp: requests.Response) -> bytes:
-    """The efetch body after checking it is a whole PubmedArticleSet (truncation is retried)."""
-    parse_xml(resp, "PubmedArticleSet", "PubmedBookArticleSet")
-    return resp.content
+def _efetch_records(resp: requests.Response) -> list[XmlItem]:
+    """The records of an efetch answer, parsed once, after checking it is a whole PubmedArticleSet
+    (truncation is retried)."""
+    return list(iter_pubmed_tree(parse_xml(resp, *ARTICLE_SET_TAGS), source_name="efetch"))
 
 
 def _ints(nodes: Iterable[Any]) -> list[int]:
@@ -222,8 +222,7 @@ class EutilsClient:
 
     # ------------------------------------------------------------------ efetch
     def _efetch(self, params: dict[str, Any]) -> list[XmlItem]:
-        body = self._call("efetch.fcgi", {"db": "pubmed", "retmode": "xml", **params}, _efetch_body)
-        return list(iter_pubmed_xml(body, source_name="efetch"))
+        return self._call("efetch.fcgi", {"db": "pubmed", "retmode": "xml", **params}, _efetch_records)
 
     def efetch_history(self, handle: SearchHandle, total: int | None = None, batch: int | None = None):
         """Yield the parsed records of a history-server search, one list per efetch of `batch` records.

@@ -389,10 +389,7 @@ def iter_pubmed_xml(source: Source, *, source_name: str | None = None) -> Iterat
         try:
             for _, rec in parser:
                 count += 1
-                if rec.tag == "DeleteCitation":
-                    yield from _deletions(rec, label)
-                else:
-                    yield _paper_or_problem(rec, label)
+                yield from _record_items(rec, label)
                 _release(rec)
         except etree.XMLSyntaxError as exc:
             yield _stream_problem(stream, display, count, label, exc)
@@ -401,6 +398,20 @@ def iter_pubmed_xml(source: Source, *, source_name: str | None = None) -> Iterat
             yield _stream_problem(stream, display, count, label)
         if problem := _unexpected_root(parser.root, display, label):
             yield problem
+
+
+def iter_pubmed_tree(root: etree._Element, *, source_name: str = "efetch") -> Iterator[XmlItem]:
+    """The records of an already parsed PubMed XML document (an efetch answer), as iter_pubmed_xml yields them."""
+    for rec in root.iter(*RECORD_TAGS):
+        yield from _record_items(rec, source_name)
+
+
+def _record_items(rec: etree._Element, label: str) -> Iterator[XmlItem]:
+    """A Paper (or the ParseProblem that skips it) for an article; a Deletion per PMID of a DeleteCitation."""
+    if rec.tag == "DeleteCitation":
+        yield from _deletions(rec, label)
+    else:
+        yield _paper_or_problem(rec, label)
 
 
 def _medline_fields(lines: Iterable[str]) -> Iterator[tuple[int, dict[str, list[str]]]]:

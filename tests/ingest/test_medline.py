@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ra_agent.ingest.medline import iter_pubmed_xml, parse_medline_text
+from ra_agent.ingest.medline import iter_pubmed_tree, iter_pubmed_xml, parse_medline_text
 from ra_agent.models import Deletion, Paper, ParseProblem
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -164,6 +164,17 @@ def test_bytes_streams_and_gzip_are_all_accepted():
     assert {p.source for p in from_bytes} == {"efetch"}
     assert {p.source for p in from_gzip} == {"baseline:x.xml.gz"}
     assert from_bytes[0].authors[:2] == ["Taddei AR", "Barbato F"]
+
+
+def test_an_efetch_tree_yields_what_the_stream_yields():
+    """efetch answers are parsed once into a tree (to check them) and their records read from it."""
+    import lxml.etree as etree
+
+    for path in [EUTILS / "pubmed1.xml", EUTILS / "pubmed2.xml", EUTILS / "pubmed4.xml", UPDATE]:
+        raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+        streamed = list(iter_pubmed_xml(raw, source_name="efetch"))
+        from_tree = list(iter_pubmed_tree(etree.fromstring(raw), source_name="efetch"))
+        assert from_tree == streamed and len(streamed) > 0, path.name
 
 
 def test_eutils_error_responses_are_problems_not_exceptions():
