@@ -548,7 +548,7 @@ def build_index(
     slug = slug or configured_slug(cfg)
     vectors = VectorStore(emb_root(cfg.data_dir) / slug, chunk_rows=cfg.embedding.topk_chunk_rows)
     problems = vectors.verify()
-    missing = int((~vectors.has(embeddable_pmids(db))).sum()) if db is not None else 0
+    missing = missing_vectors(vectors, db) if db is not None else 0
     previous = active_index(cfg.data_dir)
     complete = missing == 0 or allow_incomplete or previous in (None, slug)
     if activate and previous != slug:
@@ -563,6 +563,11 @@ def build_index(
 def embeddable_pmids(db: Store) -> list[int]:
     """Papers with a title or an abstract (PMID-only rows from exports have nothing to embed)."""
     return [r[0] for r in db.conn.execute("SELECT pmid FROM paper WHERE trim(title || abstract) != '' ORDER BY pmid")]
+
+
+def missing_vectors(vectors: VectorStore, db: Store) -> int:
+    """How many papers with text have no vector in `vectors`."""
+    return int((~vectors.has(embeddable_pmids(db))).sum())
 
 
 def _check_family(family: str) -> None:

@@ -97,12 +97,12 @@ STAGE_PARTITIONS = {
 
 def embeddings_complete(cfg, db) -> bool:
     """Every paper with text has a vector in the configured model's folder (the batch sensor embeds them)."""
-    from ra_agent.store.vectors import VectorStore, configured_slug, emb_root, embeddable_pmids
+    from ra_agent.store.vectors import VectorStore, configured_slug, emb_root, missing_vectors
 
     folder = emb_root(cfg.data_dir) / configured_slug(cfg)
     if not (folder / "meta.json").exists():
         return False
-    return bool(VectorStore(folder).has(embeddable_pmids(db)).all())
+    return missing_vectors(VectorStore(folder), db) == 0
 
 
 def next_step(context, cfg, db, state) -> tuple[dg.RunRequest | None, list, str]:

@@ -3,7 +3,7 @@
 import dagster as dg
 import numpy as np
 
-from ra_agent.store.vectors import build_index, embed_shard, embeddable_pmids, open_active
+from ra_agent.store.vectors import build_index, embed_shard, missing_vectors, open_active
 from ra_assets.defs.ingest.assets import log_progress, papers
 from ra_assets.meta import scalars
 from ra_assets.partitions import ingest_batch_partitions
@@ -64,8 +64,7 @@ def embedding_index(context: dg.AssetExecutionContext, ra: RaConfigResource, sto
     with store.get_client() as db:
         result = build_index(cfg, db)
         active = open_active(cfg)
-        wanted = embeddable_pmids(db)
-        unembedded = int((~active.has(wanted)).sum()) if len(active) else len(wanted)
+        unembedded = result.missing if result.active == result.slug else missing_vectors(active, db)
     if result.active != result.slug:
         context.log.warning(f"index stays on {result.active}: {result.slug} is incomplete ({result.missing} missing)")
     sorted_ok = bool(np.all(np.diff(active.pmids) > 0)) if len(active) else True
