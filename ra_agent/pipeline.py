@@ -81,10 +81,15 @@ class OrganiseResult:
     map_png: str = ""
 
 
-def organise(cfg: Config, store: Store, *, auditor=None, goal_id: str | None = None) -> OrganiseResult:
+def organise(
+    cfg: Config, store: Store, *, auditor=None, goal_id: str | None = None, metrics: bool = True
+) -> OrganiseResult:
     """Memo 40 intake: form and freeze clusters the first time; afterwards admit new papers to the
-    frozen centroids (never moving them) and refresh every active cluster's metrics."""
-    from ra_agent.cluster import assign_papers, cluster_corpus, compute_metrics
+    frozen centroids (never moving them) and refresh every active cluster's metrics and the map.
+
+    `metrics=False` leaves the refresh to `refresh_metrics` (the Dagster `clusters` asset, whose
+    downstream `cluster_metrics` asset does it)."""
+    from ra_agent.cluster import assign_papers, cluster_corpus, compute_metrics, manifest_table, markdown_table
 
     features = load_features(cfg, store)
     out = OrganiseResult(feature_space=features.space)
@@ -99,20 +104,36 @@ def organise(cfg: Config, store: Store, *, auditor=None, goal_id: str | None = N
     else:
         assignment = assign_papers(store, features, cfg)
         out.assigned, out.unassigned = len(assignment.assigned), len(assignment.unassigned)
-        compute_metrics(store, features, cfg)
+        if metrics:
+            compute_metrics(store, features, cfg)
     out.active_clusters = store.conn.execute("SELECT COUNT(*) FROM cluster_manifest WHERE status='active'").fetchone()[
         0
     ]
     out.unassigned = store.conn.execute("SELECT COUNT(*) FROM unassigned_pool").fetchone()[0]
-    out.table, out.map_png = cluster_report(cfg, store, features)
+    if metrics:
+        rows, out.map_png = cluster_report(cfg, store, features)
+    else:
+        rows = manifest_table(store)
+    out.table = markdown_table(rows)
     return out
 
 
-def cluster_report(cfg: Config, store: Store, features) -> tuple[str, str]:
-    """The Markdown manifest table and a 2-D map PNG of the active clusters (path under data_dir/plots)."""
+def refresh_metrics(cfg: Config, store: Store) -> tuple[list[dict], str]:
+    """Recompute every active cluster's metrics: (manifest rows, cluster map PNG path or "")."""
+    from ra_agent.cluster import compute_metrics, manifest_table
+
+    features = load_features(cfg, store)
+    if not len(features):
+        return manifest_table(store), ""
+    compute_metrics(store, features, cfg)
+    return cluster_report(cfg, store, features)
+
+
+def cluster_report(cfg: Config, store: Store, features) -> tuple[list[dict], str]:
+    """The manifest rows and a 2-D map PNG of the active clusters (path under data_dir/plots)."""
     import numpy as np
 
-    from ra_agent.cluster import cluster_map_png, manifest_table, markdown_table
+    from ra_agent.cluster import cluster_map_png, manifest_table
     from ra_agent.workspace import Workspace
 
     rows = manifest_table(store)
@@ -127,7 +148,7 @@ def cluster_report(cfg: Config, store: Store, features) -> tuple[str, str]:
     path = Workspace.of(cfg).plots_dir / "cluster_map.png"
     path.parent.mkdir(parents=True, exist_ok=True)
     cluster_map_png(features.matrix, labels, path, title=f"{len(rows)} clusters, {len(features)} papers")
-    return markdown_table(rows), str(path)
+    return rows, str(path)
 
 
 def run_demo(cfg: Config, store: Store, handbook, progress_factory) -> list[str]:

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from ra_agent.cluster import manifest_table, markdown_table
-from ra_agent.pipeline import cluster_report, load_features, organise
+from ra_agent.cluster import markdown_table
+from ra_agent.pipeline import organise, refresh_metrics
 from ra_assets.defs.embeddings.assets import embedding_index
 from ra_assets.meta import content_version, scalars
 from ra_assets.resources import RaConfigResource, StoreResource
@@ -34,7 +34,7 @@ def clusters(context: dg.AssetExecutionContext, ra: RaConfigResource, store: Sto
     (or the unassigned pool) and never move a centroid."""
     cfg = ra.get_config()
     with store.get_client() as db:
-        result = organise(cfg, db)
+        result = organise(cfg, db, metrics=False)  # cluster_metrics, downstream, refreshes them
         orphans = db.conn.execute(
             "SELECT COUNT(*) FROM cluster_member WHERE pmid NOT IN (SELECT pmid FROM paper)"
         ).fetchone()[0]
@@ -60,15 +60,9 @@ def cluster_metrics(
 ) -> dg.MaterializeResult:
     """Per-cluster metrics (size, CVGR, ERS, het_numeric, dispersion, sr_overlap, eligible trials) as a
     Markdown table and a 2-D map of the clusters."""
-    from ra_agent.cluster import compute_metrics
-
     cfg = ra.get_config()
     with store.get_client() as db:
-        features = load_features(cfg, db)
-        if len(features):
-            compute_metrics(db, features, cfg)
-        rows = manifest_table(db)
-        table, map_png = cluster_report(cfg, db, features) if len(features) else ("", "")
+        rows, map_png = refresh_metrics(cfg, db)
     unstable = sum(1 for r in rows if r.get("unstable"))
     metadata = {"clusters": len(rows), "unstable": unstable, "metrics": dg.MetadataValue.md(markdown_table(rows))}
     if map_png:
