@@ -10,9 +10,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-import httpx
 import numpy as np
-import ollama
 
 from ra_agent.agent.actions import (
     REPAIR_PROMPT,
@@ -31,7 +29,7 @@ from ra_agent.agent.guards import ram_low
 from ra_agent.config import Config
 from ra_agent.embed import Embedder
 from ra_agent.llm.base import Brain, BrainError, Message
-from ra_agent.llm.ollama_brain import OllamaBrain, select_brain
+from ra_agent.llm.ollama_brain import select_brain
 from ra_agent.mindkb import (
     PlaybookStore,
     canonical_json,
@@ -463,18 +461,11 @@ def chunks(text: str, size: int = STREAM_CHUNK_CHARS) -> Iterator[str]:
         start = end
 
 
-def stream_reply(brain: Brain, messages: list[Message], cfg: Config) -> Iterator[str]:
-    """The brain's reply as it is generated: `brain.chat_stream` when it has one, Ollama with stream=True, else one piece."""
+def stream_reply(brain: Brain, messages: list[Message]) -> Iterator[str]:
+    """The brain's reply as it is generated: `brain.chat_stream` when it has one (OllamaBrain), else one piece."""
     chat_stream: Callable[[list[Message]], Iterator[str]] | None = getattr(brain, "chat_stream", None)
     if callable(chat_stream):
         yield from chat_stream(messages)
-    elif isinstance(brain, OllamaBrain):
-        try:
-            with ollama.Client(host=brain.host, timeout=cfg.llm.timeout_s) as client:
-                for part in client.chat(model=brain.model, messages=messages, options=brain.options, stream=True):
-                    yield part.message.content or ""
-        except (ollama.ResponseError, ConnectionError, httpx.HTTPError, ValueError) as exc:
-            raise BrainError(f"Ollama at {brain.host} ({brain.model}): {exc}") from exc
     else:
         yield brain.chat(messages)
 
@@ -859,7 +850,7 @@ def _streamed(run: _Run, messages: list[Message]) -> Iterator[str]:
     t0 = time.perf_counter()
     parts: list[str] = []
     try:
-        for piece in stream_reply(run.brain, messages, run.cfg):
+        for piece in stream_reply(run.brain, messages):
             parts.append(piece)
             yield piece
     finally:

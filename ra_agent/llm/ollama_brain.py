@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
@@ -24,7 +24,7 @@ def _model_key(name: str) -> str:
 
 
 class OllamaBrain:
-    """Chat with `cfg.llm.model` on the Ollama server at `cfg.llm.ollama_host` (non-streaming)."""
+    """Chat with `cfg.llm.model` on the Ollama server at `cfg.llm.ollama_host` (whole replies, or streamed)."""
 
     def __init__(self, cfg: Config, client: ollama.Client | None = None):
         self.host = cfg.llm.ollama_host
@@ -46,6 +46,14 @@ class OllamaBrain:
         self.last_stats = {key: getattr(response, key, None) for key in _STATS}
         self.last_stats["thinking"] = response.message.thinking
         return response.message.content or ""
+
+    def chat_stream(self, messages: list[Message]) -> Iterator[str]:
+        """The reply in pieces as Ollama generates it (stream=True); `ra ask` streams its final answer so."""
+        try:
+            for part in self._client.chat(model=self.model, messages=messages, options=self.options, stream=True):
+                yield part.message.content or ""
+        except _CLIENT_ERRORS as exc:
+            raise BrainError(f"Ollama at {self.host} ({self.model}): {exc}") from exc
 
     def installed_models(self) -> list[str] | None:
         """Model names the server lists (GET /api/tags, short timeout); None when no server answers."""
