@@ -38,7 +38,7 @@ def demo_vectors(cache: Path) -> np.ndarray:
     """E vectors of the demo papers that have a title or an abstract, embedded once and cached."""
     if cache.exists():
         return np.load(cache)
-    from ra_agent.embed import SentenceTransformerEmbedder
+    from ra_agent.embed.embedder import SentenceTransformerEmbedder
 
     with DEMO.open(encoding="utf-8") as fh:
         rows = [r for r in csv.DictReader(fh) if r["title"].strip() or r["abstract"].strip()]
@@ -79,7 +79,8 @@ def run_worker(method: str, path: Path) -> dict:
     """Cluster the matrix at `path` one way; report seconds, clusters, noise and this process's peak RSS."""
     import hdbscan
 
-    from ra_agent.cluster import Features, form_clusters
+    from ra_agent.topics.features import Features
+    from ra_agent.topics.formation import form_clusters
 
     cfg = config()
     matrix = np.load(path)

@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from ra_agent.config import Config
-from ra_agent.embed import SentenceTransformerEmbedder
-from ra_agent.tokens import encoding_name
+from ra_agent.embed.embedder import SentenceTransformerEmbedder
+from ra_agent.embed.tokens import encoding_name
 
 DEMO = Path(__file__).resolve().parents[1] / "data" / "demo" / "Cohen_2006_ProtonPumpInhibitors.csv"
 

@@ -6,8 +6,8 @@ import argparse
 import logging
 from pathlib import Path
 
-from ra_agent.pico import RuleExtractor
-from ra_agent.pico_eval import evaluate, gold_papers, load_gold, markdown_report
+from ra_agent.evidence.pico.extract import RuleExtractor
+from ra_agent.evidence.pico.quality import evaluate, gold_papers, load_gold, markdown_report
 
 ROOT = Path(__file__).resolve().parents[1]
 

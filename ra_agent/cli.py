@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ra_agent.config import Config, ConfigError, default_config_path, load_config
+from ra_agent.store.db import Store
 
 log = logging.getLogger("ra")
 
@@ -99,7 +100,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_embed(args: argparse.Namespace) -> int:
-    from ra_agent.pipeline import embed_all
+    from ra_agent.embed.index import embed_all
 
     cfg = _config(args)
     with _store(cfg) as store, progress_bar("embed", unit="paper") as bar:
@@ -111,7 +112,7 @@ def cmd_embed(args: argparse.Namespace) -> int:
 
 
 def cmd_cluster(args: argparse.Namespace) -> int:
-    from ra_agent.pipeline import organise
+    from ra_agent.topics.organise import organise
 
     cfg = _config(args)
     with _store(cfg) as store:
@@ -124,7 +125,6 @@ def cmd_cluster(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     from ra_agent.ingest.corpus import corpus_summary
-    from ra_agent.status import status_lines
 
     cfg = _config(args)
     with _store(cfg) as store:
@@ -186,7 +186,7 @@ def cmd_control(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from ra_agent.pipeline import run_demo
+    from ra_agent.agent.runner import run_demo
 
     cfg = _config(args)
     with _store(cfg) as store:
@@ -224,7 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
                        ("resume", "resume a paused, stopped-by-hand or crashed goal")):  # fmt: skip
         p = add(name, cmd_control, text)
         p.add_argument("goal")
-    from ra_agent.ask_cli import add_ask_parser
+    from ra_agent.ask.commands import add_ask_parser
 
     add_ask_parser(sub)
     p = add("demo", cmd_demo, "the main job: run a handbook end to end on the bundled demo corpus")
@@ -261,3 +261,32 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def status_lines(cfg: Config, store: Store) -> list[str]:
+    from ra_agent.agent.goal import GoalStore
+    from ra_agent.store.vectors import active_index, open_active
+
+    lines = []
+    slug = active_index(cfg.data_dir)
+    if slug:
+        vectors = open_active(cfg)
+        lines.append(
+            f"embedding index: {slug} ({len(vectors)} vectors, dim {vectors.dim}, families {vectors.families})"
+        )
+    else:
+        lines.append("embedding index: none yet (ra embed)")
+    counts = dict(store.conn.execute("SELECT status, COUNT(*) FROM cluster_manifest GROUP BY status").fetchall())
+    pool = store.conn.execute("SELECT COUNT(*) FROM unassigned_pool").fetchone()[0]
+    lines.append(f"clusters: {counts.get('active', 0)} active, {sum(counts.values())} in all; {pool} unassigned")
+    states = GoalStore(cfg.data_dir, store).states()
+    lines.append(f"goals: {len(states)}")
+    for state in states:
+        last = state.history[-1] if state.history else {}
+        lines.append(f"  {state.goal_id} {state.primary_goal:<10} {state.status:<14} cycle {state.cycle:<3} "
+                     f"brain {state.brain or '-'} | last: {last.get('event', '-')} | {state.handbook_path}")  # fmt: skip
+        for h in state.events("report_written"):
+            lines.append(f"    report: {h['path']}")
+    from ra_agent.ask.commands import ask_status_lines
+
+    return lines + ask_status_lines(cfg, store)

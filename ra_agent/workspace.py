@@ -7,9 +7,12 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ra_agent.config import Config
-from ra_agent.store.db import Store
+
+if TYPE_CHECKING:
+    from ra_agent.store.db import Store
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,8 @@ class Workspace:
 
 def open_store(cfg: Config) -> Store:
     """Open (and migrate) the workspace database."""
+    from ra_agent.store.db import Store
+
     return Store(Workspace.of(cfg).db_path, commit_every=cfg.ingest.insert_commit_every)
 
 

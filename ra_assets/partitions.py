@@ -11,7 +11,7 @@ ingest_batch_partitions = dg.DynamicPartitionsDefinition(name="ingest_batch")
 # keys are frozen cluster ids (cluster_manifest.cluster_id)
 cluster_partitions = dg.DynamicPartitionsDefinition(name="cluster")
 
-# keys are "<cluster_id>.<semantic|ripple>" (ra_agent.stages.expansion_key)
+# keys are "<cluster_id>.<semantic|ripple>" (ra_agent.agent.stages.expansion_key)
 expansion_partitions = dg.DynamicPartitionsDefinition(name="cluster_expansion")
 
 baseline_week_partitions = dg.WeeklyPartitionsDefinition(start_date="2026-01-05", day_offset=1)

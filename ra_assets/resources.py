@@ -67,7 +67,7 @@ class EmbedderResource(dg.ConfigurableResource):
     ra: RaConfigResource
 
     def get_client(self):
-        from ra_agent.embed import SentenceTransformerEmbedder
+        from ra_agent.embed.embedder import SentenceTransformerEmbedder
 
         return SentenceTransformerEmbedder(self.ra.get_config())
 

@@ -1,0 +1,19 @@
+"""The agent: handbooks, goals, actions and tools, the prompt, guards, one cycle, stage requests and the local runner."""
+
+from ra_agent.agent.cycle import run_cycle
+from ra_agent.agent.goal import GoalStore
+from ra_agent.agent.reporting import record_goal_playbook
+from ra_agent.agent.runner import start_goal
+from ra_agent.agent.stages import StageRequest, run_expand, run_pico_stage, run_reports, run_sr_overlap
+
+__all__ = [
+    "GoalStore",
+    "StageRequest",
+    "record_goal_playbook",
+    "run_cycle",
+    "run_expand",
+    "run_pico_stage",
+    "run_reports",
+    "run_sr_overlap",
+    "start_goal",
+]

@@ -21,24 +21,17 @@ from typing import Any
 
 import psutil
 
-from ra_agent.agent.actions import (
-    ActionError,
-    NoAction,
-    ParsedAction,
-    ValidAction,
-    interpret_reply,
-    repair_asker,
-    validate_action,
-)
+from ra_agent.agent.actions import interpret_reply, validate_action
+from ra_agent.agent.cyclelog import CycleLog, CycleRecord
 from ra_agent.agent.goal import GoalState, GoalStore
 from ra_agent.agent.guards import check_guards
 from ra_agent.agent.handbook import load_handbook
 from ra_agent.agent.prompt import build_messages, metrics_of, observe, playbooks_for
+from ra_agent.agent.stages import StageRequest
 from ra_agent.agent.tools import ToolContext, execute
 from ra_agent.config import Config
-from ra_agent.cyclelog import CycleLog, CycleRecord
 from ra_agent.llm.base import BrainError
-from ra_agent.stages import StageRequest
+from ra_agent.llm.protocol import ActionError, NoAction, ParsedAction, ValidAction, repair_asker
 from ra_agent.store.db import Store
 
 log = logging.getLogger(__name__)
@@ -269,7 +262,7 @@ def _default_embedder(cfg: Config) -> Callable[[], Any]:
 
     def factory():
         if "e" not in cache:
-            from ra_agent.embed import SentenceTransformerEmbedder
+            from ra_agent.embed.embedder import SentenceTransformerEmbedder
 
             cache["e"] = SentenceTransformerEmbedder(cfg)
         return cache["e"]

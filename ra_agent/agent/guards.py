@@ -1,4 +1,4 @@
-"""Guards checked around a cycle (memo 80 §1, §2, §5): RAM reserve, STOP/PAUSE files, paused_api after long API failure."""
+"""Goal guards (memo 80): STOP/PAUSE files, API outage pause, crash resume."""
 
 from __future__ import annotations
 
@@ -9,23 +9,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 from ra_agent.config import Config
+from ra_agent.hardware import ram_low, system_available_bytes
 
 log = logging.getLogger(__name__)
 
 STOP_FILE = "STOP"
 PAUSE_FILE = "PAUSE"
-
-
-def system_available_bytes() -> int:
-    return psutil.virtual_memory().available
-
-
-def ram_low(cfg: Config, available_bytes: Callable[[], int] = system_available_bytes) -> bool:
-    """True when free RAM is below cfg.hardware.ram_reserve_bytes (memo 80 §1: abort expansion)."""
-    return available_bytes() < cfg.hardware.ram_reserve_bytes
 
 
 def control_paths(cfg: Config, name: str, goal_dir: Path | None = None) -> list[Path]:
@@ -132,19 +122,3 @@ def check_guards(
     if report.verdict != "run" or report.ram_low:
         log.info("guards: %s (%s)", report.verdict, report.reason)
     return report
-
-
-__all__ = [
-    "PAUSE_FILE",
-    "STOP_FILE",
-    "GuardReport",
-    "api_failing_too_long",
-    "check_guards",
-    "clear_control",
-    "control_paths",
-    "pause_requested",
-    "ram_low",
-    "request_control",
-    "stop_requested",
-    "system_available_bytes",
-]

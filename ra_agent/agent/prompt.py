@@ -42,9 +42,9 @@ def trial_candidates(store: Store, pmids: list[int]) -> int:
 
 def observe(cfg: Config, store: Store, state: GoalState, handbook: Handbook) -> dict[str, Any]:
     """The structured view of the world a cycle reasons over (also the `<state>` block of the prompt)."""
-    from ra_agent.cluster import manifest_table
-    from ra_agent.cluster_view import member_pmids, pico_path
-    from ra_agent.sr import load_sr_overlap
+    from ra_agent.evidence.sr_search import load_sr_overlap
+    from ra_agent.topics.metrics import manifest_table
+    from ra_agent.topics.view import member_pmids, pico_path
 
     pivot = cfg.sr.sr_overlap_pivot
     proposed = {h.get("cluster_id") for h in state.events("alternative_proposed") + state.events("alternative_failed")}
@@ -140,8 +140,8 @@ def _fmt(value: Any) -> str:
 
 
 def _sample_titles(cfg: Config, store: Store, cluster_id: str, budget_tokens: int) -> list[str]:
-    from ra_agent.cluster_view import member_pmids
-    from ra_agent.tokens import sample_for_prompt
+    from ra_agent.embed.tokens import sample_for_prompt
+    from ra_agent.topics.view import member_pmids
 
     sample = sample_for_prompt(store.papers(member_pmids(store, cluster_id)), cap=budget_tokens, limit=5, cfg=cfg)
     return [f"• {p.title} [PMID:{p.pmid}]" for p in sample.papers]
@@ -151,7 +151,7 @@ def playbooks_for(cfg: Config, store: Store, observation: dict[str, Any], embedd
     """The `<mind_kb_playbooks>` block for this goal ("" when Mind-KB is off or empty: no embedder is loaded)."""
     if not cfg.mindkb.enabled or not store.conn.execute("SELECT 1 FROM mind_kb LIMIT 1").fetchone():
         return ""
-    from ra_agent.mindkb import open_playbook_store, playbooks_block
+    from ra_agent.ask.mindkb import open_playbook_store, playbooks_block
 
     goal = observation["goal"]
     query = f"{goal['primary_goal']}: {goal['topic']}"

@@ -30,7 +30,7 @@ def save_prisma(cfg: Config, cluster_id: str, result) -> None:
 
 
 def load_prisma(cfg: Config, cluster_id: str):
-    from ra_agent.sr import PrismaResult
+    from ra_agent.evidence.prisma import PrismaResult
 
     path = prisma_result_path(cfg, cluster_id)
     if not path.exists():
@@ -42,8 +42,8 @@ def load_prisma(cfg: Config, cluster_id: str):
 
 def write_goal_reports(cfg: Config, store: Store) -> list[Path]:
     """Write (or rewrite) the report of every successful cluster of every goal; note new paths in its history."""
-    from ra_agent.reports import gap_dossier, sr_draft
-    from ra_agent.sr import load_sr_overlap
+    from ra_agent.evidence.reports import gap_dossier, sr_draft
+    from ra_agent.evidence.sr_search import load_sr_overlap
 
     goals = GoalStore(cfg.data_dir, store)
     written: list[Path] = []
@@ -77,8 +77,8 @@ def record_goal_playbook(cfg: Config, store: Store, goals: GoalStore, state) -> 
     nothing to record (Mind-KB off, no success yet, or already recorded)."""
     if not cfg.mindkb.enabled or not state.success_clusters or state.events("playbook_recorded"):
         return None
-    from ra_agent.embed import SentenceTransformerEmbedder
-    from ra_agent.mindkb import open_playbook_store, record_agent_cycle_playbook
+    from ra_agent.ask.mindkb import open_playbook_store, record_agent_cycle_playbook
+    from ra_agent.embed.embedder import SentenceTransformerEmbedder
 
     prompt = f"{state.primary_goal}: {state.topic} (handbook {Path(state.handbook_path).name})"
     final = f"Success: {', '.join(state.success_clusters)}; reports: " + ", ".join(

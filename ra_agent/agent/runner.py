@@ -14,9 +14,11 @@ from pathlib import Path
 from ra_agent.agent.cycle import CycleOutcome, run_cycle
 from ra_agent.agent.goal import GoalState, GoalStore
 from ra_agent.agent.handbook import load_handbook
+from ra_agent.agent.stages import StageRequest, perform
 from ra_agent.config import Config
-from ra_agent.stages import StageRequest, perform
+from ra_agent.embed.index import embed_all
 from ra_agent.store.db import Store
+from ra_agent.topics.organise import organise
 
 log = logging.getLogger(__name__)
 
@@ -79,3 +81,26 @@ def run_goal(
 
 def _offline(store: Store) -> bool:
     return bool(store.api_state("eutils")["offline"])
+
+
+def run_demo(cfg: Config, store: Store, handbook, progress_factory) -> list[str]:
+    """The main job: import the bundled corpus, embed, cluster, then run the handbook's goal to its end.
+
+    Returns the paths the goal wrote (reports), or its goal_state.json when it wrote none.
+    """
+    from ra_agent.agent.goal import GoalStore
+    from ra_agent.ingest.corpus import import_pending
+    from ra_agent.llm.select import brain_for
+
+    imported = import_pending(cfg, store)
+    log.info("demo: imported %s (%d new papers)", ", ".join(imported.files) or "nothing new", imported.inserted)
+    with progress_factory("embed", unit="paper") as bar:
+        embed_all(cfg, store, progress=bar)
+    organised = organise(cfg, store)
+    log.info("demo: %d active clusters", organised.active_clusters)
+    brain = brain_for(cfg, store)
+    state = start_goal(cfg, store, handbook, brain.name)
+    state = run_goal(cfg, store, state.goal_id, brain)
+    written = [h["path"] for h in state.events("report_written")]
+    log.info("demo: goal %s %s after %d cycles (%s)", state.goal_id, state.status, state.cycle, brain.label())
+    return written or [str(GoalStore(cfg.data_dir, store).state_path(state.goal_id))]

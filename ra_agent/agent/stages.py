@@ -89,8 +89,8 @@ def run_search(cfg: Config, store: Store, query_key: str, progress=None):
 
 def run_organise(cfg: Config, store: Store, goal_id: str | None = None):
     """Stage `organise`: switch the index when complete, then cluster intake and metrics."""
-    from ra_agent.pipeline import organise
-    from ra_agent.store.vectors import build_index
+    from ra_agent.embed.index import build_index
+    from ra_agent.topics.organise import organise
 
     build_index(cfg, store)
     return organise(cfg, store, goal_id=goal_id)
@@ -109,11 +109,10 @@ def run_pico_stage(cfg: Config, store: Store, cluster_id: str, brain=None, embed
     `pico/<cluster_id>.jsonl`, embed the p i c o m families, record `eligible_trials`."""
     import numpy as np
 
-    from ra_agent.cluster_view import member_pmids, pico_path
-    from ra_agent.embed import SentenceTransformerEmbedder
-    from ra_agent.pico import count_eligible, make_extractor, pico_texts, read_pico, run_pico
-    from ra_agent.sr import set_cluster_metrics
+    from ra_agent.embed.embedder import SentenceTransformerEmbedder
+    from ra_agent.evidence.pico.extract import count_eligible, make_extractor, pico_texts, read_pico, run_pico
     from ra_agent.store.vectors import open_active
+    from ra_agent.topics.view import member_pmids, pico_path, set_cluster_metrics
 
     members = member_pmids(store, cluster_id)
     if not members:
@@ -141,9 +140,9 @@ def run_pico_stage(cfg: Config, store: Store, cluster_id: str, brain=None, embed
 
 def run_sr_overlap(cfg: Config, store: Store, cluster_id: str, embedder=None, eutils=None):
     """Stage `sr_overlap`: find_existing_sr for one cluster (live E-utilities, or the local corpus offline)."""
-    from ra_agent.embed import SentenceTransformerEmbedder
+    from ra_agent.embed.embedder import SentenceTransformerEmbedder
+    from ra_agent.evidence.sr_search import find_existing_sr
     from ra_agent.ingest.eutils import EutilsClient
-    from ra_agent.sr import find_existing_sr
 
     if eutils is None and not cfg.ingest.offline:
         eutils = EutilsClient(cfg, store=store)
@@ -160,11 +159,11 @@ def expansion_key(cluster_id: str, mode: str) -> str:
 def run_expand(cfg: Config, store: Store, key: str, brain=None, embedder=None, eutils=None):
     """Stage `expand` (memo 50): grow a frozen cluster from the search candidates (semantic boundary loop),
     or through its citation graph (ripple: upstream parents, then downstream citers); the brain judges."""
-    from ra_agent.embed import SentenceTransformerEmbedder
-    from ra_agent.expand import ripple, semantic_boundary
+    from ra_agent.embed.embedder import SentenceTransformerEmbedder
     from ra_agent.ingest.eutils import EutilsClient
     from ra_agent.llm.rules_brain import RulesBrain
     from ra_agent.store.vectors import open_active
+    from ra_agent.topics.expansion import ripple, semantic_boundary
 
     cluster_id, mode = key.rsplit(".", 1)
     judge = brain or RulesBrain()
@@ -187,7 +186,7 @@ def run_reports(cfg: Config, store: Store):
 
 def perform(cfg: Config, store: Store, request: StageRequest, *, brain=None, embedder=None, goal_id=None):
     """Run one stage locally (what the Dagster assets of that stage do)."""
-    from ra_agent.pipeline import embed_all
+    from ra_agent.embed.index import embed_all
 
     log.info("stage %s (%s)", request.label(), request.reason or "requested")
     if request.stage == "search":

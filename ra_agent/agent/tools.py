@@ -17,11 +17,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ra_agent.agent.actions import ValidAction
 from ra_agent.agent.goal import GoalState, GoalStore, apply_llm_mutation
 from ra_agent.agent.handbook import Handbook, load_handbook
+from ra_agent.agent.stages import StageRequest, after_new_papers, expansion_key
 from ra_agent.config import Config
-from ra_agent.stages import StageRequest, after_new_papers, expansion_key
+from ra_agent.llm.protocol import ValidAction
 from ra_agent.store.db import Store
 from ra_agent.workspace import Workspace, register_query
 
@@ -51,7 +51,7 @@ class ToolEffect:
 
 
 def _features(ctx: ToolContext):
-    from ra_agent.pipeline import load_features
+    from ra_agent.topics.organise import load_features
 
     return load_features(ctx.cfg, ctx.store)
 
@@ -78,8 +78,8 @@ def search_pubmed(ctx: ToolContext, query: str, retmax: int, expand_mode: str) -
 
 
 def run_pico(ctx: ToolContext, cluster_id: str | None = None, pmid_list: list[int] | None = None) -> ToolEffect:
-    from ra_agent.pico import make_extractor
-    from ra_agent.pico import run_pico as extract
+    from ra_agent.evidence.pico.extract import make_extractor
+    from ra_agent.evidence.pico.extract import run_pico as extract
 
     if cluster_id is not None:
         size = ctx.store.conn.execute(
@@ -106,8 +106,8 @@ def find_existing_sr(ctx: ToolContext, cluster_id: str) -> ToolEffect:
 
 def prisma_check(ctx: ToolContext, cluster_id: str) -> ToolEffect:
     from ra_agent.agent.reporting import save_prisma
-    from ra_agent.sr import load_sr_overlap
-    from ra_agent.sr import prisma_check as check
+    from ra_agent.evidence.prisma import prisma_check as check
+    from ra_agent.evidence.sr_search import load_sr_overlap
 
     found = load_sr_overlap(ctx.cfg, cluster_id)
     draft = Workspace.of(ctx.cfg).reports_dir / f"sr_draft_{cluster_id}.md"
@@ -122,8 +122,8 @@ def prisma_check(ctx: ToolContext, cluster_id: str) -> ToolEffect:
 def propose_alternative_pico(ctx: ToolContext, exclude_pmids: list[int]) -> ToolEffect:
     """Craft a new theme from the papers the covering reviews leave out, write a new handbook and start a
     goal on it. A failed attempt is recorded too, so the agent does not repeat it."""
-    from ra_agent.sr import propose_alternative_pico as propose
-    from ra_agent.sr import spawn_handbook
+    from ra_agent.agent.spawn import spawn_handbook
+    from ra_agent.evidence.alternative import propose_alternative_pico as propose
 
     cluster_id = _cluster_of(ctx.cfg, ctx.store, exclude_pmids) or ctx.goal.cluster_id
     try:
@@ -146,7 +146,7 @@ def propose_alternative_pico(ctx: ToolContext, exclude_pmids: list[int]) -> Tool
 def _cluster_of(cfg: Config, store: Store, pmids: list[int]) -> str | None:
     """The active cluster these PMIDs describe: the one whose find_existing_sr result lists them as its
     covering reviews, else the one holding most of them as members."""
-    from ra_agent.sr import load_sr_overlap
+    from ra_agent.evidence.sr_search import load_sr_overlap
 
     if not pmids:
         return None
@@ -167,7 +167,7 @@ def embed_text(ctx: ToolContext, text: str | list[str]) -> ToolEffect:
     """Embed strings and report, for each, the closest frozen clusters by cosine."""
     import numpy as np
 
-    from ra_agent.cluster import decode_centroid
+    from ra_agent.topics.features import decode_centroid
 
     texts = [text] if isinstance(text, str) else list(text)
     vectors = ctx.embedder_factory().encode(texts)
@@ -187,7 +187,7 @@ def embed_text(ctx: ToolContext, text: str | list[str]) -> ToolEffect:
 
 
 def split_cluster(ctx: ToolContext, cluster_id: str) -> ToolEffect:
-    from ra_agent.cluster import split_cluster as split
+    from ra_agent.topics.lifecycle import split_cluster as split
 
     children = split(ctx.store, cluster_id, _features(ctx), ctx.cfg, goal_id=ctx.goal.goal_id)
     requests = [StageRequest("organise", reason=f"split {cluster_id}")] if children else []
@@ -195,7 +195,7 @@ def split_cluster(ctx: ToolContext, cluster_id: str) -> ToolEffect:
 
 
 def merge_clusters(ctx: ToolContext, source: str, target: str) -> ToolEffect:
-    from ra_agent.cluster import merge_clusters as merge
+    from ra_agent.topics.lifecycle import merge_clusters as merge
 
     merged = merge(ctx.store, source, target, _features(ctx), ctx.cfg)
     ctx.goal.record("merge_clusters", source=source, target=target)
@@ -204,7 +204,7 @@ def merge_clusters(ctx: ToolContext, source: str, target: str) -> ToolEffect:
 
 
 def drop_cluster(ctx: ToolContext, cluster_id: str) -> ToolEffect:
-    from ra_agent.cluster import drop_cluster as drop
+    from ra_agent.topics.lifecycle import drop_cluster as drop
 
     pooled = drop(ctx.store, cluster_id)
     return ToolEffect({"cluster_id": cluster_id, "unassigned": len(pooled)},
@@ -212,7 +212,7 @@ def drop_cluster(ctx: ToolContext, cluster_id: str) -> ToolEffect:
 
 
 def show_noise(ctx: ToolContext, limit: int) -> ToolEffect:
-    from ra_agent.cluster import show_noise as noise
+    from ra_agent.topics.lifecycle import show_noise as noise
 
     rows = noise(ctx.store, limit)
     return ToolEffect({"noise": [{"pmid": r["pmid"], "title": r["title"][:120], "reason": r["reason"]} for r in rows]})

@@ -25,8 +25,8 @@ def add_ask_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
-    from ra_agent.ask import ask, select_ask_brain
-    from ra_agent.embed import SentenceTransformerEmbedder
+    from ra_agent.ask.flow import ask, select_ask_brain
+    from ra_agent.embed.embedder import SentenceTransformerEmbedder
     from ra_agent.workspace import open_store
 
     cfg = load_config(args.config)
@@ -79,8 +79,8 @@ def result_lines(store: Store, result: Any) -> list[str]:
 
 def ask_status_lines(cfg: Config, store: Store) -> list[str]:
     """`ra status` lines: recent ask runs (steps, tool calls, tokens, latency), Mind-KB size and top playbooks."""
-    from ra_agent.ask import recent_runs, run_count
-    from ra_agent.mindkb import open_playbook_store
+    from ra_agent.ask.flow import recent_runs, run_count
+    from ra_agent.ask.mindkb import open_playbook_store
 
     runs = recent_runs(store, cfg.ask.recent_runs)
     lines = [f"ask runs: {run_count(store)}" + (f" (last {len(runs)}):" if runs else "")]

@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from ra_agent.agent.actions import NoAction, parse_action
 from ra_agent.config import Config
-from ra_agent.embed import Embedder, model_slug
-from ra_agent.tokens import count_tokens, encoder_for, truncate_tokens
+from ra_agent.embed.embedder import Embedder
+from ra_agent.embed.tokens import count_tokens, encoder_for, truncate_tokens
+from ra_agent.llm.protocol import NoAction, parse_action
+from ra_agent.store.vectors import model_slug
 
 if TYPE_CHECKING:
     import tiktoken

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -14,7 +13,8 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from ra_agent.config import Config
-from ra_agent.tokens import encoder_for, truncate_tokens_many
+from ra_agent.embed.tokens import encoder_for, truncate_tokens_many
+from ra_agent.store.vectors import model_slug
 
 log = logging.getLogger(__name__)
 
@@ -40,15 +40,6 @@ class Embedder(Protocol):
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """(len(texts), dim) float32, rows of unit norm. May raise an out-of-memory error."""
         ...
-
-
-def model_slug(model_name: str, version: str) -> str:
-    """Folder name of a model's vectors, e.g. "sentence-transformers__all-MiniLM-L6-v2@1"."""
-
-    def clean(s: str) -> str:
-        return re.sub(r"[^A-Za-z0-9._-]+", "_", s.strip().strip("/\\").replace("/", "__"))
-
-    return f"{clean(model_name)}@{clean(version)}"
 
 
 def resolve_model(model_name: str) -> str:

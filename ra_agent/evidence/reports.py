@@ -11,21 +11,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ra_agent.cluster import markdown_table
-from ra_agent.cluster_view import (
-    cluster_row,
-    latest_metrics,
-    member_pmids,
-    pico_path,
-)
 from ra_agent.config import Config
-from ra_agent.expand import expansion_history
+from ra_agent.evidence.alternative import pico_field_terms
+from ra_agent.evidence.pico.extract import PicoRecord, is_eligible_trial, is_rct, read_pico
+from ra_agent.evidence.pico.text import sections_of, sentences
+from ra_agent.evidence.prisma import PRISMA_ITEMS, PrismaResult
+from ra_agent.evidence.sr_search import SrOverlap, load_sr_overlap
 from ra_agent.fileio import atomic_write, atomic_writer
 from ra_agent.models import Paper
-from ra_agent.pico import PicoRecord, is_eligible_trial, is_rct, read_pico
-from ra_agent.pico_rules import sections_of, sentences
-from ra_agent.sr import PRISMA_ITEMS, PrismaResult, SrOverlap, load_sr_overlap, pico_field_terms
 from ra_agent.store.db import Store
+from ra_agent.topics.expansion import expansion_history
+from ra_agent.topics.metrics import markdown_table
+from ra_agent.topics.view import cluster_row, latest_metrics, member_pmids, pico_path
 from ra_agent.workspace import Workspace
 
 log = logging.getLogger(__name__)

@@ -13,7 +13,8 @@ from ra_agent.ingest.crossref import CrossrefClient, cited_dois
 from ra_agent.ingest.eutils import ESEARCH_MAX, EutilsClient, SearchHandle
 from ra_agent.ingest.http import ApiRequestError, ApiUnavailable
 from ra_agent.models import Deletion, Paper, ParseProblem
-from ra_agent.store.db import PROV_CROSSREF, Store
+from ra_agent.store.db import Store
+from ra_agent.store.schema import PROV_CROSSREF
 from ra_agent.workspace import Workspace, query_key
 
 log = logging.getLogger(__name__)

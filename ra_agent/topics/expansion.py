@@ -13,17 +13,22 @@ from typing import Any
 
 import numpy as np
 
-from ra_agent.agent.actions import (
-    AUXILIARY_SPECS,
+from ra_agent.config import Config
+from ra_agent.hardware import ram_low, system_available_bytes
+from ra_agent.ingest.http import ApiError
+from ra_agent.llm.base import BrainError
+from ra_agent.llm.protocol import (
     ActionError,
+    ArgSpec,
     ParsedAction,
+    ToolSpec,
     ValidAction,
+    check_call,
     parse_with_repair,
     repair_asker,
-    validate_action,
 )
-from ra_agent.agent.guards import ram_low, system_available_bytes
-from ra_agent.cluster_view import (
+from ra_agent.store.db import Store
+from ra_agent.topics.view import (
     QueryVector,
     active_members_elsewhere,
     admit_members,
@@ -32,13 +37,19 @@ from ra_agent.cluster_view import (
     member_pmids,
     set_manifest,
 )
-from ra_agent.config import Config
-from ra_agent.ingest.http import ApiError
-from ra_agent.llm.base import BrainError
-from ra_agent.store.db import Store
 from ra_agent.workspace import Workspace
 
 log = logging.getLogger(__name__)
+
+# The boundary judge answers with its own Action vocabulary.
+BOUNDARY_SPECS = {
+    "judge_boundary": ToolSpec(
+        "judge_boundary",
+        {"keep_pmids": ArgSpec("list[int]", required=True, minimum=1)},
+        "Keep these candidate PMIDs in the cluster.",
+        kind="aux",
+    )
+}
 
 AvailableBytes = Callable[[], int]
 NO_KEEP, TAU_FLOOR, RAM_GUARD, EMPTY_POOL, NO_SEEDS, NO_CHILDREN = (
@@ -104,7 +115,7 @@ def ask_judge(judge: Any, label: str, candidates: Sequence[Candidate], keep_hint
         return Verdict([], f"brain_error: {exc}")
     if isinstance(parsed, ParsedAction) and parsed.tool == "judge_boundary" and parsed.args.get("keep_pmids") == []:
         return Verdict([])
-    valid = validate_action(parsed, specs=AUXILIARY_SPECS) if isinstance(parsed, ParsedAction) else parsed
+    valid = check_call(parsed, BOUNDARY_SPECS, ()) if isinstance(parsed, ParsedAction) else parsed
     if not isinstance(valid, ValidAction):
         why = f"{valid.kind}: {valid.message}" if isinstance(valid, ActionError) else f"no_action: {valid.reason}"
         log.warning("boundary judge %s: unusable reply (%s); nothing kept", judge.name, why)
@@ -429,7 +440,7 @@ class _Resolver:
 
     def cosines(self, pmids: Sequence[int]) -> dict[int, float]:
         """Cosine to the cluster vector for the papers that are stored (embedding those without a vector)."""
-        from ra_agent.store.vectors import embed_missing
+        from ra_agent.embed.index import embed_missing
 
         stored = sorted(self.store.existing_pmids(pmids))
         if stored and self.embedder is not None:

@@ -1,53 +1,14 @@
-"""Stage orchestration without Dagster: what the CLI and the local agent runner call, stage by stage.
-
-Each function here is the same core call an asset body makes, so a local run and a
-Dagster run of the same stage do the same work.
-"""
+"""Organise stage (memo 40 intake): features from the active index, form or admit, metrics and the map."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ra_agent.config import Config
 from ra_agent.store.db import Store
 
 log = logging.getLogger(__name__)
-
-Progress = Callable[..., None] | None
-
-
-@dataclass
-class EmbedAllResult:
-    folder: str
-    embedded: int = 0
-    skipped: int = 0
-    shards: list[str] = field(default_factory=list)
-    active: str | None = None
-
-
-def embed_all(cfg: Config, store: Store, progress: Progress = None, embedder=None) -> EmbedAllResult:
-    """Embed every ingest batch (only papers without a vector) and switch the active index when complete."""
-    from ra_agent.embed import SentenceTransformerEmbedder
-    from ra_agent.store.vectors import build_index, embed_shard, vector_store_for
-
-    embedder = embedder or SentenceTransformerEmbedder(cfg)
-    vectors = vector_store_for(cfg, embedder)
-    out = EmbedAllResult(folder=str(vectors.root))
-    total = store.counts()["paper"]
-    done = 0
-    for batch in store.batches():
-        shard_progress = None if progress is None else (lambda d, _t, base=done: progress(base + d, total))
-        result = embed_shard(cfg, store, batch["batch_id"], embedder, vectors, on_progress=shard_progress)
-        out.embedded += result.embedded
-        out.skipped += len(result.skipped)
-        out.shards.append(batch["batch_id"])
-        done += result.requested
-        if progress:
-            progress(done, total)
-    out.active = build_index(cfg, store).active
-    return out
 
 
 def load_features(cfg: Config, store: Store, pmids=None):
@@ -58,8 +19,8 @@ def load_features(cfg: Config, store: Store, pmids=None):
     """
     import numpy as np
 
-    from ra_agent.cluster import Features
     from ra_agent.store.vectors import embeddable_pmids, open_active
+    from ra_agent.topics.features import Features
 
     vectors = open_active(cfg)
     ids = np.asarray(vectors.pmids if pmids is None else pmids, dtype=np.int64)
@@ -89,7 +50,8 @@ def organise(
 
     `metrics=False` leaves the refresh to `refresh_metrics` (the Dagster `clusters` asset, whose
     downstream `cluster_metrics` asset does it)."""
-    from ra_agent.cluster import assign_papers, cluster_corpus, compute_metrics, manifest_table, markdown_table
+    from ra_agent.topics.lifecycle import assign_papers, cluster_corpus
+    from ra_agent.topics.metrics import compute_metrics, manifest_table, markdown_table
 
     features = load_features(cfg, store)
     out = OrganiseResult(feature_space=features.space)
@@ -120,7 +82,7 @@ def organise(
 
 def refresh_metrics(cfg: Config, store: Store) -> tuple[list[dict], str]:
     """Recompute every active cluster's metrics: (manifest rows, cluster map PNG path or "")."""
-    from ra_agent.cluster import compute_metrics, manifest_table
+    from ra_agent.topics.metrics import compute_metrics, manifest_table
 
     features = load_features(cfg, store)
     if not len(features):
@@ -133,7 +95,8 @@ def cluster_report(cfg: Config, store: Store, features) -> tuple[list[dict], str
     """The manifest rows and a 2-D map PNG of the active clusters (path under data_dir/plots)."""
     import numpy as np
 
-    from ra_agent.cluster import cluster_map_png, manifest_table
+    from ra_agent.topics.map import cluster_map_png
+    from ra_agent.topics.metrics import manifest_table
     from ra_agent.workspace import Workspace
 
     rows = manifest_table(store)
@@ -149,27 +112,3 @@ def cluster_report(cfg: Config, store: Store, features) -> tuple[list[dict], str
     path.parent.mkdir(parents=True, exist_ok=True)
     cluster_map_png(features.matrix, labels, path, title=f"{len(rows)} clusters, {len(features)} papers")
     return rows, str(path)
-
-
-def run_demo(cfg: Config, store: Store, handbook, progress_factory) -> list[str]:
-    """The main job: import the bundled corpus, embed, cluster, then run the handbook's goal to its end.
-
-    Returns the paths the goal wrote (reports), or its goal_state.json when it wrote none.
-    """
-    from ra_agent.agent.goal import GoalStore
-    from ra_agent.agent.runner import run_goal, start_goal
-    from ra_agent.ingest.corpus import import_pending
-    from ra_agent.llm.select import brain_for
-
-    imported = import_pending(cfg, store)
-    log.info("demo: imported %s (%d new papers)", ", ".join(imported.files) or "nothing new", imported.inserted)
-    with progress_factory("embed", unit="paper") as bar:
-        embed_all(cfg, store, progress=bar)
-    organised = organise(cfg, store)
-    log.info("demo: %d active clusters", organised.active_clusters)
-    brain = brain_for(cfg, store)
-    state = start_goal(cfg, store, handbook, brain.name)
-    state = run_goal(cfg, store, state.goal_id, brain)
-    written = [h["path"] for h in state.events("report_written")]
-    log.info("demo: goal %s %s after %d cycles (%s)", state.goal_id, state.status, state.cycle, brain.label())
-    return written or [str(GoalStore(cfg.data_dir, store).state_path(state.goal_id))]

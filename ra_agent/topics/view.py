@@ -12,10 +12,11 @@ from typing import Any
 
 import numpy as np
 
-from ra_agent import cluster
-from ra_agent.cluster import ABSTRACT_FAMILY, ACTIVE, centroid, decode_centroid
 from ra_agent.config import Config
 from ra_agent.store.db import Store
+from ra_agent.topics import members as cluster
+from ra_agent.topics.features import ABSTRACT_FAMILY, centroid, decode_centroid
+from ra_agent.topics.members import ACTIVE
 from ra_agent.workspace import Workspace
 
 log = logging.getLogger(__name__)

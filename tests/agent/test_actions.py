@@ -6,25 +6,21 @@ import json
 
 import pytest
 
-from ra_agent.agent.actions import (
+from ra_agent.agent.actions import REGISTRY_SPECS, describe_tools, interpret_reply, registry_specs, validate_action
+from ra_agent.agent.handbook import parse_handbook
+from ra_agent.config import Config
+from ra_agent.llm.protocol import (
     ERROR_KINDS,
     OUTCOMES,
-    REGISTRY_SPECS,
     REPAIR_PROMPT,
     ActionError,
     NoAction,
     ParsedAction,
     ValidAction,
-    describe_tools,
-    interpret_reply,
     parse_action,
     parse_with_repair,
-    registry_specs,
     repair_asker,
-    validate_action,
 )
-from ra_agent.agent.handbook import parse_handbook
-from ra_agent.config import Config
 from ra_agent.llm.rules_brain import RulesBrain
 
 GOOD = 'I will search.\nAction: {"tool": "search_pubmed", "args": {"query": "ketone ester epilepsy adults"}}'

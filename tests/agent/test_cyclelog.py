@@ -7,7 +7,7 @@ import re
 from datetime import UTC, date, datetime
 from typing import Any
 
-from ra_agent.cyclelog import CycleLog, CycleRecord, render_messages, rotate_logs, truncate_middle
+from ra_agent.agent.cyclelog import CycleLog, CycleRecord, render_messages, rotate_logs, truncate_middle
 
 WHEN = datetime(2025, 8, 4, 14, 22, tzinfo=UTC)
 RESPONSE = (

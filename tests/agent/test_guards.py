@@ -11,10 +11,10 @@ from ra_agent.agent.guards import (
     check_guards,
     clear_control,
     pause_requested,
-    ram_low,
     request_control,
     stop_requested,
 )
+from ra_agent.hardware import ram_low
 from ra_agent.store.db import Store
 
 GIB = 1024**3

@@ -8,17 +8,11 @@ import pytest
 from replay import Fault
 from replay.ollama_server import OllamaReplayServer
 
-from ra_agent.agent.actions import (
-    REPAIR_PROMPT,
-    ActionError,
-    NoAction,
-    ValidAction,
-    interpret_reply,
-    repair_asker,
-)
+from ra_agent.agent.actions import interpret_reply
 from ra_agent.agent.handbook import parse_handbook
 from ra_agent.llm.base import Brain, BrainError
 from ra_agent.llm.ollama_brain import OllamaBrain, select_brain
+from ra_agent.llm.protocol import REPAIR_PROMPT, ActionError, NoAction, ValidAction, repair_asker
 from ra_agent.llm.rules_brain import RulesBrain
 
 PROMPT = [

@@ -14,10 +14,10 @@ import pytest
 from replay.ollama_server import OllamaReplayServer
 
 from ra_agent.config import Config
-from ra_agent.embed import SentenceTransformerEmbedder
+from ra_agent.embed.embedder import SentenceTransformerEmbedder
+from ra_agent.embed.index import build_index, vector_store_for
 from ra_agent.ingest.importers import import_file
 from ra_agent.store.db import Store
-from ra_agent.store.vectors import build_index, vector_store_for
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

@@ -7,23 +7,13 @@ import json
 import numpy as np
 import pytest
 
-from ra_agent.agent.actions import REPAIR_PROMPT
-from ra_agent.ask import (
-    NO_SUPPORT,
-    RULES_ASK_NAME,
-    AnswerFilter,
-    AskRulesBrain,
-    AskTools,
-    ask,
-    content_words,
-    mmr_select,
-    recent_runs,
-    sentences,
-    summarise_result,
-)
-from ra_agent.ask_cli import add_ask_parser, ask_status_lines, result_lines
+from ra_agent.ask.commands import add_ask_parser, ask_status_lines, result_lines
+from ra_agent.ask.flow import AnswerFilter, ask, recent_runs
+from ra_agent.ask.rules import RULES_ASK_NAME, AskRulesBrain
+from ra_agent.ask.tools import NO_SUPPORT, AskTools, content_words, mmr_select, sentences, summarise_result
+from ra_agent.embed.tokens import count_tokens, encoder_for
 from ra_agent.llm.ollama_brain import OllamaBrain
-from ra_agent.tokens import count_tokens, encoder_for
+from ra_agent.llm.protocol import REPAIR_PROMPT
 
 ON_TOPIC = "Does omeprazole heal erosive oesophagitis better than ranitidine?"
 OFF_TOPIC = "What is the mass of the supermassive black hole at the centre of the Milky Way galaxy?"

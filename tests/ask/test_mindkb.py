@@ -10,9 +10,8 @@ import types
 
 import pytest
 
-from ra_agent.ask import AskRulesBrain, ask
-from ra_agent.llm.ollama_brain import OllamaBrain
-from ra_agent.mindkb import (
+from ra_agent.ask.flow import ask
+from ra_agent.ask.mindkb import (
     BLOCK_CLOSE,
     BLOCK_OPEN,
     ChromaPlaybookStore,
@@ -27,7 +26,9 @@ from ra_agent.mindkb import (
     record_agent_cycle_playbook,
     select_playbooks,
 )
-from ra_agent.tokens import count_tokens, encoder_for
+from ra_agent.ask.rules import AskRulesBrain
+from ra_agent.embed.tokens import count_tokens, encoder_for
+from ra_agent.llm.ollama_brain import OllamaBrain
 
 from .test_ask import ON_TOPIC, action
 
@@ -150,7 +151,7 @@ def test_agent_cycle_playbooks(store, embedder):
 
 def test_chroma_backend_falls_back_to_sqlite_without_chromadb(cfg, store, embedder, monkeypatch, caplog):
     monkeypatch.setitem(sys.modules, "chromadb", None)  # import fails as if not installed
-    with caplog.at_level(logging.WARNING, logger="ra_agent.mindkb"):
+    with caplog.at_level(logging.WARNING, logger="ra_agent.ask.mindkb"):
         books = open_playbook_store(cfg.with_overrides(mindkb={"backend": "chroma"}), store, embedder)
     assert isinstance(books, SqlitePlaybookStore) and "chromadb is not installed" in caplog.text
 

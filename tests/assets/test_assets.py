@@ -13,9 +13,9 @@ import dagster as dg
 import pytest
 from demo_corpus import demo_rows, write_demo_subset
 
-from ra_agent.cluster import ABSTRACT_FAMILY
 from ra_agent.config import load_config
 from ra_agent.store.vectors import active_index
+from ra_agent.topics.features import ABSTRACT_FAMILY
 from ra_agent.workspace import open_store
 from ra_assets.defs.clusters.assets import cluster_metrics, clusters
 from ra_assets.defs.embeddings.assets import embedding_index, embedding_shards

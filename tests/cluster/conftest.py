@@ -14,10 +14,11 @@ import numpy as np
 import pytest
 from demo_corpus import demo_papers
 
-from ra_agent.cluster import ClusteringResult, Features, cluster_corpus
 from ra_agent.config import Config, load_config
 from ra_agent.models import Paper
 from ra_agent.store.db import Store
+from ra_agent.topics.features import Features
+from ra_agent.topics.lifecycle import ClusteringResult, cluster_corpus
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "data" / "demo" / "Cohen_2006_ProtonPumpInhibitors.csv"

@@ -7,28 +7,22 @@ import re
 import numpy as np
 import pytest
 
-from ra_agent.cluster import (
-    ACTIVE,
-    NOISE,
-    PICO_SPACE,
+from ra_agent.store.vectors import ACTIVE
+from ra_agent.topics.audit import (
     AuditDecision,
     AuditError,
     ClusterBrief,
-    ClusterMetrics,
-    Features,
     TermAuditor,
-    apply_audit,
-    cluster_map_png,
-    decode_centroid,
     describe_clusters,
     distinctive_terms,
-    form_clusters,
-    manifest_table,
-    markdown_table,
     mesh_headings,
-    show_noise,
     validate_decisions,
 )
+from ra_agent.topics.features import NOISE, PICO_SPACE, Features, decode_centroid
+from ra_agent.topics.formation import form_clusters
+from ra_agent.topics.lifecycle import apply_audit, show_noise
+from ra_agent.topics.map import cluster_map_png
+from ra_agent.topics.metrics import ClusterMetrics, manifest_table, markdown_table
 
 from .conftest import NOW, ROOT
 

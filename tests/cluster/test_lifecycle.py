@@ -5,26 +5,20 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ra_agent.cluster import (
-    ACTIVE,
-    DROPPED,
-    MERGED,
-    SPLIT,
-    Formation,
-    TermAuditor,
+from ra_agent.store.vectors import ACTIVE
+from ra_agent.topics.audit import TermAuditor, describe_clusters
+from ra_agent.topics.features import cosine_distances, decode_centroid, tau_assign
+from ra_agent.topics.formation import Formation
+from ra_agent.topics.lifecycle import (
     apply_audit,
     assign_papers,
-    compute_metrics,
-    cosine_distances,
-    decode_centroid,
-    describe_clusters,
     drop_cluster,
-    manifest_table,
     merge_clusters,
     show_noise,
     split_cluster,
-    tau_assign,
 )
+from ra_agent.topics.members import DROPPED, MERGED, SPLIT
+from ra_agent.topics.metrics import compute_metrics, manifest_table
 
 from .conftest import NOW
 

@@ -7,19 +7,12 @@ from datetime import timedelta
 import numpy as np
 import pytest
 
-from ra_agent.cluster import (
-    HET_FAMILIES,
-    Features,
-    Formation,
-    TermAuditor,
-    apply_audit,
-    citation_velocity,
-    compute_metrics,
-    describe_clusters,
-    het_numeric,
-    manifest_table,
-)
-from ra_agent.store.db import PROV_PUBMED
+from ra_agent.store.schema import PROV_PUBMED
+from ra_agent.topics.audit import TermAuditor, describe_clusters
+from ra_agent.topics.features import HET_FAMILIES, Features, het_numeric
+from ra_agent.topics.formation import Formation
+from ra_agent.topics.lifecycle import apply_audit
+from ra_agent.topics.metrics import citation_velocity, compute_metrics, manifest_table
 
 from .conftest import NOW
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ra_agent.stages import STAGE_ASSETS, StageRequest, after_new_papers, expansion_key
+from ra_agent.agent.stages import STAGE_ASSETS, StageRequest, after_new_papers, expansion_key
 
 
 def test_requests_round_trip_through_their_dict_form():

@@ -6,7 +6,8 @@ import demo_corpus
 import pytest
 
 from ra_agent.models import Paper, Reference
-from ra_agent.store.db import MIGRATIONS, PROV_CROSSREF, PROV_PUBMED, Store
+from ra_agent.store.db import Store
+from ra_agent.store.schema import MIGRATIONS, PROV_CROSSREF, PROV_PUBMED
 
 
 @pytest.fixture(scope="module")

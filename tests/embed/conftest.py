@@ -8,7 +8,7 @@ import pytest
 from embed_support import SAMPLE_SIZE
 
 from ra_agent.config import Config
-from ra_agent.embed import SentenceTransformerEmbedder
+from ra_agent.embed.embedder import SentenceTransformerEmbedder
 from ra_agent.models import Paper
 
 

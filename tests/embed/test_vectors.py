@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 from embed_support import embed_cfg, unit_rows
 
-from ra_agent.embed import SentenceTransformerEmbedder
+from ra_agent.embed.embedder import SentenceTransformerEmbedder
+from ra_agent.embed.index import build_index, embed_missing, embed_shard
 from ra_agent.store.db import Store
 from ra_agent.store.vectors import (
     OFFSETS,
@@ -25,9 +26,6 @@ from ra_agent.store.vectors import (
     VectorStore,
     VectorStoreError,
     active_index,
-    build_index,
-    embed_missing,
-    embed_shard,
     open_active,
     switch_active,
 )

@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 
 from ra_agent.config import Config
-from ra_agent.embed import SentenceTransformerEmbedder
+from ra_agent.embed.embedder import SentenceTransformerEmbedder
+from ra_agent.embed.index import build_index, vector_store_for
 from ra_agent.ingest.corpus import import_pending
-from ra_agent.pipeline import organise
-from ra_agent.store.vectors import build_index, vector_store_for
+from ra_agent.topics.organise import organise
 from ra_agent.workspace import open_store
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

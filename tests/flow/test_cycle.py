@@ -183,7 +183,7 @@ def test_a_killed_cycle_resumes_without_asking_again_or_repeating_effects(demo, 
 
 
 def test_search_with_a_focus_cluster_expands_it(llm, goal, ollama_server):
-    from ra_agent.stages import perform
+    from ra_agent.agent.stages import perform
 
     cfg, brain = llm
     cid, size = largest_cluster(cfg)

@@ -3,9 +3,9 @@
 import numpy as np
 from demo_corpus import demo_rows, write_demo_subset
 
-from ra_agent.embed import SentenceTransformerEmbedder
+from ra_agent.embed.embedder import SentenceTransformerEmbedder
+from ra_agent.embed.index import build_index, embed_missing, vector_store_for
 from ra_agent.ingest.importers import import_file
-from ra_agent.store.vectors import build_index, embed_missing, vector_store_for
 from ra_agent.workspace import open_store
 
 from .conftest import demo_cfg

@@ -13,7 +13,8 @@ from replay.eutils_server import evaluate_term
 
 from ra_agent.ingest.pipeline import harvest_references, search_and_ingest
 from ra_agent.models import Paper
-from ra_agent.store.db import PROV_CROSSREF, PROV_PUBMED, Store
+from ra_agent.store.db import Store
+from ra_agent.store.schema import PROV_CROSSREF, PROV_PUBMED
 from ra_agent.workspace import query_key
 
 EFETCH = "/entrez/eutils/efetch.fcgi"

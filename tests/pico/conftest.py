@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pico_records import DEMO, GOLD, ROOT, XML_FIXTURES
 
+from ra_agent.evidence.pico.quality import GoldRecord, PicoQuality, evaluate, gold_papers, load_gold, load_papers
 from ra_agent.models import Paper
-from ra_agent.pico_eval import GoldRecord, PicoQuality, evaluate, gold_papers, load_gold, load_papers
 
 
 @pytest.fixture(scope="session")

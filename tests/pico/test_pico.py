@@ -11,11 +11,8 @@ import pytest
 from replay.ollama_server import OllamaReplayServer
 
 from ra_agent.config import Config
-from ra_agent.llm.base import BrainError
-from ra_agent.llm.ollama_brain import OllamaBrain
-from ra_agent.llm.rules_brain import RulesBrain
-from ra_agent.models import Paper
-from ra_agent.pico import (
+from ra_agent.embed.tokens import count_tokens
+from ra_agent.evidence.pico.extract import (
     FIX_JSON_PROMPT,
     SCHEMA_KEYS,
     LlmExtractor,
@@ -31,7 +28,10 @@ from ra_agent.pico import (
     read_pico,
     run_pico,
 )
-from ra_agent.tokens import count_tokens
+from ra_agent.llm.base import BrainError
+from ra_agent.llm.ollama_brain import OllamaBrain
+from ra_agent.llm.rules_brain import RulesBrain
+from ra_agent.models import Paper
 
 LINE_KEYS = ["pmid", *SCHEMA_KEYS, "extractor"]
 TRIALS = [10950032, 10871975, 9354207]  # three real free-text RCT abstracts of the demo corpus
@@ -124,7 +124,7 @@ def test_one_malformed_reply_then_exactly_one_repair_turn(trials):
 def test_garbage_twice_falls_back_to_rules_for_the_batch(trials, caplog):
     brain = ScriptedBrain("I cannot help with that.", "Sorry, still no JSON here.")
     extractor = LlmExtractor(brain)
-    with caplog.at_level(logging.WARNING, logger="ra_agent.pico"):
+    with caplog.at_level(logging.WARNING, logger="ra_agent.evidence.pico.extract"):
         records = extractor.extract(trials)
     assert len(brain.calls) == 2  # the prompt and one repair turn, nothing more
     assert [r.pmid for r in records] == TRIALS
@@ -171,7 +171,7 @@ def test_missing_pmids_and_keys_are_empty_and_values_become_strings(trials):
 
 def test_extra_and_duplicate_pmids_are_dropped(trials, caplog):
     items = [llm_item(999), llm_item(TRIALS[1], P="second"), *(llm_item(p.pmid) for p in trials)]
-    with caplog.at_level(logging.WARNING, logger="ra_agent.pico"):
+    with caplog.at_level(logging.WARNING, logger="ra_agent.evidence.pico.extract"):
         records = LlmExtractor(ScriptedBrain(json.dumps(items))).extract(trials)
     assert [r.pmid for r in records] == TRIALS  # input order, one each
     assert records[1].P == "second"  # the first answer for a PMID wins
@@ -368,7 +368,7 @@ def test_identical_pio_with_conflicting_designs_is_flagged(caplog):
         PicoRecord.of(4, {**pio, "P": "", "StudyDesign": "case report"}, "x"),
     ]
     papers = [Paper(pmid=1, title="Omeprazole trial"), Paper(pmid=2, title="Omeprazole cohort")]
-    with caplog.at_level(logging.WARNING, logger="ra_agent.pico"):
+    with caplog.at_level(logging.WARNING, logger="ra_agent.evidence.pico.extract"):
         (warning,) = consistency_warnings(records, papers)
     assert "RCT vs cohort" in warning
     assert "1 'RCT (double-blind)' 'Omeprazole trial'" in warning and "2 'cohort (retrospective)'" in warning

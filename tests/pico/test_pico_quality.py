@@ -8,9 +8,9 @@ import sys
 import pytest
 from pico_records import DEMO, GOLD, ROOT
 
-import ra_agent.pico_eval as pico_eval
-from ra_agent.pico import SCHEMA_KEYS, PicoRecord
-from ra_agent.pico_eval import PROXY_NOTE, evaluate, markdown_report, token_f1
+import ra_agent.evidence.pico.quality as pico_eval
+from ra_agent.evidence.pico.extract import SCHEMA_KEYS, PicoRecord
+from ra_agent.evidence.pico.quality import PROXY_NOTE, evaluate, markdown_report, token_f1
 
 # Thresholds sit just under the numbers measured on the fixed data (rules are deterministic), so any
 # regression of the cues fails here. Measured: RCT vs screening label P 0.270 / R 0.577 / F1 0.368 at

@@ -5,9 +5,11 @@ from __future__ import annotations
 import pytest
 from pico_records import UPDATE_1335, paper_with_author_labels
 
+from ra_agent.evidence.pico.design import design_class, is_rct_design
+from ra_agent.evidence.pico.extract import RuleExtractor
+from ra_agent.evidence.pico.rules import RULES_NAME
+from ra_agent.evidence.pico.text import parse_number, sections_of, sentences
 from ra_agent.models import Paper
-from ra_agent.pico import RuleExtractor
-from ra_agent.pico_rules import RULES_NAME, design_class, is_rct_design, parse_number, sections_of, sentences
 
 rules = RuleExtractor()
 

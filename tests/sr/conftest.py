@@ -12,15 +12,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ra_agent.cluster import Features, Formation, TermAuditor, apply_audit, cluster_corpus, describe_clusters
-from ra_agent.cluster_view import member_pmids, pico_path, set_cluster_metrics
 from ra_agent.config import Config
-from ra_agent.embed import SentenceTransformerEmbedder
+from ra_agent.embed.embedder import SentenceTransformerEmbedder
+from ra_agent.embed.index import embed_missing, vector_store_for
+from ra_agent.evidence.pico.extract import RuleExtractor, run_pico
 from ra_agent.ingest.baseline import load_baseline
 from ra_agent.ingest.importers import import_file
-from ra_agent.pico import RuleExtractor, run_pico
 from ra_agent.store.db import Store
-from ra_agent.store.vectors import VectorStore, embed_missing, open_active, switch_active, vector_store_for
+from ra_agent.store.vectors import VectorStore, open_active, switch_active
+from ra_agent.topics.audit import TermAuditor, describe_clusters
+from ra_agent.topics.features import Features
+from ra_agent.topics.formation import Formation
+from ra_agent.topics.lifecycle import apply_audit, cluster_corpus
+from ra_agent.topics.view import member_pmids, pico_path, set_cluster_metrics
 from ra_agent.workspace import Workspace
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,8 +7,10 @@ import logging
 
 import pytest
 
-from ra_agent.cluster_view import cluster_row, e_query_vector
-from ra_agent.expand import (
+from ra_agent.ingest.eutils import EutilsClient
+from ra_agent.llm.rules_brain import RulesBrain
+from ra_agent.store.schema import PROV_PUBMED
+from ra_agent.topics.expansion import (
     EMPTY_POOL,
     NO_CHILDREN,
     NO_KEEP,
@@ -23,9 +25,7 @@ from ra_agent.expand import (
     select_parents,
     semantic_boundary,
 )
-from ra_agent.ingest.eutils import EutilsClient
-from ra_agent.llm.rules_brain import RulesBrain
-from ra_agent.store.db import PROV_PUBMED
+from ra_agent.topics.view import cluster_row, e_query_vector
 
 from .conftest import ScriptedBrain
 
@@ -127,7 +127,7 @@ def test_judge_output_is_restricted_to_the_papers_shown(demo):
 def test_ram_guard(demo, caplog):
     cid = demo.trials_cluster
     before = demo.members(cid)
-    with caplog.at_level(logging.WARNING, logger="ra_agent.expand"):
+    with caplog.at_level(logging.WARNING, logger="ra_agent.topics.expansion"):
         result = semantic_boundary(demo.cfg, demo.store, cid, demo.unassigned(), RulesBrain(), vectors=demo.vectors,
                                    available_bytes=NONE_LEFT)  # fmt: skip
     assert result.halted_by == RAM_GUARD and result.batches == [] and result.accepted == []

@@ -6,11 +6,9 @@ import re
 
 import pytest
 
-from ra_agent.cluster_view import pico_path
-from ra_agent.expand import semantic_boundary
-from ra_agent.llm.rules_brain import RulesBrain
-from ra_agent.pico import count_eligible, read_pico
-from ra_agent.reports import (
+from ra_agent.evidence.pico.extract import count_eligible, read_pico
+from ra_agent.evidence.prisma import prisma_check
+from ra_agent.evidence.reports import (
     ReportError,
     cited_pmids,
     cluster_evidence,
@@ -19,7 +17,10 @@ from ra_agent.reports import (
     sr_draft,
     verify_citations,
 )
-from ra_agent.sr import find_existing_sr, prisma_check
+from ra_agent.evidence.sr_search import find_existing_sr
+from ra_agent.llm.rules_brain import RulesBrain
+from ra_agent.topics.expansion import semantic_boundary
+from ra_agent.topics.view import pico_path
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

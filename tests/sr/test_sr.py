@@ -11,30 +11,25 @@ import pytest
 from replay import EutilsReplayServer, Fault
 
 from ra_agent.agent.handbook import load_handbook
-from ra_agent.cluster import centroid, decode_centroid
-from ra_agent.cluster_view import cluster_row, e_query_vector, latest_metrics, pico_path, set_cluster_metrics
+from ra_agent.agent.spawn import spawn_handbook
 from ra_agent.config import Config
-from ra_agent.ingest.eutils import EutilsClient
-from ra_agent.llm.base import BrainError
-from ra_agent.llm.rules_brain import RulesBrain
-from ra_agent.pico import read_pico
-from ra_agent.sr import (
-    PRISMA_ITEMS,
-    RULES_ALT_PICO,
-    RULES_PRISMA,
+from ra_agent.evidence.alternative import RULES_ALT_PICO, propose_alternative_pico
+from ra_agent.evidence.pico.extract import read_pico
+from ra_agent.evidence.prisma import PRISMA_ITEMS, RULES_PRISMA, prisma_check, review_text, rule_evidence
+from ra_agent.evidence.sr_search import (
     SrOverlap,
     find_existing_sr,
     label_terms,
     load_sr_overlap,
-    prisma_check,
-    propose_alternative_pico,
     pubmed_sr_query,
     review_reason,
-    review_text,
-    rule_evidence,
-    spawn_handbook,
     sr_result_path,
 )
+from ra_agent.ingest.eutils import EutilsClient
+from ra_agent.llm.base import BrainError
+from ra_agent.llm.rules_brain import RulesBrain
+from ra_agent.topics.features import centroid, decode_centroid
+from ra_agent.topics.view import cluster_row, e_query_vector, latest_metrics, pico_path, set_cluster_metrics
 
 from .conftest import HANDBOOK, ScriptedBrain
 

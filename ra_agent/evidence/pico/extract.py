@@ -13,14 +13,15 @@ from typing import Any, Protocol
 
 import json5
 
-from ra_agent import pico_rules
-from ra_agent.agent.actions import repair_messages
 from ra_agent.config import Config, SrConfig, TokensConfig
+from ra_agent.embed.tokens import count_tokens, truncate_tokens
+from ra_agent.evidence.pico import rules as pico_rules
+from ra_agent.evidence.pico.design import design_class, is_rct_design
+from ra_agent.evidence.pico.rules import RULES_NAME
 from ra_agent.fileio import atomic_write
 from ra_agent.llm.base import BrainError
+from ra_agent.llm.protocol import repair_messages
 from ra_agent.models import Paper
-from ra_agent.pico_rules import RULES_NAME, design_class, is_rct_design
-from ra_agent.tokens import count_tokens, truncate_tokens
 
 log = logging.getLogger(__name__)
 

@@ -11,9 +11,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ra_agent.evidence.pico.design import design_class
+from ra_agent.evidence.pico.extract import SCHEMA_KEYS, Extractor, PicoRecord, RuleExtractor, fill_rates, is_rct
 from ra_agent.models import Paper
-from ra_agent.pico import SCHEMA_KEYS, Extractor, PicoRecord, RuleExtractor, fill_rates, is_rct
-from ra_agent.pico_rules import design_class
 
 log = logging.getLogger(__name__)
 

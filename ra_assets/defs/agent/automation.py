@@ -12,7 +12,7 @@ import dagster as dg
 
 from ra_agent.agent.goal import GoalStore
 from ra_agent.agent.runner import start_goal
-from ra_agent.stages import StageRequest
+from ra_agent.agent.stages import StageRequest
 from ra_assets.defs.clusters.assets import cluster_metrics, clusters
 from ra_assets.defs.embeddings.assets import embedding_index
 from ra_assets.defs.findings.assets import cluster_expansion, mind_kb, pico_extractions, reports, sr_overlap

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from ra_agent.stages import run_expand, run_pico_stage, run_reports, run_sr_overlap
+from ra_agent.agent.stages import run_expand, run_pico_stage, run_reports, run_sr_overlap
 from ra_assets.defs.clusters.assets import cluster_metrics, clusters
 from ra_assets.defs.ingest.assets import log_progress
 from ra_assets.meta import content_version
@@ -32,7 +32,7 @@ def pico_extractions(
     """PICO (P, I, C, O, StudyDesign, age, sample size) of one cluster's abstracts as
     `pico/<cluster_id>.jsonl` (one line per PMID) plus the p i c o m vector families; the
     LLM extracts 40 abstracts per prompt, the labelled rule extractor when no LLM runs."""
-    from ra_agent.pico import PicoFileError, read_pico
+    from ra_agent.evidence.pico.extract import PicoFileError, read_pico
 
     cfg = ra.get_config()
     with store.get_client() as db:
@@ -152,7 +152,7 @@ def mind_kb(context: dg.AssetExecutionContext, ra: RaConfigResource, store: Stor
     sha256 of their steps and retrieved into planning prompts. Refreshed after the agent's reports."""
     from ra_agent.agent.goal import GoalStore
     from ra_agent.agent.reporting import record_goal_playbook
-    from ra_agent.mindkb import open_playbook_store
+    from ra_agent.ask.mindkb import open_playbook_store
 
     cfg = ra.get_config()
     with store.get_client() as db:

@@ -1,0 +1,220 @@
+"""Intervention and comparator rules: every arm the abstract names, the control arm."""
+
+from __future__ import annotations
+
+import re
+
+from ra_agent.evidence.pico.population import POP_NOUN, _from_section, _left_modifiers
+from ra_agent.evidence.pico.text import Doc, Found, _clip_words, _snippet, _split_top
+
+# --------------------------------------------------------------------------- intervention and comparator
+
+_CONTROL_ARM = re.compile(
+    r"^(?:(?:an? |the |identical |matching |matched |inactive |dummy )*(?:placebos?|sham\b|vehicle\b)|usual care|"
+    r"standard care|no (?:treatment|therapy|intervention|supplementation)|not at all|controls?\b|waiting list|wait-list)",
+    re.I,
+)
+_ARMS_LEAD = re.compile(
+    r"\b(?:randomi[sz]ed|randomly (?:assigned|allocated|divided)|assigned|allocated)\s+(?:\w+\s+){0,3}?(?:to|into|between)\s+"
+    r"(?:receive\s+|treatment with\s+|therapy with\s+)?(?:either\s+)?|"
+    r"\b(?:received|were given|were treated with|treated (?:for [^,]{1,30}? )?with|given|receiving)\s+(?:either\s+)?",
+    re.I,
+)
+_ARM_GROUPS = re.compile(
+    r"^(?:(?:one|either|each|any|1) of (?:the )?(?:\w+|\d+) )?(?:\w+[ -]){0,2}?(?:groups?|regimens?|arms?|treatments?|"
+    r"interventions?|strategies|conditions)\b[^:;.]{0,30}?[:,]\s*",
+    re.I,
+)
+_ARM_SEP = re.compile(
+    r"\s*;\s*(?:or\s+|and\s+)?|,?\s+(?:or|versus|vs\.?|compared (?:with|to))\s+(?:to\s+|with\s+)?|(?<=[\])]),\s+(?:and\s+|or\s+)?",
+    re.I,
+)
+_PAIR_SEP = re.compile(r"\s+(?:and|with|to|or|versus|vs\.?)\s+", re.I)  # "comparison of A and B"
+_ARM_END = re.compile(
+    r"\s+(?:for (?:\d+|one|two|three|four|six|eight|twelve|a|the)\b|during|at (?:the|baseline)|after|"
+    r"in (?:a|the|each|patients|the treatment)|while|until|with (?:a|the) (?:primary|aim)|and (?:were|was|then|followed|patients)|"
+    r"who|which|were|was|is|are|to (?:compare|assess|evaluate)|prior to|before|as|over|on days?|followed by)\b|"
+    r"\s*\((?:n|N)\s*=[^)]*\)|\s*\([^)]*\b(?:groups?|arms?|patients)\b[^)]*\)|[;:]",
+    re.I,
+)
+_ARM_LEAD_WORDS = re.compile(
+    r"^(?:(?:either|to|with|the|a|an|receive|treatment with|therapy with|therapy|treatment)\s+|"
+    r"(?:\d+|one|two|three|four|six|eight|twelve)\s+(?:days?|weeks?|months?)\s+of\s+(?:[\w-]+\s+)?(?:treatment|therapy)\s+with\s+)+",
+    re.I,
+)
+_DOSE_ONLY = re.compile(
+    r"^(?:(?:\d+(?:\.\d+)?|mg|g|µg|μg|mcg|ml|iu|kg|daily|once|twice|thrice|times|a|per|day|days|week|weeks|each|every|"
+    r"o\.?d\.?|b\.?i\.?d\.?|b\.?d\.?|t\.?i\.?d\.?|q\.?d\.?|t\.?d\.?s\.?|o\.?m\.?|nocte|mane|bid|tid|qd|qid|dose|doses|"
+    r"respectively|and|or|,|/|\(|\)|-)[\s,/()-]*)+$",
+    re.I,
+)
+_PROTECT = re.compile(r"\b(along|together|combined|in combination|in addition|plus) (with|to)\b", re.I)
+_KEEP = "\x1f"  # joins protected phrases ("along with") so no separator splits them
+_TITLE_VERSUS = re.compile(
+    r"(?:^|:\s*|\b(?:of|with)\s+)(?P<span>[^:;]{3,90}?\s+(?:versus|vs\.?|compared (?:with|to))\s+[^:;?]{3,90}?)"
+    r"(?=\s+(?:in|for|on|as|during|after|among)\b|[:;?,]|\.\s|\.$|-{2}|$)",
+    re.I,
+)
+_TITLE_COMPARISON = re.compile(
+    r"\bcomparison of\s+(?:(?:the )?(?:\w+ )?(?:doses|regimens|formulations) of\s+)?(?P<span>[^:;]{3,80}?\s+(?:and|with|to)\s+"
+    r"[^:;?]{3,80}?)(?=\s+(?:in|for|on|as|during|after|among)\b|[:;?]|\.\s|\.$|$)",
+    re.I,
+)
+_AIM_COMPARE = re.compile(
+    r"\b(?:to compare|we compared|compared|compares|comparing)\s+(?:the\s+)?(?:(?:\w+\s+){0,4}?(?:of|between)\s+)?"
+    r"(?P<span>[^.]{3,120}?\s+(?:with|to|and|versus|vs\.?)\s+[^.]{3,120}?)"
+    r"(?=\s+(?:in|for|on|among|as|after|during)\b|[,(]|\.\s|\.$|$)",
+    re.I,
+)
+_VERSUS = re.compile(
+    r"\s(?:versus|vs\.?)\s+(?P<c>[^,;:]{3,80}?)(?=\s+(?:in|for|on|among|as|after|during|has|have|was|were|is|are)\b|[,;:]|\.\s|\.$|$)",
+    re.I,
+)
+_TREATMENT = re.compile(
+    r"\b(?:effects?|efficacy|safety|impact|role|use|benefit|value) of\s+(?P<i>[^;:?]{3,80}?)"
+    r"(?=\s+(?:on|in|for|as|among|versus|vs\.?|compared|during|after|with regard|prior|before|by)\b|[;:?,(]|\.\s|\.$|$)"
+    r"|\b(?:treatment|therapy|monotherapy|prophylaxis) with\s+(?P<i2>[^;:?]{3,80}?)"
+    r"(?=\s+(?:on|in|for|as|among|versus|vs\.?|during|after|prior|before|by)\b|[;:?,(]|\.\s|\.$|$)",
+    re.I,
+)
+_GENERIC_ARM = re.compile(
+    rf"^(?:efficacy|safety|tolerability|effects?|the|and|treatment|therapy|{POP_NOUN})\b|^(?:group|arm)\s*\w{{0,3}}$",
+    re.I,
+)
+_KEY_STOP = frozenset(
+    "placebo plus daily twice once twice-daily once-daily group therapy treatment used needed with dose doses weeks days "
+    "either high-dose "
+    "low-dose standard-dose standard high low combination intermittent".split()
+)
+_BETTER = re.compile(
+    r"\b(?:superior to|more effective(?:ly)? than|better than|more (?:\w+ ){0,2}than|than|compared (?:with|to)|versus|vs\.?|"
+    r"over)\b",
+    re.I,
+)
+
+
+def _protect(text: str) -> str:
+    return _PROTECT.sub(lambda m: f"{m.group(1)}{_KEEP}{m.group(2)}", text)
+
+
+def _clean_arm(arm: str) -> str:
+    stop = _ARM_END.search(arm)
+    arm = arm[: stop.start()] if stop else arm
+    arm = _ARM_LEAD_WORDS.sub("", arm.strip(" ,;"))
+    arm = re.sub(r"\s+(?:and|or|with|in|of|used|given|administered)$", "", arm.replace(_KEEP, " "), flags=re.I)
+    return _clip_words(arm, 18)
+
+
+def _split_arms(text: str, separator: re.Pattern[str] = _ARM_SEP) -> list[str]:
+    """Treatment arms of "A 20 mg or 40 mg, B or placebo" (dose-only pieces rejoin the arm before them)."""
+    arms: list[str] = []
+    for piece in _split_top(_protect(text), separator):
+        arm = _clean_arm(piece)
+        if not arm:
+            continue
+        if arms and _DOSE_ONLY.match(arm):
+            arms[-1] = f"{arms[-1]} or {arm}"
+        elif len(arm) > 2 and re.search(r"[A-Za-z]{3}", arm) and not _GENERIC_ARM.match(arm):
+            arms.append(arm)
+    return arms
+
+
+def _key_word(arm: str) -> str:
+    """The arm's first distinctive word (its drug or device), for matching against title and conclusions."""
+    return next((w for w in re.findall(r"[a-z][\w-]{3,}", arm.lower()) if w not in _KEY_STOP), "")
+
+
+def _rank_active(active: list[str], doc: Doc) -> list[str]:
+    """Arms ordered experimental-first: sentences saying "A … superior to/than B" vote for A; the title breaks ties."""
+    keys = {a: _key_word(a) for a in active}
+    votes = dict.fromkeys(active, 0)
+    for s in doc.sentences:
+        text = s.text.lower()
+        for m in _BETTER.finditer(text):
+            before = set(re.findall(r"[a-z][\w-]*", text[max(0, m.start() - 120) : m.start()]))
+            after = set(re.findall(r"[a-z][\w-]*", text[m.end() : m.end() + 60]))
+            for a in active:
+                rivals = {keys[b] for b in active if keys[b] and keys[b] != keys[a]}
+                if keys[a] in before and not rivals & before and rivals & after:
+                    votes[a] += 1
+    title_words = re.findall(r"[a-z][\w-]*", doc.title.lower())
+
+    def rank(arm: str) -> tuple[int, int]:
+        pos = title_words.index(keys[arm]) if keys[arm] in title_words else len(title_words)
+        return (-votes[arm], pos)
+
+    return sorted(active, key=rank)
+
+
+def _order_arms(arms: list[str], doc: Doc) -> tuple[list[str], list[str]]:
+    """(experimental, comparator): control arms (placebo, usual care…) compare; else the top-ranked drug's arms lead."""
+    control = [a for a in arms if _CONTROL_ARM.match(a)]
+    active = [a for a in arms if not _CONTROL_ARM.match(a)]
+    if control or len(active) < 2:
+        return active, control
+    ranked = _rank_active(active, doc)
+    lead = _key_word(ranked[0])
+    experimental = [a for a in ranked if _key_word(a) == lead]
+    if len(experimental) == len(ranked):
+        experimental = ranked[:1]
+    return experimental, [a for a in ranked if a not in experimental]
+
+
+def _arms_found(arms: list[str], doc: Doc, cue: str) -> tuple[Found | None, Found | None]:
+    active, control = _order_arms(arms, doc)
+    if not active:
+        return None, None
+    c_found = Found("; ".join(control), cue) if control else _placebo(doc)
+    return Found("; ".join(active), cue), c_found
+
+
+def _versus_arms(text: str) -> list[str]:
+    """The two sides of "… after A versus B …": A is the run of words before "versus" back to a preposition."""
+    m = _VERSUS.search(text)
+    if not m:
+        return []
+    start = _left_modifiers(text, m.start(), limit=6)
+    left, right = _clean_arm(text[start : m.start()]), _clean_arm(m.group("c"))
+    return [left, right] if len(left) > 2 and len(right) > 2 else []
+
+
+def find_arms(doc: Doc) -> tuple[Found | None, Found | None]:
+    """(I, C): labelled sections; the allocation sentence's arms; title, aim or "A versus B" comparisons; a treatment."""
+    i_found = _from_section(doc, "I", "interventions")
+    if i_found:
+        return i_found, _from_section(doc, "C", "comparator") or _placebo(doc)
+    for s in doc.methods:
+        for lead in _ARMS_LEAD.finditer(s.text):
+            arms = _split_arms(_ARM_GROUPS.sub("", s.text[lead.end() :]))
+            if len(arms) >= 2:
+                return _arms_found(arms, doc, f"arms: '{_snippet(s.text)}'")
+    spans = [
+        ("title versus", _TITLE_VERSUS, doc.title, _ARM_SEP),
+        ("title comparison", _TITLE_COMPARISON, doc.title, _PAIR_SEP),
+    ]
+    spans += [("aim comparison", _AIM_COMPARE, s.text, _PAIR_SEP) for s in doc.methods]
+    for where, rx, text, separator in spans:
+        m = rx.search(_protect(text))
+        if not m:
+            continue
+        arms = _split_arms(m.group("span"), separator)
+        if len(arms) >= 2:
+            i_found, c_found = _arms_found(arms, doc, f"{where}: '{_snippet(m.group(0), 80)}'")
+            if i_found and c_found:
+                return i_found, c_found
+    for s in doc.methods:
+        arms = _versus_arms(s.text)
+        if arms:
+            return Found(arms[0], f"versus: '{_snippet(s.text)}'"), Found(arms[1], f"versus: '{_snippet(s.text)}'")
+    for text, where in [(doc.title, "title"), *((s.text, "abstract") for s in doc.methods)]:
+        m = _TREATMENT.search(text)
+        if m:
+            value = _clean_arm(m.group("i") or m.group("i2"))
+            if value and not _CONTROL_ARM.match(value) and not _GENERIC_ARM.match(value):
+                return Found(value, f"{where} treatment phrase: '{_snippet(m.group(0), 80)}'"), _placebo(doc)
+    return None, _placebo(doc)
+
+
+def _placebo(doc: Doc) -> Found | None:
+    m = re.search(r"\bplacebo\b", f"{doc.title} {doc.body}", re.I)
+    return Found("placebo", "text mentions placebo") if m else None

@@ -1,0 +1,241 @@
+"""Study design rules: publication types, MeSH and text cues; RCT and trial classes."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from ra_agent.evidence.pico.text import Doc, Found, _clip_words, _snippet, sentences
+from ra_agent.models import Paper
+
+# --------------------------------------------------------------------------- study design
+
+# Publication types, most specific first: (type, design class, strong). A weak class may be refined by text cues.
+PUB_TYPE_DESIGN = (
+    ("Meta-Analysis", "meta-analysis", True),
+    ("Network Meta-Analysis", "meta-analysis", True),
+    ("Systematic Review", "systematic review", True),
+    ("Randomized Controlled Trial", "RCT", True),
+    ("Randomized Controlled Trial, Veterinary", "RCT", True),
+    ("Equivalence Trial", "RCT", False),
+    ("Pragmatic Clinical Trial", "RCT", False),
+    ("Controlled Clinical Trial", "controlled trial", True),
+    ("Clinical Trial, Phase IV", "clinical trial", False),
+    ("Clinical Trial, Phase III", "clinical trial", False),
+    ("Clinical Trial, Phase II", "clinical trial", False),
+    ("Clinical Trial, Phase I", "clinical trial", False),
+    ("Clinical Trial", "clinical trial", False),
+    ("Case Reports", "case report", True),
+    ("Practice Guideline", "guideline", True),
+    ("Guideline", "guideline", True),
+    ("Observational Study", "observational study", False),
+    ("Review", "narrative review", True),
+    ("Editorial", "editorial", True),
+    ("Letter", "letter", True),
+    ("Comment", "comment", True),
+)
+PUB_TYPE_QUALIFIERS = (
+    ("Multicenter Study", "multicentre"),
+    ("Clinical Trial, Phase I", "phase I"),
+    ("Clinical Trial, Phase II", "phase II"),
+    ("Clinical Trial, Phase III", "phase III"),
+    ("Clinical Trial, Phase IV", "phase IV"),
+)
+
+# MeSH design descriptors ("... as Topic" headings describe the subject, not the design, and are ignored).
+MESH_DESIGN = (
+    ("Case-Control Studies", "case-control"),
+    ("Cross-Sectional Studies", "cross-sectional"),
+    ("Cohort Studies", "cohort"),
+    ("Retrospective Studies", "cohort"),
+    ("Prospective Studies", "cohort"),
+    ("Longitudinal Studies", "cohort"),
+)
+MESH_QUALIFIERS = (
+    ("Double-Blind Method", "double-blind"),
+    ("Single-Blind Method", "single-blind"),
+    ("Cross-Over Studies", "crossover"),
+    ("Prospective Studies", "prospective"),
+    ("Retrospective Studies", "retrospective"),
+)
+
+_NOT_RANDOM = r"(?<!non-)(?<!non)(?<!not )(?<!quasi-)"
+# Text cues for the design class, most specific first: (class, pattern, where) with where "title" or "any".
+DESIGN_CUES: tuple[tuple[str, str, str], ...] = (
+    ("meta-analysis", r"\bmeta-?analys[ie]s\b|\bpooled analysis\b", "title"),
+    (
+        "meta-analysis",
+        r"^(?:a |this )?meta-?analysis\b|\bmeta-?analysis of \d+|\bwe (?:performed|conducted|undertook) a meta-?analysis",
+        "any",
+    ),
+    ("systematic review", r"\bsystematic (?:literature )?review\b", "title"),
+    ("systematic review", r"\b(?:this|a|we (?:performed|conducted|undertook) a) systematic review\b", "any"),
+    ("RCT", _NOT_RANDOM + r"\brandomi[sz]ed\b(?! (?:controlled |clinical )?trials\b)(?! studies\b)", "any"),
+    ("RCT", _NOT_RANDOM + r"\brandomly (?:assigned|allocated|divided|distributed)\b|\brandomi[sz]ation\b", "any"),
+    (
+        "controlled trial",
+        r"\b(?:double|single|triple)[- ]blind(?:ed)?\b|\bplacebo[- ]controlled\b|\bcontrolled (?:clinical )?(?:trial|study)\b",
+        "any",
+    ),
+    (
+        "economic evaluation",
+        r"\bcost[- ](?:effectiveness|utility|benefit|minimi[sz]ation)\b|\bpharmacoeconomic|\bdecision[- ]analy|\bmarkov model",
+        "any",
+    ),
+    ("case-control", r"\bcase[- ]control\b|\bcases and (?:\w+ )?controls\b", "any"),
+    ("cross-sectional", r"\bcross[- ]sectional\b|\bprevalence (?:study|survey)\b", "any"),
+    (
+        "cohort",
+        r"\bcohort (?:study|analysis|analytic)\b|\bfollow-up study\b|\b(?:prospective|retrospective) (?:\w+ ){0,2}(?:study|analysis|review|series|cohort)\b|\b(?:a|this|the) (?:prospective |retrospective )?cohort of\b",
+        "any",
+    ),
+    (
+        "case report",
+        r"\bcase report\b|\bwe (?:report|describe|present) (?:a|an|the) (?:case|patient)\b|\ba \d+-year-old (?:man|woman|boy|girl|male|female|patient)\b",
+        "any",
+    ),
+    (
+        "case series",
+        r"\bcase series\b|\bwe (?:report|describe|present) (?:\d+|two|three|four|five|six|seven|eight|nine|ten) (?:cases|patients)\b",
+        "any",
+    ),
+    ("diagnostic accuracy study", r"\bdiagnostic accuracy\b|\bsensitivity and specificity\b", "any"),
+    ("prognostic study", r"\bprognostic study\b", "any"),
+    ("pharmacokinetic study", r"\bpharmacokinetic|\bbioavailability\b|\bbioequivalence\b", "any"),
+    (
+        "clinical trial",
+        r"\bopen[- ]label\b|\bsingle[- ]arm\b|\bnon-?comparative\b|\bphase (?:I{1,3}V?|IV|[1-4])[ab]?\b (?:\w+ )?(?:trial|study)\b",
+        "any",
+    ),
+    ("cohort", r"\bcohort\b", "any"),
+    ("narrative review", r"^review article\b|\breview\b\W*$", "title"),
+    (
+        "narrative review",
+        r"\bthis (?:article |paper )?reviews?\b|\b(?:we|this paper|this article) reviews?\b|\bthe present review\b",
+        "any",
+    ),
+    (
+        "animal study",
+        r"\b(?:in|of) (?:rats|mice|dogs|rabbits|pigs|guinea pigs|animals)\b|\b(?:rats|mice|rabbits|dogs) were\b",
+        "any",
+    ),
+    ("in vitro study", r"\bin vitro\b", "any"),
+    (
+        "cross-sectional",
+        r"\b(?:a|this|our) (?:[\w-]+ ){0,2}survey\b|\bsurvey (?:study|of)\b|\bquestionnaire-based\b",
+        "any",
+    ),
+)
+_DESIGN_RES = tuple((cls, re.compile(p, re.I | re.M), where) for cls, p, where in DESIGN_CUES)
+# A weak publication-type class is replaced by a text class from its family.
+_REFINES = {
+    "clinical trial": {"RCT", "controlled trial"},
+    "observational study": {"cohort", "case-control", "cross-sectional"},
+}
+_TRIAL_CLASSES = {"RCT", "controlled trial", "clinical trial"}
+_NO_QUALIFIERS = {"meta-analysis", "systematic review", "narrative review", "case report", "guideline"}
+
+QUALIFIER_CUES = (
+    ("double-blind", r"\bdouble[- ]blind"),
+    ("single-blind", r"\bsingle[- ]blind"),
+    ("open-label", r"\bopen[- ]label\b|\bopen (?:study|trial)\b"),
+    (
+        "placebo-controlled",
+        r"\bplacebo[- ]controlled\b|\bor (?:a |matching )?placebo\b|\bversus placebo\b|\bvs\.? placebo\b|\bwith placebo\b|\bplacebo (?:group|arm)\b",
+    ),
+    ("crossover", r"\bcross-?over\b|\bcrossed over\b"),
+    ("cluster", r"\bcluster[- ]randomi[sz]ed|\bclusters? (?:were )?randomi[sz]ed\b|\bcluster randomi"),
+    ("stepped-wedge", r"\bstepped[- ]wedge\b"),
+    ("multicentre", r"\bmulti-?cent(?:re|er|ric)\b|\bmulti-?site\b"),
+    ("single-centre", r"\bsingle[- ]cent(?:re|er)\b|\bin a single cent(?:re|er)\b"),
+    ("prospective", r"\bprospective(?:ly)?\b"),
+    ("retrospective", r"\bretrospective(?:ly)?\b"),
+    ("post hoc analysis", r"\bpost[- ]hoc analys[ie]s\b"),
+    ("secondary analysis", r"\bsecondary analys[ie]s\b"),
+    ("cost-effectiveness", r"\bcost[- ]effectiveness\b"),
+    ("pharmacokinetic", r"\bpharmacokinetic"),
+)
+_QUALIFIER_RES = tuple((name, re.compile(p, re.I)) for name, p in QUALIFIER_CUES)
+_PHASE = re.compile(
+    r"\b(?:a|the|this|in) phase (I{1,3}V?|IV|[1-4])([ab])?\b|\bphase (I{1,3}V?|IV|[1-4])([ab])? (?:\w+ )?(?:trial|study)\b",
+    re.I,
+)
+
+
+def design_from_pub_types(pub_types: Iterable[str]) -> tuple[str, str, bool] | None:
+    """(class, publication type, strong) for the most specific design publication type, if any."""
+    types = set(pub_types)
+    for pub_type, cls, strong in PUB_TYPE_DESIGN:
+        if pub_type in types:
+            return cls, pub_type, strong
+    return None
+
+
+def design_from_text(title: str, texts: Iterable[str] = ()) -> tuple[str, str] | None:
+    """(class, matched text) for the first design cue, cue by cue, in the title and then in `texts`."""
+    texts = list(texts)
+    for cls, rx, where in _DESIGN_RES:
+        for text in (title,) if where == "title" else (title, *texts):
+            m = rx.search(text)
+            if m:
+                return cls, m.group(0)
+    return None
+
+
+def design_qualifiers(cls: str, text: str, paper: Paper) -> list[str]:
+    """Blinding, control, crossover, centres, direction and phase qualifiers that apply to a design class."""
+    if cls in _NO_QUALIFIERS:
+        return []
+    mesh, types = set(paper.mesh), set(paper.pub_types)
+    found = [name for heading, name in MESH_QUALIFIERS if heading in mesh]
+    found += [name for name, rx in _QUALIFIER_RES if rx.search(text)]
+    found += [name for pub_type, name in PUB_TYPE_QUALIFIERS if pub_type in types]
+    phase = _PHASE.search(text)
+    if phase and cls in _TRIAL_CLASSES:
+        numeral, letter = (phase.group(1), phase.group(2)) if phase.group(1) else (phase.group(3), phase.group(4))
+        found = [q for q in found if not q.startswith("phase ")] + [f"phase {numeral.upper()}{letter or ''}"]
+    unique = list(dict.fromkeys(q for q in found if q.split()[0] not in cls.lower()))
+    if "single-centre" in unique and "multicentre" in unique:
+        unique.remove("single-centre")
+    return unique
+
+
+def find_design(doc: Doc) -> Found | None:
+    """Design class (publication type, else text cues or MeSH, else the DESIGN section) and its qualifiers."""
+    paper = doc.paper
+    design_text = doc.labelled.get("StudyDesign", "")
+    by_type = design_from_pub_types(paper.pub_types)
+    by_text = (design_from_text(design_text) if design_text else None) or design_from_text(
+        doc.title, ["\n".join(s.text for s in doc.sentences)]
+    )
+    cls = cue = ""
+    if by_type and (by_type[2] or not by_text or by_text[0] not in _REFINES.get(by_type[0], ())):
+        cls, cue = by_type[0], f"pub_type: {by_type[1]}"
+    if not cls:
+        by_mesh = next(((c, h) for h, c in MESH_DESIGN if h in paper.mesh), None)
+        if by_text and not (by_mesh and by_text[0] in ("cross-sectional", "cohort") and by_mesh[0] != by_text[0]):
+            cls, cue = by_text[0], f"text: '{_snippet(by_text[1], 60)}'"
+        elif by_mesh:
+            cls, cue = by_mesh[0], f"mesh: {by_mesh[1]}"
+    if not cls and design_text:
+        return Found(_clip_words(sentences(design_text)[0], 12), "section: DESIGN")
+    if not cls:
+        return None
+    quals = design_qualifiers(cls, f"{doc.title} {doc.body}", paper)
+    return Found(f"{cls} ({', '.join(quals)})" if quals else cls, cue)
+
+
+RCT_DESIGN = re.compile(r"\bRCTs?\b|" + _NOT_RANDOM + r"\brandomi[sz]ed\b|\brandomly\b", re.I)
+
+
+def is_rct_design(design: str) -> bool:
+    """True when a StudyDesign string (rules or LLM) names a randomised trial."""
+    return bool(design) and not re.search(r"\bnon-?randomi[sz]ed\b", design, re.I) and bool(RCT_DESIGN.search(design))
+
+
+def design_class(design: str) -> str:
+    """The design class of any StudyDesign string ("" when none is recognised), for comparisons."""
+    if is_rct_design(design):
+        return "RCT"
+    found = design_from_text(design)
+    return found[0] if found else design.split("(")[0].strip().lower()

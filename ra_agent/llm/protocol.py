@@ -1,0 +1,388 @@
+"""The Action protocol every LLM reply follows: tool specs, parse the `Action:` JSON, one repair turn, argument checks."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import json5
+
+if TYPE_CHECKING:
+    from ra_agent.llm.base import Brain
+
+log = logging.getLogger(__name__)
+
+# ---------------------------------------------------------------------------- registry
+
+ARG_TYPES = ("str", "int", "bool", "object", "list[str]", "list[int]", "str|list[str]")
+TOOL_KINDS = ("heavy", "cluster", "goal", "aux")
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    """One argument: its type (one of ARG_TYPES), whether it is required, its default and limits.
+
+    `max_items` is the per-call batch size of a list argument: a longer list is not an error, the
+    executor splits it into several calls (`ValidAction.calls`), as memo 70 asks for embed_text.
+    """
+
+    type: str
+    required: bool = False
+    default: Any = None
+    choices: tuple[Any, ...] = ()
+    max_items: int | None = None
+    minimum: int | None = None  # int arguments and list[int] items
+    pattern: re.Pattern[str] | None = None  # str arguments
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if self.type not in ARG_TYPES:
+            raise ValueError(f"unknown argument type {self.type!r}")
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool the LLM may name in an Action; `kind` says how it is gated (see TOOL_KINDS)."""
+
+    name: str
+    args: Mapping[str, ArgSpec]
+    description: str
+    kind: str = "heavy"
+    exactly_one_of: tuple[str, ...] = ()
+
+    @property
+    def gated(self) -> bool:
+        """Heavy tools obey cfg.tools.enable_<name> and the handbook's Tools_allowed."""
+        return self.kind == "heavy"
+
+    def signature(self) -> str:
+        """A one-line call signature for prompts, e.g. `search_pubmed(query: str, retmax: int = 2000, ...)`."""
+        parts = []
+        for name, spec in self.args.items():
+            typ = " | ".join(json.dumps(c) for c in spec.choices) if spec.choices else spec.type
+            default = "" if spec.required or spec.default is None else f" = {json.dumps(spec.default)}"
+            parts.append(f"{name}: {typ}{default}")
+        joined = ", ".join(parts)
+        if self.exactly_one_of:
+            joined += f"  (exactly one of {', '.join(self.exactly_one_of)})"
+        return f"{self.name}({joined})"
+
+
+# ---------------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the executor does with a reply: history event, new goal status (None = unchanged), log fields."""
+
+    event: str
+    status: str | None
+    log: Mapping[str, Any]
+
+
+_MALFORMED = ("multiple_actions", "trailing_text", "missing_tool")
+_REJECTED = ("unknown_tool", "tool_not_allowed", "forbidden_change")
+_SCHEMA = ("missing_arg", "extra_arg", "extra_keys", "bad_arg")
+ERROR_KINDS = ("json_error", *_MALFORMED, *_REJECTED, *_SCHEMA)
+OUTCOMES: dict[str, Outcome] = {
+    "no_action": Outcome("no_action", None, {"no_action": True}),
+    "json_error": Outcome("json_error", None, {"json_error": True}),
+    **{k: Outcome("no_action", None, {"error": k}) for k in _MALFORMED},
+    **{k: Outcome("error", None, {"error": k}) for k in _REJECTED},
+    **{k: Outcome("error", "error", {"error": k}) for k in _SCHEMA},
+}
+
+
+@dataclass(frozen=True)
+class ParsedAction:
+    """A syntactically valid Action (not yet checked against the registry)."""
+
+    tool: str
+    args: dict[str, Any]
+    raw: str
+    repaired: bool = False
+
+
+@dataclass(frozen=True)
+class NoAction:
+    """The reply ends without an Action: thoughts only, the cycle ends without side effects."""
+
+    reason: str = "the reply has no 'Action:' block"
+
+    @property
+    def outcome(self) -> Outcome:
+        return OUTCOMES["no_action"]
+
+
+@dataclass(frozen=True)
+class ActionError:
+    """A rejected Action; `kind` is one of ERROR_KINDS and selects the outcome."""
+
+    kind: str
+    message: str
+    tool: str | None = None
+    raw: str | None = None
+    repaired: bool = False
+
+    def __post_init__(self) -> None:
+        if self.kind not in ERROR_KINDS:
+            raise ValueError(f"unknown action error kind {self.kind!r}")
+
+    @property
+    def outcome(self) -> Outcome:
+        return OUTCOMES[self.kind]
+
+
+@dataclass(frozen=True)
+class ValidAction:
+    """An Action that passed validation; `args` has every default filled in."""
+
+    tool: str
+    args: dict[str, Any]
+    spec: ToolSpec = field(repr=False)
+    repaired: bool = False
+
+    @property
+    def args_json(self) -> str:
+        """Canonical JSON of the arguments (sorted keys), e.g. for the tool_call row and idempotency keys."""
+        return json.dumps(self.args, sort_keys=True, ensure_ascii=False)
+
+    def calls(self) -> list[dict[str, Any]]:
+        """The arguments split into calls that respect every `max_items` (memo 70: embed_text splits silently)."""
+        for name, spec in self.spec.args.items():
+            value = self.args.get(name)
+            if spec.max_items and isinstance(value, list) and len(value) > spec.max_items:
+                step = spec.max_items
+                return [{**self.args, name: value[i : i + step]} for i in range(0, len(value), step)]
+        return [dict(self.args)]
+
+
+# ---------------------------------------------------------------------------- parsing
+
+# An Action marker starts a line (after optional Markdown decoration: quote, list dash, bold/italics).
+_ACTION_RE = re.compile(r"^[ \t>*_-]*Action[*_]*[ \t]*:[*_]*[ \t]*", re.M)
+_FENCE_OPEN_RE = re.compile(r"^```[A-Za-z0-9]*[ \t]*\n?")
+_TRAILER_RE = re.compile(r"^[\s`*_]*$")  # closing fences and emphasis may follow the object
+
+REPAIR_PROMPT = (
+    "FIX JSON ONLY. Return ONLY valid JSON for the prior message: the Action object "
+    '{"tool": "<tool name>", "args": {...}} and no other text.'
+)
+
+
+def _object_end(text: str) -> int | None:
+    """Index just past the JSON(5) object that starts text[0] == '{' (strings and escapes respected)."""
+    depth, quote, escaped = 0, "", False
+    for i, ch in enumerate(text):
+        if quote:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == quote:
+                quote = ""
+        elif ch in "\"'":
+            quote = ch
+        elif ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+    return None
+
+
+def _parse_payload(payload: str) -> ParsedAction | ActionError:
+    """Parse the text after `Action:` (or a bare repair reply): one JSON object, then nothing but fences."""
+    text = _FENCE_OPEN_RE.sub("", payload.lstrip(), count=1).lstrip()
+    if not text.startswith("{"):
+        return ActionError("json_error", "expected a JSON object after 'Action:'", raw=payload.strip())
+    end = _object_end(text)
+    if end is None:
+        return ActionError("json_error", "the JSON object is not closed", raw=text)
+    raw = text[:end]
+    try:
+        obj = json5.loads(raw)
+    except ValueError as exc:
+        return ActionError("json_error", f"invalid JSON: {exc}", raw=raw)
+    if not _TRAILER_RE.match(text[end:]):
+        return ActionError("trailing_text", "the Action JSON must end the reply; text follows it", raw=raw)
+    extra = sorted(set(obj) - {"tool", "args"})
+    if extra:
+        return ActionError("extra_keys", f"only 'tool' and 'args' are allowed at the top level, got {extra}", raw=raw)
+    tool, args = obj.get("tool"), obj.get("args", {})
+    if not isinstance(tool, str) or not tool.strip():
+        return ActionError("missing_tool", "the Action has no 'tool' name", raw=raw)
+    if args is None:
+        args = {}
+    if not isinstance(args, dict):
+        return ActionError("bad_arg", "'args' must be a JSON object", tool=tool, raw=raw)
+    return ParsedAction(tool.strip(), dict(args), raw)
+
+
+def parse_action(reply: str) -> ParsedAction | NoAction | ActionError:
+    """Extract the single `Action:` JSON object that ends a reply (json5; code fences tolerated)."""
+    markers = list(_ACTION_RE.finditer(reply or ""))
+    if not markers:
+        return NoAction()
+    if len(markers) > 1:
+        return ActionError("multiple_actions", f"only one 'Action:' per reply; found {len(markers)}")
+    return _parse_payload(reply[markers[0].end() :])
+
+
+def _parse_repair_reply(reply: str) -> ParsedAction | NoAction | ActionError:
+    """A repair reply is bare JSON (fences tolerated) or a full `Action:` line."""
+    if _ACTION_RE.search(reply or ""):
+        return parse_action(reply)
+    return _parse_payload(reply or "")
+
+
+def parse_with_repair(reply: str, ask_repair: Callable[[str], str]) -> ParsedAction | NoAction | ActionError:
+    """parse_action, plus one "FIX JSON ONLY" turn on a JSON error (memo 80 §3); a second failure is json_error.
+
+    `ask_repair(prompt)` must send REPAIR_PROMPT as the next turn after the faulty reply and return the
+    brain's answer (see `repair_asker`). Errors other than json_error are never repaired.
+    """
+    first = parse_action(reply)
+    if not (isinstance(first, ActionError) and first.kind == "json_error"):
+        return first
+    log.info("Action JSON invalid (%s): sending one repair prompt", first.message)
+    second = _parse_repair_reply(ask_repair(REPAIR_PROMPT))
+    if isinstance(second, ParsedAction) or (isinstance(second, ActionError) and second.kind != "json_error"):
+        return replace(second, repaired=True)
+    detail = second.message if isinstance(second, ActionError) else "the repair reply holds no JSON object"
+    log.warning("Action JSON still invalid after the repair turn: %s", detail)
+    return ActionError("json_error", f"still invalid after one repair turn: {detail}", raw=first.raw, repaired=True)
+
+
+def repair_messages(messages: list[dict[str, str]], reply: str, prompt: str = REPAIR_PROMPT) -> list[dict[str, str]]:
+    """The conversation for the repair turn: the prompt, the faulty reply, then the FIX JSON ONLY instruction.
+
+    Memo 80 phrases the instruction as a system line; it is sent as a user turn because chat templates
+    (Gemma's among them) fold system text into user turns anyway and a mid-conversation system turn is
+    not portable.
+    """
+    return [*messages, {"role": "assistant", "content": reply}, {"role": "user", "content": prompt}]
+
+
+def repair_asker(brain: Brain, messages: list[dict[str, str]], reply: str) -> Callable[[str], str]:
+    """An `ask_repair` for parse_with_repair that asks `brain` in the same conversation."""
+    return lambda prompt: brain.chat(repair_messages(messages, reply, prompt))
+
+
+# ---------------------------------------------------------------------------- validation
+
+_PATH_TOKEN_RE = re.compile(r"""^(?:/|~[/\\]|\\\\|[A-Za-z]:[/\\])|\.\.[/\\]""")
+_FILE_SCHEME_RE = re.compile(r"\bfile:", re.I)
+_URL_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>()]+")
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, Mapping):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
+
+
+def _security_problem(text: str, allowed_hosts: tuple[str, ...]) -> str | None:
+    """Why a string argument is refused (file path or foreign URL), else None."""
+    if _FILE_SCHEME_RE.search(text) or any(_PATH_TOKEN_RE.search(tok) for tok in re.split(r"[\s'\"()\[\],;]+", text)):
+        return "file paths are not accepted"
+    for url in _URL_RE.findall(text):
+        parts = urlsplit(url)
+        host = (parts.hostname or "").lower()
+        if parts.scheme.lower() not in ("http", "https"):
+            return f"URL scheme {parts.scheme!r} is not accepted"
+        if not any(host == h or host.endswith("." + h) for h in allowed_hosts):
+            return f"URL host {host!r} is not allowed (allowed: {', '.join(allowed_hosts)})"
+    return None
+
+
+def _type_problem(value: Any, spec: ArgSpec) -> str | None:
+    """Why a value does not fit its ArgSpec, else None."""
+
+    def is_int(v: Any) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool)
+
+    def is_str_list(v: Any) -> bool:
+        return isinstance(v, list) and bool(v) and all(isinstance(x, str) and x.strip() for x in v)
+
+    checks: dict[str, tuple[Callable[[Any], bool], str]] = {
+        "str": (lambda v: isinstance(v, str) and bool(v.strip()), "a non-empty string"),
+        "int": (is_int, "an integer"),
+        "bool": (lambda v: isinstance(v, bool), "true or false"),
+        "object": (lambda v: isinstance(v, dict), "a JSON object"),
+        "list[str]": (is_str_list, "a non-empty list of strings"),
+        "list[int]": (lambda v: isinstance(v, list) and bool(v) and all(map(is_int, v)), "a non-empty list of integers"),
+        "str|list[str]": (lambda v: (isinstance(v, str) and bool(v.strip())) or is_str_list(v), "a string or a list of strings"),
+    }  # fmt: skip
+    ok, expected = checks[spec.type]
+    if not ok(value):
+        return f"must be {expected}, got {json.dumps(value)[:80]}"
+    if spec.choices and value not in spec.choices:
+        return f"must be one of {', '.join(map(json.dumps, spec.choices))}"
+    numbers = value if isinstance(value, list) else [value]
+    if spec.minimum is not None and any(is_int(n) and n < spec.minimum for n in numbers):
+        return f"must be >= {spec.minimum}"
+    if spec.pattern is not None and isinstance(value, str) and not spec.pattern.match(value):
+        return "is not a valid id (letters, digits, '_' or '-')"
+    return None
+
+
+def _check_args(spec: ToolSpec, args: dict[str, Any], allowed_hosts: tuple[str, ...]) -> tuple[str, str] | None:
+    """(kind, message) of the first argument problem, else None."""
+    extra = sorted(set(args) - set(spec.args))
+    if extra:
+        return "extra_arg", f"{spec.name} takes no argument(s) {extra}; schema: {spec.signature()}"
+    given = {k: v for k, v in args.items() if v is not None}
+    if spec.exactly_one_of:
+        present = [k for k in spec.exactly_one_of if k in given]
+        if not present:
+            return "missing_arg", f"{spec.name} needs one of {', '.join(spec.exactly_one_of)}"
+        if len(present) > 1:
+            return "bad_arg", f"{spec.name} takes exactly one of {', '.join(spec.exactly_one_of)}, got {present}"
+    missing = [k for k, a in spec.args.items() if a.required and k not in given]
+    if missing:
+        return "missing_arg", f"{spec.name} is missing required argument(s) {missing}; schema: {spec.signature()}"
+    for name, value in given.items():
+        problem = _type_problem(value, spec.args[name])
+        if problem:
+            return "bad_arg", f"{spec.name}.{name} {problem}"
+    for text in _strings(given):
+        problem = _security_problem(text, allowed_hosts)
+        if problem:
+            return "bad_arg", f"{spec.name}: {problem} ({text[:80]!r})"
+    return None
+
+
+def check_call(
+    action: ParsedAction, specs: Mapping[str, ToolSpec], allowed_hosts: Sequence[str]
+) -> ValidAction | ActionError:
+    """Check a parsed Action against `specs` (a known tool, its argument schema, the URL/path rules); fill defaults."""
+
+    def error(kind: str, message: str) -> ActionError:
+        return ActionError(kind, message, tool=action.tool, raw=action.raw, repaired=action.repaired)
+
+    spec = specs.get(action.tool)
+    if spec is None:
+        return error("unknown_tool", f"unknown tool {action.tool!r} (known: {', '.join(specs)})")
+    problem = _check_args(spec, action.args, tuple(allowed_hosts))
+    if problem:
+        return error(*problem)
+    args = {k: v for k, v in action.args.items() if v is not None}
+    args.update({k: a.default for k, a in spec.args.items() if k not in args and a.default is not None})
+    return ValidAction(spec.name, args, spec, repaired=action.repaired)
+
+
+def describe_specs(specs: Iterable[ToolSpec]) -> str:
+    """Markdown list of tools (signature and purpose), for prompts."""
+    return "\n".join(f"- `{s.signature()}`: {s.description}" for s in specs)

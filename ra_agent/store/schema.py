@@ -1,0 +1,235 @@
+"""The store's schema: numbered SQLite migrations (v1 of memo 20 plus later stages' tables)."""
+
+from __future__ import annotations
+
+import logging
+
+log = logging.getLogger(__name__)
+
+PROV_PUBMED = 1  # edge from a PubMed ReferenceList / elink "cites"
+PROV_CROSSREF = 2  # edge from a Crossref reference list
+
+# Each entry is one migration; PRAGMA user_version records how many ran.
+MIGRATIONS: tuple[str, ...] = (
+    # 1: schema v1 (memo 20) with the detail columns ra keeps per paper
+    """
+    CREATE TABLE paper (
+        pmid         INTEGER PRIMARY KEY,
+        doi          TEXT,
+        title        TEXT NOT NULL,
+        abstract     TEXT NOT NULL DEFAULT '',
+        journal      TEXT NOT NULL DEFAULT '',
+        year         INT,
+        article_type TEXT NOT NULL DEFAULT '',
+        created_ts   INT NOT NULL,
+        pub_types    TEXT NOT NULL DEFAULT '[]',
+        mesh         TEXT NOT NULL DEFAULT '[]',
+        sections     TEXT NOT NULL DEFAULT '[]',
+        authors      TEXT NOT NULL DEFAULT '[]',
+        other_ids    TEXT NOT NULL DEFAULT '{}',
+        source       TEXT NOT NULL DEFAULT '',
+        batch_id     TEXT,
+        content_sha1 TEXT NOT NULL,
+        updated_ts   INT NOT NULL
+    );
+    CREATE INDEX paper_doi ON paper(doi);
+    CREATE INDEX paper_batch ON paper(batch_id);
+    CREATE TABLE ref (
+        src  INTEGER NOT NULL,
+        dst  INTEGER NOT NULL,
+        prov INT NOT NULL,
+        PRIMARY KEY (src, dst)
+    ) WITHOUT ROWID;
+    CREATE INDEX ref_dst ON ref(dst);
+    -- DOI-level reference list: keeps every cited DOI, mapped (dst>0) or not (dst=0)
+    CREATE TABLE ref_doi (
+        src  INTEGER NOT NULL,
+        doi  TEXT NOT NULL,
+        dst  INTEGER NOT NULL DEFAULT 0,
+        prov INT NOT NULL,
+        PRIMARY KEY (src, doi)
+    ) WITHOUT ROWID;
+    CREATE TABLE ingest_batch (
+        batch_id   TEXT PRIMARY KEY,
+        source     TEXT NOT NULL,
+        query      TEXT NOT NULL DEFAULT '',
+        n_papers   INT NOT NULL,
+        created_ts INT NOT NULL
+    );
+    CREATE TABLE deleted_citation (
+        pmid       INTEGER PRIMARY KEY,
+        source     TEXT NOT NULL,
+        deleted_ts INT NOT NULL
+    );
+    CREATE TABLE api_state (
+        api                TEXT PRIMARY KEY,
+        consecutive_errors INT NOT NULL DEFAULT 0,
+        offline            INT NOT NULL DEFAULT 0,
+        first_error_ts     INT,
+        last_error         TEXT,
+        updated_ts         INT NOT NULL
+    );
+    CREATE VIRTUAL TABLE paper_fts USING fts5(
+        title, abstract, content='paper', content_rowid='pmid', tokenize='porter unicode61'
+    );
+    CREATE TRIGGER paper_ai AFTER INSERT ON paper BEGIN
+        INSERT INTO paper_fts(rowid, title, abstract) VALUES (new.pmid, new.title, new.abstract);
+    END;
+    CREATE TRIGGER paper_ad AFTER DELETE ON paper BEGIN
+        INSERT INTO paper_fts(paper_fts, rowid, title, abstract) VALUES ('delete', old.pmid, old.title, old.abstract);
+    END;
+    CREATE TRIGGER paper_au AFTER UPDATE OF title, abstract ON paper BEGIN
+        INSERT INTO paper_fts(paper_fts, rowid, title, abstract) VALUES ('delete', old.pmid, old.title, old.abstract);
+        INSERT INTO paper_fts(rowid, title, abstract) VALUES (new.pmid, new.title, new.abstract);
+    END;
+    """,
+    # 2: clusters, goals, tool calls and search candidates (memos 40, 60, 70)
+    """
+    CREATE TABLE cluster_manifest (
+        cluster_id      TEXT PRIMARY KEY,
+        label           TEXT NOT NULL,
+        summary         TEXT NOT NULL DEFAULT '',
+        frozen_centroid BLOB NOT NULL,
+        centroid_dim    INT NOT NULL,
+        feature_space   TEXT NOT NULL,
+        tau_assign      REAL NOT NULL,
+        parent_id       TEXT,
+        status          TEXT NOT NULL DEFAULT 'active',
+        merged_into     TEXT,
+        unstable        INT NOT NULL DEFAULT 0,
+        accepted_new    INT NOT NULL DEFAULT 0,
+        expansion_halt  TEXT,
+        audit_by        TEXT NOT NULL DEFAULT '',
+        created_ts      INT NOT NULL
+    );
+    CREATE TABLE cluster_member (
+        cluster_id  TEXT NOT NULL,
+        pmid        INTEGER NOT NULL,
+        distance    REAL NOT NULL,
+        assigned_ts INT NOT NULL,
+        PRIMARY KEY (cluster_id, pmid)
+    ) WITHOUT ROWID;
+    CREATE INDEX cluster_member_pmid ON cluster_member(pmid);
+    CREATE TABLE unassigned_pool (
+        pmid     INTEGER PRIMARY KEY,
+        reason   TEXT NOT NULL,
+        added_ts INT NOT NULL
+    );
+    CREATE TABLE cluster_metrics (
+        cluster_id       TEXT NOT NULL,
+        computed_ts      INT NOT NULL,
+        size             INT NOT NULL,
+        cvgr             REAL,
+        ers              REAL,
+        het_numeric      REAL,
+        dispersion       REAL,
+        sr_overlap       REAL,
+        eligible_trials  INT,
+        prisma_compliant INT,
+        mean_year        REAL,
+        PRIMARY KEY (cluster_id, computed_ts)
+    );
+    CREATE TABLE goal (
+        goal_id       TEXT PRIMARY KEY,
+        handbook_path TEXT NOT NULL,
+        primary_goal  TEXT NOT NULL,
+        status        TEXT NOT NULL,
+        cycle         INT NOT NULL DEFAULT 0,
+        created_ts    INT NOT NULL,
+        updated_ts    INT NOT NULL
+    );
+    CREATE TABLE tool_call (
+        id              INTEGER PRIMARY KEY,
+        goal_id         TEXT NOT NULL,
+        cycle           INT NOT NULL,
+        tool            TEXT NOT NULL,
+        args            TEXT NOT NULL,
+        status          TEXT NOT NULL,
+        result          TEXT,
+        idempotency_key TEXT UNIQUE,
+        started_ts      INT NOT NULL,
+        finished_ts     INT
+    );
+    CREATE TABLE candidate_papers (
+        query_key TEXT NOT NULL,
+        pmid      INTEGER NOT NULL,
+        rank      INT NOT NULL,
+        goal_id   TEXT,
+        added_ts  INT NOT NULL,
+        PRIMARY KEY (query_key, pmid)
+    ) WITHOUT ROWID;
+    CREATE TABLE search_run (
+        query_key  TEXT PRIMARY KEY,
+        query      TEXT NOT NULL,
+        count      INT NOT NULL,
+        fetched    INT NOT NULL,
+        offline    INT NOT NULL,
+        ran_ts     INT NOT NULL
+    );
+    """,
+    # 3: searches asked for (by the CLI, a handbook or the agent) and files loaded (baseline, exports)
+    """
+    CREATE TABLE search_query (
+        query_key  TEXT PRIMARY KEY,
+        query      TEXT NOT NULL,
+        since      TEXT,
+        retmax     INT,
+        origin     TEXT NOT NULL DEFAULT 'user',  -- 'user' or the goal_id that asked for it
+        created_ts INT NOT NULL
+    );
+    CREATE TABLE loaded_file (
+        sha1      TEXT PRIMARY KEY,
+        name      TEXT NOT NULL,
+        kind      TEXT NOT NULL,
+        papers    INT NOT NULL,
+        deleted   INT NOT NULL,
+        problems  INT NOT NULL,
+        loaded_ts INT NOT NULL
+    );
+    """,
+    # 4: `ra ask` telemetry (seed 001) and the Mind-KB playbook collection (seed 002); IF NOT EXISTS because
+    # workspaces made before this migration may already hold them
+    """
+CREATE TABLE IF NOT EXISTS ask_run (
+    id                INTEGER PRIMARY KEY,
+    started_ts        INT NOT NULL,
+    question          TEXT NOT NULL,
+    brain             TEXT NOT NULL,
+    stop_reason       TEXT NOT NULL,                -- answered | tool_limit | no_progress | schema_error | brain_error
+    success           INT NOT NULL,                 -- Mind-KB success heuristic (seed 002)
+    turns             INT NOT NULL,                 -- planner (decide) turns
+    steps             INT NOT NULL,                 -- LLM calls + tool runs
+    tool_calls        INT NOT NULL,
+    repairs           INT NOT NULL,
+    tokens_in         INT NOT NULL,
+    tokens_out        INT NOT NULL,
+    latency_ms        INT NOT NULL,
+    citations         TEXT NOT NULL DEFAULT '[]',   -- PMIDs cited and held in the store
+    removed_citations TEXT NOT NULL DEFAULT '[]',   -- PMIDs cited but not in the store (removed from the answer)
+    retrieved         TEXT NOT NULL DEFAULT '[]',   -- [{"pmid", "score"}] in retrieval order
+    step_log          TEXT NOT NULL DEFAULT '[]',   -- [{"kind", "tool", "ms", "tokens_in", "tokens_out", "new_pmids", "ok"}]
+    playbooks_used    TEXT NOT NULL DEFAULT '[]',
+    playbook_id       TEXT,
+    error             TEXT
+);
+CREATE INDEX IF NOT EXISTS ask_run_started ON ask_run(started_ts);
+CREATE TABLE IF NOT EXISTS mind_kb (
+    id              TEXT PRIMARY KEY,               -- sha256 of the canonical step sequence
+    collection      TEXT NOT NULL DEFAULT 'Mind-KB',
+    kind            TEXT NOT NULL DEFAULT 'playbook',
+    source          TEXT NOT NULL,                  -- 'ask' | 'agent_cycle'
+    source_session  TEXT NOT NULL DEFAULT '',
+    original_prompt TEXT NOT NULL,
+    steps           TEXT NOT NULL,                  -- canonical JSON [{"content": ..., "role": ...}, ...]
+    dense_text      TEXT NOT NULL,
+    model           TEXT NOT NULL,                  -- embedder slug of `vector`
+    dim             INT NOT NULL,
+    vector          BLOB NOT NULL,                  -- float16 unit vector of dense_text
+    metadata        TEXT NOT NULL DEFAULT '{}',     -- {"collection", "kind", "source", "source_session", "original_prompt"}
+    count           INT NOT NULL DEFAULT 1,
+    created_ts      INT NOT NULL,
+    last_seen_ts    INT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS mind_kb_collection ON mind_kb(collection, count);
+    """,
+)

@@ -1,0 +1,6 @@
+"""Topics (memos 40, 50): reduce-then-cluster formation, audit, frozen centroids, intake, split/merge/drop, metrics, expansion, the map."""
+
+from ra_agent.topics.metrics import markdown_table
+from ra_agent.topics.organise import organise, refresh_metrics
+
+__all__ = ["markdown_table", "organise", "refresh_metrics"]

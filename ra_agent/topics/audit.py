@@ -1,0 +1,264 @@
+"""Cluster Audit #1 (memo 40 §3): cluster briefs, distinctive terms, the term auditor and decision validation."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol, cast
+
+import numpy as np
+
+from ra_agent.config import Config
+from ra_agent.store.db import Store
+from ra_agent.topics.features import centroid
+from ra_agent.topics.formation import Formation
+from ra_agent.topics.metrics import ClusterMetrics, measure_cluster
+
+log = logging.getLogger(__name__)
+KEEP, MERGE_INTO, DISCARD = "keep", "merge_into", "discard"
+AUDIT_ACTIONS = (KEEP, MERGE_INTO, DISCARD)
+
+# Tokenisation of the rule-based labeller: words of two or more characters starting with a letter,
+# unigrams and bigrams (so "helicobacter pylori" can be one term).
+TERM_TOKEN_PATTERN = r"(?u)\b[^\W\d_][\w-]*\w\b"
+TERM_NGRAMS = (1, 2)
+
+
+class AuditError(ValueError):
+    """Audit decisions that cannot be applied; the message says which decision and why."""
+
+
+# ----------------------------------------------------------------------------- distinctive terms
+
+
+def mesh_headings(mesh: Sequence[str]) -> list[str]:
+    """Descriptor names of MeSH entries, without major-topic stars and /qualifiers."""
+    return sorted({m.split("/")[0].replace("*", "").strip() for m in mesh} - {""})
+
+
+def distinctive_terms(
+    docs: Sequence[Any], labels: np.ndarray, n_clusters: int, n_terms: int, *, mesh: bool = False
+) -> list[list[str]]:
+    """Top `n_terms` class-based TF-IDF terms of each cluster 0..n_clusters-1 against the rest of the corpus.
+
+    For cluster c with n_c papers, out of N: tf = share of c's papers containing the term and
+    idf = ln((1 + N - n_c) / (1 + papers outside c containing it)), the rest being the other clusters
+    and the noise (idf = 1 when nothing lies outside c). A term that is as common outside as inside
+    scores about 0. Docs are texts (English stop words removed, uni- and bigrams; a term sharing a
+    word with a better one is skipped) or, with `mesh`, lists of MeSH entries. Ties go alphabetically.
+    """
+    from scipy import sparse
+    from sklearn.feature_extraction.text import CountVectorizer
+
+    if mesh:
+        vectorizer = CountVectorizer(binary=True, analyzer=cast(Any, mesh_headings), lowercase=False)
+    else:
+        vectorizer = CountVectorizer(
+            binary=True, stop_words="english", ngram_range=TERM_NGRAMS, token_pattern=TERM_TOKEN_PATTERN
+        )
+    try:
+        counts = sparse.csr_matrix(vectorizer.fit_transform(docs))
+    except ValueError:  # empty vocabulary: no words (or no MeSH) at all
+        return [[] for _ in range(n_clusters)]
+    classes = np.where(np.asarray(labels) >= 0, labels, n_clusters)
+    indicator = sparse.csr_matrix(
+        (np.ones(len(classes)), (classes, np.arange(len(classes)))), shape=(n_clusters + 1, len(classes))
+    )
+    per_class = sparse.csr_matrix(indicator @ counts, dtype=np.float64)  # papers containing each term, per class
+    in_corpus = np.asarray(counts.sum(axis=0), dtype=np.float64).ravel()
+    sizes = np.bincount(classes, minlength=n_clusters + 1)
+    vocab = vectorizer.get_feature_names_out()
+    out = []
+    for c in range(n_clusters):
+        row = per_class.getrow(c)
+        rest = len(classes) - sizes[c]
+        idf = np.log((1.0 + rest) / (1.0 + in_corpus[row.indices] - row.data)) if rest else 1.0
+        scores = row.data / sizes[c] * idf
+        ranked = row.indices[np.lexsort((vocab[row.indices], -scores))]
+        out.append(_pick_terms((str(vocab[i]) for i in ranked), n_terms, share_words=mesh))
+    return out
+
+
+def _pick_terms(ranked: Iterator[str], n_terms: int, *, share_words: bool) -> list[str]:
+    picked: list[str] = []
+    used: set[str] = set()
+    for term in ranked:
+        words = set(term.lower().split())
+        if not share_words and words & used:
+            continue
+        picked.append(term)
+        used |= words
+        if len(picked) == n_terms:
+            break
+    return picked
+
+
+@dataclass(frozen=True)
+class ClusterBrief:
+    """What an auditor sees of one provisional cluster."""
+
+    idx: int
+    size: int
+    terms: tuple[str, ...]  # distinctive title/abstract terms, best first
+    mesh_terms: tuple[str, ...]  # distinctive MeSH headings (empty without MeSH)
+    sample_titles: tuple[str, ...]  # titles of the members nearest the centroid
+    year_min: int | None
+    year_max: int | None
+    metrics: ClusterMetrics
+
+
+@dataclass(frozen=True)
+class AuditDecision:
+    """One auditor verdict: keep (with label + summary), merge_into target_idx, or discard."""
+
+    idx: int
+    action: str
+    target_idx: int | None = None
+    label: str = ""
+    summary: str = ""
+
+    @classmethod
+    def from_dict(cls, obj: Mapping[str, Any]) -> AuditDecision:
+        """From the memo-40 JSON shape, e.g. {"idx": 1, "action": "merge_into", "target_idx": 0}."""
+        target = obj.get("target_idx")
+        return cls(
+            idx=int(obj["idx"]),
+            action=str(obj["action"]),
+            target_idx=None if target is None else int(target),
+            label=str(obj.get("label") or ""),
+            summary=str(obj.get("summary") or ""),
+        )
+
+
+class ClusterAuditor(Protocol):
+    """Judges provisional clusters; `name` is recorded as the manifest's `audit_by`."""
+
+    name: str
+
+    def audit(self, briefs: Sequence[ClusterBrief]) -> list[AuditDecision]: ...
+
+
+class TermAuditor:
+    """Deterministic rule-based auditor (no language model): keeps every cluster and names it by its distinctive terms.
+
+    The label joins the best MeSH headings and title/abstract terms (interleaved, MeSH first);
+    the summary is one sentence built from those terms, the size and the year range.
+    """
+
+    name = "rules:distinctive-terms"
+
+    def __init__(self, cfg: Config):
+        self.n_terms = cfg.clustering.audit_label_terms
+
+    def audit(self, briefs: Sequence[ClusterBrief]) -> list[AuditDecision]:
+        return [AuditDecision(b.idx, KEEP, label=self.label(b), summary=self.summary(b)) for b in briefs]
+
+    def label(self, brief: ClusterBrief) -> str:
+        terms: list[str] = []
+        for pair in _round_robin(brief.mesh_terms, brief.terms):
+            for term in pair:
+                if not any(term.lower() in t.lower() or t.lower() in term.lower() for t in terms):
+                    terms.append(term)
+        if not terms:
+            return brief.sample_titles[0] if brief.sample_titles else f"cluster {brief.idx}"
+        return " · ".join(terms[: self.n_terms])
+
+    def summary(self, brief: ClusterBrief) -> str:
+        years = f"{brief.year_min}–{brief.year_max}" if brief.year_min is not None else "years unknown"
+        text = f"{brief.size} papers ({years})"
+        if brief.terms:
+            text += f" whose most distinctive title/abstract terms are {_join_words(brief.terms)}"
+        if brief.mesh_terms:
+            text += f"; leading MeSH headings: {', '.join(brief.mesh_terms)}"
+        if not brief.terms and not brief.mesh_terms and brief.sample_titles:
+            text += f"; most central title: {brief.sample_titles[0]}"
+        return text + "."
+
+
+def _round_robin(*seqs: Sequence[str]) -> Iterator[tuple[str, ...]]:
+    """Round-robin tuples over sequences of unequal length, dropping exhausted ones."""
+    for i in range(max((len(s) for s in seqs), default=0)):
+        yield tuple(s[i] for s in seqs if i < len(s))
+
+
+def _join_words(words: Sequence[str]) -> str:
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
+
+
+def describe_clusters(
+    store: Store, formation: Formation, cfg: Config, *, now: datetime | None = None
+) -> list[ClusterBrief]:
+    """Briefs for the auditor: distinctive terms (vs the rest of `formation`), central titles, years, metrics."""
+    ccfg = cfg.clustering
+    feats = formation.features
+    papers = {p.pmid: p for p in store.papers(feats.pmids.tolist())}
+    if len(papers) < len(feats):
+        log.warning("%d clustered PMIDs have no paper row; they count as empty text", len(feats) - len(papers))
+    records = [papers.get(int(pmid)) for pmid in feats.pmids]
+    texts = [f"{p.title} {p.abstract}" if p else "" for p in records]
+    k = formation.n_clusters
+    words = distinctive_terms(texts, formation.labels, k, ccfg.audit_label_terms)
+    mesh = distinctive_terms(
+        [p.mesh if p else [] for p in records], formation.labels, k, ccfg.audit_label_terms, mesh=True
+    )
+    briefs = []
+    for idx in range(k):
+        rows = formation.member_rows(idx)
+        x = feats.matrix[rows]
+        c = centroid(x)
+        central = rows[np.argsort(-(x @ c), kind="stable")[: ccfg.audit_sample_titles]]
+        years = [records[r].year for r in rows if records[r] and records[r].year is not None]
+        briefs.append(
+            ClusterBrief(
+                idx=idx,
+                size=len(rows),
+                terms=tuple(words[idx]),
+                mesh_terms=tuple(mesh[idx]),
+                sample_titles=tuple(records[r].title for r in central if records[r]),
+                year_min=min(years) if years else None,
+                year_max=max(years) if years else None,
+                metrics=measure_cluster(store, feats.pmids[rows], x, c, cfg, het=feats.het_families(rows), now=now),
+            )
+        )
+    return briefs
+
+
+def validate_decisions(decisions: Sequence[AuditDecision], n_clusters: int) -> dict[int, list[int]]:
+    """Check one decision per provisional cluster; return kept idx -> [idx, idx merged into it...].
+
+    merge_into may chain (a into b into c) but must end at a kept cluster.
+    """
+    by_idx: dict[int, AuditDecision] = {}
+    for d in decisions:
+        if not 0 <= d.idx < n_clusters:
+            raise AuditError(f"idx {d.idx} is not a provisional cluster (0..{n_clusters - 1})")
+        if d.idx in by_idx:
+            raise AuditError(f"idx {d.idx} has more than one decision")
+        if d.action not in AUDIT_ACTIONS:
+            raise AuditError(f"idx {d.idx}: action {d.action!r} is not one of {', '.join(AUDIT_ACTIONS)}")
+        if d.action == KEEP and not d.label.strip():
+            raise AuditError(f"idx {d.idx}: keep needs a label")
+        by_idx[d.idx] = d
+    missing = sorted(set(range(n_clusters)) - set(by_idx))
+    if missing:
+        raise AuditError(f"no decision for idx {missing}")
+    groups = {i: [i] for i in sorted(by_idx) if by_idx[i].action == KEEP}
+    for i in sorted(by_idx):
+        if by_idx[i].action != MERGE_INTO:
+            continue
+        seen, j = {i}, by_idx[i].target_idx
+        while True:
+            if j is None or not 0 <= j < n_clusters:
+                raise AuditError(f"idx {i}: merge_into needs a target_idx in 0..{n_clusters - 1}")
+            if j in seen:
+                raise AuditError(f"idx {i}: merge_into chain loops back to idx {j}")
+            if by_idx[j].action == DISCARD:
+                raise AuditError(f"idx {i}: merge_into target idx {j} is discarded")
+            if by_idx[j].action == KEEP:
+                groups[j].append(i)
+                break
+            seen.add(j)
+            j = by_idx[j].target_idx
+    return groups

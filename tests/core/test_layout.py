@@ -1,0 +1,130 @@
+"""The package layout: imports run one way (core <- capabilities <- agent <- cli), no cycle, small modules."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+CORE = ROOT / "ra_agent"
+MAX_LINES = 600
+
+# Lower layers never import higher ones. Within a layer, imports stay inside one package.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("config", "models", "fileio", "hardware", "store", "workspace"),
+    ("llm",),
+    ("embed",),
+    ("ingest",),
+    ("topics",),
+    ("evidence",),
+    ("ask",),
+    ("agent",),
+    ("cli",),
+)
+RANK = {name: i for i, layer in enumerate(LAYERS) for name in layer}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for p in sorted(CORE.rglob("*.py"))}
+
+
+def imports_of(path: Path, name: str, known: set[str]) -> set[str]:
+    """ra_agent modules `path` imports anywhere (top level or inside functions)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    tree = ast.parse(path.read_text())
+    type_only = {
+        id(n)
+        for block in ast.walk(tree)
+        if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test)
+        for stmt in block.body
+        for n in ast.walk(stmt)
+    }
+    for node in ast.walk(tree):
+        if id(node) in type_only:  # annotations only: not an import at run time
+            continue
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(parts + ([base] if base else []))
+            for alias in node.names:
+                full = f"{base}.{alias.name}"
+                found.add(full if full in known else base)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+    return {m for m in found if m in known and m != name}
+
+
+def graph() -> dict[str, set[str]]:
+    mods = modules()
+    return {name: imports_of(path, name, set(mods)) for name, path in mods.items()}
+
+
+def capability(name: str) -> str:
+    return name.split(".")[1] if "." in name else "ra_agent"
+
+
+def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt) :] + [nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(edges):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+def test_every_package_is_placed_in_a_layer():
+    unplaced = {capability(m) for m in modules()} - set(RANK) - {"ra_agent"}
+    assert not unplaced, f"packages missing from LAYERS: {sorted(unplaced)}"
+
+
+def test_no_import_cycle_anywhere():
+    cycle = find_cycle(graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_imports_run_down_the_layers():
+    wrong = []
+    for src, targets in graph().items():
+        for dst in targets:
+            a, b = capability(src), capability(dst)
+            if a == b or "ra_agent" in (a, b):
+                continue
+            if RANK[a] < RANK[b] or (RANK[a] == RANK[b] and a != b and len(LAYERS[RANK[a]]) > 1 and RANK[a] > 0):
+                wrong.append(f"{src} imports {dst} ({a} is below {b})")
+    assert not wrong, "imports against the layer order:\n" + "\n".join(sorted(wrong))
+
+
+def test_the_cycle_finder_names_a_cycle():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_modules_are_small():
+    long = {m: n for m, p in modules().items() if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert not long, f"modules over {MAX_LINES} lines: {long}"
+
+
+def test_every_package_says_what_it_owns():
+    for init in sorted(CORE.rglob("__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text()))
+        assert doc and "TODO" not in doc, f"{init.relative_to(ROOT)} needs a one-line docstring saying what it owns"
