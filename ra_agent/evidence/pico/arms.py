@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from ra_agent.evidence.pico.population import POP_NOUN
+from ra_agent.evidence.pico.population import POP_NOUN, _from_section
 from ra_agent.evidence.pico.text import NUMBER, Doc, Found, _clip_words, _snippet, _split_top, sentences
 
 # --------------------------------------------------------------------------- intervention and comparator
@@ -123,11 +123,16 @@ def _protect(text: str) -> str:
 
 
 _DOSE_PAREN = re.compile(r"\s*\((?:[^()]*\([^()]*\))*[^()]*\d[^()]*\)|\s*\([^()]*\d[^()]*$")
+_PURE_DOSE = re.compile(
+    r"\s*\(\s*(?:[\d.]+(?:\s*(?:,|and|or|to|-|–)\s*)?)+\s*(?:mg|g|µg|μg|mcg|micrograms?|ml|iu|units?|mmol)"
+    r"(?:\s*/\s*(?:kg|day|d|m2|dl))?\s*\)",
+    re.I,
+)
 
 
 def _clean_arm(arm: str) -> str:
     """An arm without allocation wording, dosing details in parentheses ("(15 µg/kg, n = 30)") or trailing schedule."""
-    arm = _DOSE_PAREN.sub("", arm)
+    arm = _DOSE_PAREN.sub(lambda m: m.group(0) if _PURE_DOSE.fullmatch(m.group(0)) else "", arm)
     stop = _ARM_END.search(arm)
     arm = arm[: stop.start()] if stop else arm
     arm = _ARM_LEAD_WORDS.sub("", arm.strip(" ,;"))
@@ -208,17 +213,17 @@ def _valid_arms(arms: list[str], doc: Doc) -> list[str]:
 
 
 def _section_arms(doc: Doc) -> tuple[Found | None, Found | None]:
-    """(I, C) from the allocation arms of an INTERVENTIONS section's first sentence."""
+    """(I, C) from an INTERVENTIONS section: the arms its first sentence allocates, else that sentence."""
     text = doc.labelled.get("I", "")
-    if not text:
+    first = sentences(text)[0] if sentences(text) else text
+    if not first:
         return None, None
-    for sentence in sentences(text):
-        for lead in [*_ARMS_LEAD.finditer(sentence), None]:
-            arms = _valid_arms(_split_arms(_ARM_GROUPS.sub("", sentence[lead.end() :] if lead else sentence)), doc)
-            if arms:
-                return _arms_found(arms, doc, "section: interventions")
-        break
-    return None, None
+    for lead in _ARMS_LEAD.finditer(first):
+        arms = _valid_arms(_split_arms(_ARM_GROUPS.sub("", first[lead.end() :])), doc)
+        if arms:
+            return _arms_found(arms, doc, "section: interventions")
+    comparator = _from_section(doc, "C", "comparator") or _placebo(doc)
+    return Found(_clip_words(first, 30), "section: interventions"), comparator
 
 
 def find_arms(doc: Doc) -> tuple[Found | None, Found | None]:
@@ -267,6 +272,14 @@ _TITLE_HEAD = re.compile(
 )
 
 
+# A title opening with a change or a frequency reports a finding ("Increased prevalence of …"), not a treatment.
+_FINDING_HEAD = re.compile(
+    r"(?:increased|decreased|reduced|improved|elevated|impaired|altered|high|higher|low|lower|prevalence|incidence|"
+    r"risk|changes?|levels?|outcomes?|predictors?|factors?|determinants?)\b",
+    re.I,
+)
+
+
 def _title_head(doc: Doc) -> Found | None:
     """I: the title's subject when the title says what it does ("X reduces …") or for whom ("X in patients with …")."""
     m = _TITLE_HEAD.search(doc.title)
@@ -283,6 +296,8 @@ def _title_head(doc: Doc) -> Found | None:
         r"\s+(?:of|on|related|vary|varies|is|are|was|were|still|effects?|levels?)\b", head, maxsplit=1, flags=re.I
     )[0]
     value = _clean_arm(head)
+    if _FINDING_HEAD.match(value):
+        return None
     if value and not _GENERIC_ARM.search(value) and not _CONTROL_ARM.match(value) and _named_again(value, doc):
         return Found(value, f"title head: '{_snippet(m.group(0), 80)}'")
     return None

@@ -30,6 +30,17 @@ _OUTCOMES_WERE = re.compile(
     r"(?!(?:\w+ed|collected|taken|seen|done|made|shown|known|similar|comparable|not|also|significantly)\b)(?P<o>[^;]{3,200})",
     re.I,
 )
+_MEASURED = re.compile(
+    r"^(?P<o>(?:the\s+)?[A-Za-z][^;]{2,120}?)\s+(?:was|were)\s+(?:\w+ly\s+)?(?:measured|assessed|determined|evaluated|"
+    r"monitored|graded|quantified)\b",
+    re.I,
+)
+# What "X was measured" names when X is no outcome: people, material, the design, the treatment.
+_MEASURED_NOT = re.compile(
+    rf"\b(?:{POP_NOUN}|samples?|specimens?|biopsies|questionnaires?|data|records?|groups?|study|trial|administration|"
+    rf"treatments?|therapy|doses?)\b|^(?:\d|in|during|after|at|on|for|this|these)\b",
+    re.I,
+)
 _AIM_ON = re.compile(
     r"\b(?:effects?|impact|influence|efficacy) of\s+[^;]{3,100}?\s+on\s+(?P<o>[^;,]{3,120}?)"
     r"(?=\s+(?:in|among|of patients|during|after)\b|[;,(:]|\.\s|\.$|$)",
@@ -77,7 +88,7 @@ _CHANGE_IN = re.compile(
 _SUBJECT_CHANGED = re.compile(
     r"(?:^|^(?:in|at|after|during) [^,]{1,60},\s+|;\s+|\bwhereas\s+|\bbut\s+)(?P<o>(?:the\s+)?(?:mean\s+|median\s+)?"
     r"[A-Za-z][^,;:()]{2,70}?)\s+(?:(?:was|were)\s+(?:not\s+)?|(?:did not|tended to)\s+)"
-    r"(?:(?:significantly|markedly|also|slightly|statistically|similarly|substantially|considerably|further)\s+)*"
+    r"(?:(?:\w+ly|also|further|much|not)\s+|\([^()]*\)\s+)*"
     r"(?:higher|lower|greater|less|reduced|improved|increased|decreased|better|worse|similar|comparable|shorter|longer|"
     r"unchanged|different|superior|inferior|elevated|prolonged|changed|affected|smaller|larger|faster|slower|"
     r"differ|change|improve|decrease|increase)\b|"
@@ -133,15 +144,18 @@ def find_outcome(doc: Doc) -> Found | None:
         ("primary outcome", _PRIMARY, False, doc.sentences),
         ("primary outcome", _PRIMARY_AFTER, False, [s for s in doc.sentences if _PRIMARY_AFTER_CUE.search(s.text)]),
         ("primary outcome", _PRIMARY_PAREN, False, doc.sentences),
+        ("outcomes were", _OUTCOMES_WERE, False, doc.methods),
+        ("measured", _MEASURED, True, doc.methods),
         ("result change in", _CHANGE_IN, True, results),
         ("result subject", _SUBJECT_CHANGED, True, results),
         ("result comparative", _HAD_MORE, True, results),
-        ("outcomes were", _OUTCOMES_WERE, False, doc.methods),
         ("aim measure", _AIM_MEASURE, False, aims),
     ):
         for s in pool:
             for m in rx.finditer(s.text):
                 raw = m.group("o") or m.groupdict().get("o2") or ""
+                if cue == "measured" and _MEASURED_NOT.search(raw):
+                    continue
                 value = _clean_outcome(raw, cut_context=cut)
                 if (
                     _outcome_ok(value)
