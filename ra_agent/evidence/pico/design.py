@@ -331,14 +331,25 @@ def _study_design(doc: Doc) -> Found | None:
 RCT_DESIGN = re.compile(r"\bRCTs?\b|" + _NOT_RANDOM + r"\brandomi[sz]ed\b|\brandomly\b", re.I)
 
 
+# A StudyDesign string that opens with a non-trial kind ("Systematic review of RCTs") names no trial of its own.
+_NON_TRIAL_DESIGN = re.compile(
+    r"^\W*(?:an? |the )?(?:systematic |narrative |literature |critical )?(?:review|meta[- ]?analysis|pooled analysis|"
+    r"(?:study |trial )?protocol|editorial|letter|comment|guideline|consensus|case report)",
+    re.I,
+)
+
+
 def is_rct_design(design: str) -> bool:
-    """True when a StudyDesign string (rules or LLM) names a randomised trial."""
-    return bool(design) and not re.search(r"\bnon-?randomi[sz]ed\b", design, re.I) and bool(RCT_DESIGN.search(design))
+    """True when a StudyDesign string (rules or LLM) names a randomised trial (not a review or protocol of them)."""
+    if not design or _NON_TRIAL_DESIGN.search(design) or re.search(r"\bnon-?randomi[sz]ed\b", design, re.I):
+        return False
+    return bool(RCT_DESIGN.search(design))
 
 
 def design_class(design: str) -> str:
     """The design class of any StudyDesign string ("" when none is recognised), for comparisons."""
     if is_rct_design(design):
         return "RCT"
-    found = design_from_text(design)
+    found = publication_kind(design) if _NON_TRIAL_DESIGN.search(design) else None
+    found = found or design_from_text(design)
     return found[0] if found else design.split("(")[0].strip().lower()
