@@ -422,9 +422,9 @@ def test_eligible_needs_an_rct_and_p_i_o(xml_papers, demo_papers):
 
 
 def test_count_eligible_over_rule_records(demo_papers):
-    papers = [demo_papers[p] for p in (10950032, 10871975, 10559084, 8580272, 7654116, 8917326)]
+    papers = [demo_papers[p] for p in (10950032, 10102945, 10559084, 8580272, 7654116, 8917326)]
     records = RuleExtractor().extract(papers)
-    # 10950032, 10871975 and 10559084 are stated randomised trials with P, I and O found; 8580272 is a blinded
+    # 10950032, 10102945 and 10559084 are stated randomised trials with P, I and O found; 8580272 is a blinded
     # trial without stated randomisation, 7654116 a non-randomised comparison, 8917326 a narrative review
     assert count_eligible(papers, records) == 3
     assert count_eligible(papers, {r.pmid: r for r in records[:1]}) == 1  # papers without a record don't count
