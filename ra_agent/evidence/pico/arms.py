@@ -33,7 +33,7 @@ _ARM_SEP = re.compile(
 _PAIR_SEP = re.compile(r"\s+(?:and|with|to|or|versus|vs\.?)\s+", re.I)  # "comparison of A and B"
 _ARM_END = re.compile(
     r"\s+(?:for (?:\d+|one|two|three|four|six|eight|twelve|a|the)\b|during|at (?:the|baseline)|after|"
-    r"in (?:a|the|each|patients|the treatment)|while|until|with (?:a|the) (?:primary|aim)|and (?:were|was|then|followed|patients)|"
+    r"in (?:a|the|this|these|each|patients|the treatment)|while|until|with (?:a|the) (?:primary|aim)|and (?:were|was|then|followed|patients)|"
     r"who|which|were|was|is|are|to (?:compare|assess|evaluate)|prior to|before|as|over|on days?|followed by|given|"
     r"administered|taken|via|using|starting|beginning)\b|"
     r"\s*\((?:n|N)\s*=[^)]*\)|\s*\([^)]*\b(?:groups?|arms?|patients)\b[^)]*\)|[;:]",
@@ -78,7 +78,7 @@ _GENERIC_ARM = re.compile(
     rf"^(?:efficacy|safety|tolerability|effects?|the|and|treatment|therapy|{POP_NOUN})\b|^(?:group|arm)\s*\w{{0,3}}$|"
     rf"^(?:(?:one|two|three|four|both|all|either|each|\d+)\s+)?(?:[\w-]+\s+)?(?:groups?|arms?|interventions?|treatments?|"
     rf"conditions|regimens|drugs?|study drugs?|medications?)$|\b{POP_NOUN}$|^\(?[a-h1-9]\)|"
-    rf"^(?:first|second|third|fourth|former|latter|other|others|neither|both|none)$|"
+    rf"^(?:first|second|third|fourth|former|latter|other|others|neither|both|none|also|only|alone)$|"
     rf"^(?:{NUMBER})\s+(?:days?|weeks?|months?|years?|hours?|h|min|minutes)\b",
     re.I,
 )
