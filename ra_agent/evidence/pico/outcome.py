@@ -38,7 +38,7 @@ _MEASURED = re.compile(
 # What "X was measured" names when X is no outcome: people, material, the design, the treatment.
 _MEASURED_NOT = re.compile(
     rf"\b(?:{POP_NOUN}|samples?|specimens?|biopsies|questionnaires?|data|records?|groups?|study|trial|administration|"
-    rf"treatments?|therapy|doses?)\b|^(?:\d|in|during|after|at|on|for|this|these)\b",
+    rf"treatments?|therapy|doses?|were|was)\b|^(?:\d|in|during|after|at|on|for|this|these)\b|,\s+and\b",
     re.I,
 )
 _AIM_ON = re.compile(
@@ -55,9 +55,16 @@ _O_END = re.compile(
     r"\s+(?:at|after|by|in|with|using|assessed|measured|determined|as (?:assessed|judged|defined)|defined|according)\b.*$",
     re.I,
 )
+# Words that name a kind of result rather than what was measured ("efficacy and safety of X").
+_QUALITY_WORD = (
+    r"(?:efficacy|safety|toxicity|tolerability|effectiveness|outcomes?|adherence|compliance|effects?|feasibility|"
+    r"acceptability|accuracy|pharmacokinetics?|pk profiles?|potential|impact|benefits?|value|usefulness|utility)"
+)
 _GENERIC_OUTCOME = re.compile(
     rf"^(?:(?:the|all|medical|clinical|baseline|demographic|laboratory)\s+)*(?:data|results?|samples?|specimens?|"
-    rf"biopsies|information|variables|parameters)\b|^(?:the\s+)?{POP_NOUN}(?:\s+\w+)?$",
+    rf"biopsies|information|variables|parameters)\b|^(?:the\s+)?{POP_NOUN}(?:\s+\w+)?$|"
+    rf"^(?:(?:the|overall|clinical|its|their)\s+)?{_QUALITY_WORD}(?:\s*(?:,|and|or)\s*(?:the\s+)?{_QUALITY_WORD})*"
+    rf"(?:\s+of\b.*)?$",
     re.I,
 )
 _AIM_MEASURE = re.compile(
@@ -90,7 +97,7 @@ _SUBJECT_CHANGED = re.compile(
     r"[A-Za-z][^,;:()]{2,70}?)\s+(?:(?:was|were)\s+(?:not\s+)?|(?:did not|tended to)\s+)"
     r"(?:(?:\w+ly|also|further|much|not)\s+|\([^()]*\)\s+)*"
     r"(?:higher|lower|greater|less|reduced|improved|increased|decreased|better|worse|similar|comparable|shorter|longer|"
-    r"unchanged|different|superior|inferior|elevated|prolonged|changed|affected|smaller|larger|faster|slower|"
+    r"unchanged|different|elevated|prolonged|changed|affected|smaller|larger|faster|slower|"
     r"differ|change|improve|decrease|increase)\b|"
     r"(?:^|^(?:in|at|after|during) [^,]{1,60},\s+)(?P<o2>(?:the\s+)?(?:mean\s+|median\s+)?[A-Za-z][^,;:()]{2,70}?)\s+"
     r"(?:improved|decreased|increased|declined|fell|rose|dropped|diminished|normali[sz]ed)\s+(?:significantly|more|less|"
@@ -110,11 +117,13 @@ _HAD_MORE = re.compile(
 
 _NOT_OUTCOME_SUBJECT = re.compile(
     rf"^(?:(?:the|all|both|these|this|there|it|they|no|each|two|three|groups?|the (?:two |three )?groups?)\b|"
-    rf"(?:[\w-]+\s+){{0,3}}(?:{POP_NOUN}|groups?|arms?|treatments?|therapy|drugs?)$)|\b(?:group|arm)\b|\d",
+    rf"(?:[\w-]+\s+){{0,3}}(?:{POP_NOUN}|groups?|arms?|treatments?|therapy|drugs?)$|if\b)|\b(?:group|arm|compared)\b|\d",
     re.I,
 )
 
 
+# Result sentences about who entered the trial, not what it changed.
+_BASELINE = re.compile(r"\b(?:baseline|at entry|at inclusion|initial values?|demographic|characteristics)\b", re.I)
 _AIM_SENTENCE = re.compile(
     r"\b(?:to|we) (?:assess|evaluate|investigate|determine|examine|study|compare|test|explore|measure)|\b(?:this|the "
     r"present|our) (?:study|trial)\b|\b(?:aim|objective|purpose|goal)\b|\bwe (?:investigated|studied|evaluated|assessed|examined)",
@@ -138,7 +147,9 @@ def find_outcome(doc: Doc) -> Found | None:
     aims = [s for s in doc.methods if _AIM_LABEL.search(s.label) or _AIM_SENTENCE.search(s.text)]
     half = len(doc.sentences) // 2
     results = [
-        s for i, s in enumerate(doc.sentences) if not s.is_background and (s.is_result or not s.label and i >= half)
+        s
+        for i, s in enumerate(doc.sentences)
+        if not s.is_background and (s.is_result or not s.label and i >= half) and not _BASELINE.search(s.text)
     ]
     for cue, rx, cut, pool in (
         ("primary outcome", _PRIMARY, False, doc.sentences),
