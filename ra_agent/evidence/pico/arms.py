@@ -83,13 +83,11 @@ _GENERIC_ARM = re.compile(
     re.I,
 )
 
-
 _NOT_ARM = re.compile(
     r"\b(?:had|showed|was|were|is|are|did|than|significant(?:ly)?|difference|p\s*[<=>]|included|scores?|examination|"
     r"criteria|screening|visits?)\b",
     re.I,
 )
-
 
 MAX_ARM_WORDS = 12
 
@@ -270,7 +268,6 @@ _TITLE_HEAD = re.compile(
     rf"(?:in|for|among) (?:the (?:treatment|management|prevention) of\b|(?:[\w-]+ ){{0,3}}{POP_NOUN}\b))",
     re.I,
 )
-
 
 # A title opening with a change or a frequency reports a finding ("Increased prevalence of …"), not a treatment.
 _FINDING_HEAD = re.compile(

@@ -60,6 +60,7 @@ MESH_QUALIFIERS = (
 )
 
 _NOT_RANDOM = r"(?<!non-)(?<!non)(?<!not )(?<!quasi-)"
+
 # Text cues for the design class, most specific first: (class, pattern, where) with where "title" or "any".
 DESIGN_CUES: tuple[tuple[str, str, str], ...] = (
     ("meta-analysis", r"\bmeta[- ]?analys[ie]s\b|\bpooled analysis\b", "title"),
@@ -127,6 +128,7 @@ DESIGN_CUES: tuple[tuple[str, str, str], ...] = (
     ),
 )
 _DESIGN_RES = tuple((cls, re.compile(p, re.I | re.M), where) for cls, p, where in DESIGN_CUES)
+
 # A weak publication-type class is replaced by a text class from its family.
 _REFINES = {
     "clinical trial": {"RCT", "controlled trial"},
@@ -134,14 +136,12 @@ _REFINES = {
 }
 _TRIAL_CLASSES = {"RCT", "controlled trial", "clinical trial"}
 
-
 # Publication kinds that report no trial of their own, whatever trials they mention.
 NON_TRIAL_CLASSES = frozenset(
     {"meta-analysis", "systematic review", "narrative review", "protocol", "editorial", "letter", "comment",
      "guideline", "case report"}
 )  # fmt: skip
 _NO_QUALIFIERS = NON_TRIAL_CLASSES
-
 
 # What a title says the publication is (checked before any trial cue, so "a review of … randomised trials" is a review).
 TITLE_KINDS: tuple[tuple[str, str], ...] = (
@@ -154,15 +154,12 @@ TITLE_KINDS: tuple[tuple[str, str], ...] = (
     ("comment", r"^comments?\b|\bcomments? on\b|\bcommentary\b"),
     ("guideline", r"\bguidelines? (?:for|on|of)\b|^(?:[\w-]+ ){0,3}guidelines?\b|\bpractice guidelines?\b|\bguidelines?\W*$|"
      r"\bconsensus (?:statement|conference|report)\b|\bposition (?:statement|paper)\b|\brecommendations (?:for|on|of)\b"),
-    ("case report", r"\bcase reports?\b|\bcase of\b|\breport of (?:a|an|one|two|three) cases?\b"),
+    ("case report", r"\bcase reports?\b|(?:^|:\s*)(?:an? )?(?:[\w-]+ )?case of\b|\breport of (?:a|an|one|two|three) cases?\b"),
     ("narrative review",
      r"(?<!chart )(?<!record )(?<!retrospective )(?<!case )(?<!peer )\breview\b(?! of (?:\w+ )?(?:records|charts|cases))|"
      r"\boverview\b|\bupdate on\b|\bcurrent concepts\b|\bstate of the art\b"),
 )  # fmt: skip
-
-
 _TITLE_KIND_RES = tuple((cls, re.compile(p, re.I)) for cls, p in TITLE_KINDS)
-
 
 # A title phrase that is about a guideline or review rather than being one ("adherence to the guidelines for …").
 _ABOUT_KIND = re.compile(
@@ -170,8 +167,6 @@ _ABOUT_KIND = re.compile(
     r"following|concordance with|effect of)\s+(?:the\s+)?(?:[\w-]+\s+){0,4}$",
     re.I,
 )
-
-
 # How an abstract says it reviews rather than reports a trial: literature searches (systematic), review aims (narrative).
 REVIEW_TEXT = (
     (
@@ -187,11 +182,7 @@ REVIEW_TEXT = (
         r"\bthis (?:article|paper) (?:reviews|summari[sz]es|discusses)\b",
     ),
 )
-
-
 _REVIEW_TEXT_RES = tuple((cls, re.compile(p, re.I | re.M)) for cls, p in REVIEW_TEXT)
-
-
 _TITLE_TRIAL = re.compile(
     _NOT_RANDOM + r"\brandomi[sz]ed\b(?! (?:controlled |clinical )?trials\b)|\b(?:double|single|triple)[- ]blind|"
     r"\bplacebo[- ]controlled\b|\bcontrolled (?:clinical )?trial\b|\bphase (?:I{1,3}V?|IV|[1-4])[ab]? (?:\w+ )?(?:trial|study)\b",
@@ -329,7 +320,6 @@ def _study_design(doc: Doc) -> Found | None:
 
 
 RCT_DESIGN = re.compile(r"\bRCTs?\b|" + _NOT_RANDOM + r"\brandomi[sz]ed\b|\brandomly\b", re.I)
-
 
 # A StudyDesign string that opens with a non-trial kind ("Systematic review of RCTs") names no trial of its own.
 _NON_TRIAL_DESIGN = re.compile(

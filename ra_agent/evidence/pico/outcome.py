@@ -91,7 +91,6 @@ _CHANGE_IN = re.compile(
     re.I,
 )
 
-
 _SUBJECT_CHANGED = re.compile(
     r"(?:^|^(?:in|at|after|during) [^,]{1,60},\s+|;\s+|\bwhereas\s+|\bbut\s+)(?P<o>(?:the\s+)?(?:mean\s+|median\s+)?"
     r"[A-Za-z][^,;:()]{2,70}?)\s+(?:(?:was|were)\s+(?:not\s+)?|(?:did not|tended to)\s+)"
@@ -105,7 +104,6 @@ _SUBJECT_CHANGED = re.compile(
     re.I,
 )
 
-
 _HAD_MORE = re.compile(
     r"\b(?:had|showed|reported|experienced|achieved|required|developed|exhibited)\s+(?:a\s+|an\s+)?(?:(?:significantly|"
     r"statistically|markedly|slightly|substantially|much)\s+)*(?:higher|lower|greater|better|worse|fewer|more|shorter|"
@@ -114,13 +112,11 @@ _HAD_MORE = re.compile(
     re.I,
 )
 
-
 _NOT_OUTCOME_SUBJECT = re.compile(
     rf"^(?:(?:the|all|both|these|this|there|it|they|no|each|two|three|groups?|the (?:two |three )?groups?)\b|"
     rf"(?:[\w-]+\s+){{0,3}}(?:{POP_NOUN}|groups?|arms?|treatments?|therapy|drugs?)$|if\b)|\b(?:group|arm|compared)\b|\d",
     re.I,
 )
-
 
 # Result sentences about who entered the trial, not what it changed.
 _BASELINE = re.compile(r"\b(?:baseline|at entry|at inclusion|initial values?|demographic|characteristics)\b", re.I)
@@ -129,7 +125,6 @@ _AIM_SENTENCE = re.compile(
     r"present|our) (?:study|trial)\b|\b(?:aim|objective|purpose|goal)\b|\bwe (?:investigated|studied|evaluated|assessed|examined)",
     re.I,
 )
-
 
 _AIM_LABEL = re.compile(r"OBJECTIVE|AIM|PURPOSE|BACKGROUND|INTRODUCTION|CONTEXT|GOAL")
 
