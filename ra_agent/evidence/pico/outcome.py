@@ -134,8 +134,9 @@ def _outcome_ok(value: str) -> bool:
 
 
 def find_outcome(doc: Doc) -> Found | None:
-    """O: an OUTCOMES section; "primary end point was …"; "outcomes were …"; a result's "difference in Y" or "Y was
-    lower"; "X was measured"; an aim's "effect of … on Y"; a rate."""
+    """O: an OUTCOMES section; "primary end point was …"; "outcomes were …"; "X was measured"; a result's
+    "difference in Y", "Y was lower" or "had a greater Y"; an aim's "to determine the incidence of Y"; the title's
+    "effect of … on Y"; a rate."""
     found = _from_section(doc, "O", "outcomes")
     if found:
         return found
