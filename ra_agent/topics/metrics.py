@@ -14,7 +14,7 @@ import numpy as np
 
 from ra_agent.config import ClusteringConfig, Config
 from ra_agent.store.db import Store
-from ra_agent.topics.features import Features, Pmids, decode_centroid, dispersion, het_numeric
+from ra_agent.topics.features import Features, Pmids, centroid, decode_centroid, dispersion, het_numeric
 from ra_agent.topics.members import ACTIVE, check_feature_space, cluster_members, cluster_row, pmid_list, sql_chunks
 
 log = logging.getLogger(__name__)
@@ -105,9 +105,23 @@ def measure_cluster(
     )
 
 
-def is_unstable(metrics: ClusterMetrics, ccfg: ClusteringConfig) -> bool:
-    """Memo 40 §5.2: dispersion >= dispersion_split and size >= unstable_min_size."""
-    return metrics.dispersion >= ccfg.dispersion_split and metrics.size >= ccfg.unstable_min_size
+def split_threshold(features: Features, ccfg: ClusteringConfig) -> float:
+    """The dispersion at which a cluster is unstable, on the embedding model's own scale.
+
+    dispersion_split_ratio x the corpus dispersion (all `features` rows around their own centroid, the
+    spread of the whole search in this space): a cluster nearly as spread as the search is not one topic.
+    The memo's absolute 0.70 was set for Qwen vectors and never fires with MiniLM, whose cluster dispersions
+    are 0.1-0.35 (docs/architecture.md). dispersion_split_ratio = 0 uses the absolute dispersion_split.
+    """
+    if ccfg.dispersion_split_ratio <= 0 or len(features) < 2:
+        return ccfg.dispersion_split
+    return ccfg.dispersion_split_ratio * dispersion(features.matrix, centroid(features.matrix))
+
+
+def is_unstable(metrics: ClusterMetrics, ccfg: ClusteringConfig, threshold: float | None = None) -> bool:
+    """Memo 40 §5.2: dispersion >= threshold (default dispersion_split) and size >= unstable_min_size."""
+    limit = ccfg.dispersion_split if threshold is None else threshold
+    return metrics.dispersion >= limit and metrics.size >= ccfg.unstable_min_size
 
 
 def compute_metrics(
@@ -120,7 +134,7 @@ def compute_metrics(
 ) -> dict[str, ClusterMetrics]:
     """Measure clusters (default: all active), append a cluster_metrics row each, refresh the unstable flag.
 
-    Dispersion is against the frozen centroid. sr_overlap, eligible_trials and prisma_compliant are
+    Dispersion is against the frozen centroid; the unstable threshold is `split_threshold` of `features`. sr_overlap, eligible_trials and prisma_compliant are
     carried forward from the cluster's previous row (their own tools compute them).
     """
     if cluster_ids is None:
@@ -145,6 +159,7 @@ def compute_metrics(
         ).fetchone()
         carried[cid] = tuple(previous) if previous else (None, None, None)
         results[cid] = dataclasses.replace(metrics, sr_overlap=carried[cid][0])
+    threshold = split_threshold(features, cfg.clustering)
     with store.transaction():
         for cid, m in results.items():
             store.conn.execute(
@@ -153,7 +168,8 @@ def compute_metrics(
                 (cid, computed_ts, m.size, m.cvgr, m.ers, m.het_numeric, m.dispersion, *carried[cid], m.mean_year),
             )
             store.conn.execute(
-                "UPDATE cluster_manifest SET unstable=? WHERE cluster_id=?", (int(is_unstable(m, cfg.clustering)), cid)
+                "UPDATE cluster_manifest SET unstable=? WHERE cluster_id=?",
+                (int(is_unstable(m, cfg.clustering, threshold)), cid),
             )
     return results
 
