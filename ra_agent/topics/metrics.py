@@ -14,7 +14,15 @@ import numpy as np
 
 from ra_agent.config import ClusteringConfig, Config
 from ra_agent.store.db import Store
-from ra_agent.topics.features import Features, Pmids, centroid, decode_centroid, dispersion, het_numeric
+from ra_agent.topics.features import (
+    Features,
+    Pmids,
+    centroid,
+    decode_centroid,
+    dispersion,
+    encode_centroid,
+    het_numeric,
+)
 from ra_agent.topics.members import ACTIVE, check_feature_space, cluster_members, cluster_row, pmid_list, sql_chunks
 
 log = logging.getLogger(__name__)
@@ -160,6 +168,7 @@ def compute_metrics(
         carried[cid] = tuple(previous) if previous else (None, None, None)
         results[cid] = dataclasses.replace(metrics, sr_overlap=carried[cid][0])
     threshold = split_threshold(features, cfg.clustering)
+    pico = {cid: pico_centroid(features, cid, store) for cid in results}
     with store.transaction():
         for cid, m in results.items():
             store.conn.execute(
@@ -171,7 +180,26 @@ def compute_metrics(
                 "UPDATE cluster_manifest SET unstable=? WHERE cluster_id=?",
                 (int(is_unstable(m, cfg.clustering, threshold)), cid),
             )
+            c = pico[cid]
+            if c is not None:
+                store.conn.execute(
+                    "UPDATE cluster_manifest SET pico_centroid=?, pico_dim=? WHERE cluster_id=? AND pico_centroid IS NULL",
+                    (encode_centroid(c), c.size, cid),
+                )
     return results
+
+
+def pico_centroid(features: Features, cluster_id: str, store: Store) -> np.ndarray | None:
+    """Memo 40 §3 centroid_PICO: normalised mean [I ‖ C ‖ O ‖ design] of the members that have PICO vectors.
+
+    None without PICO families or with fewer than two such members; stored once (it is frozen like the
+    E centroid) by `compute_metrics`, so it appears at the first refresh after run_pico.
+    """
+    x = features.pico_rows(features.rows(cluster_members(store, cluster_id)))
+    if x is None:
+        return None
+    x = x[np.any(x != 0, axis=1)]
+    return centroid(x) if len(x) >= 2 else None
 
 
 # ----------------------------------------------------------------------------- reporting
