@@ -5,12 +5,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ra_agent.fileio import atomic_writer
 from ra_agent.topics.features import NOISE
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 log = logging.getLogger(__name__)
 
@@ -56,17 +59,16 @@ def _short(name: str) -> str:
     return name if len(name) <= MAP_LABEL_CHARS else name[: MAP_LABEL_CHARS - 1] + "…"
 
 
-def cluster_map_png(
+def cluster_map_figure(
     vectors: np.ndarray,
     labels: Sequence[Any] | np.ndarray,
-    path: str | Path,
     *,
     title: str = "",
     noise_label: Any = NOISE,
     projection: str = "pca",
     seed: int = 0,
-) -> Path:
-    """A 2-D scatter of the vectors coloured by cluster, written as PNG (Agg canvas).
+) -> Figure:
+    """A 2-D scatter of the vectors coloured by cluster (Agg canvas).
 
     `labels` are one per row: provisional indexes, cluster ids or names; rows labelled `noise_label`
     (-1 by default; e.g. "unassigned" with names) are drawn light grey behind the clusters and appear
@@ -104,6 +106,12 @@ def cluster_map_png(
     if len(ranked) <= len(colours):  # beyond that colours repeat and a legend would mislead
         ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize="x-small", markerscale=2, frameon=False)
     fig.tight_layout()
+    return fig
+
+
+def cluster_map_png(vectors: np.ndarray, labels: Sequence[Any] | np.ndarray, path: str | Path, **kwargs: Any) -> Path:
+    """`cluster_map_figure` written as PNG to `path` (atomically)."""
+    fig = cluster_map_figure(vectors, labels, **kwargs)
     path = Path(path)
     with atomic_writer(path) as fh:
         fig.savefig(fh, format="png")
