@@ -1,8 +1,9 @@
 """Benchmark: do the clusters keep the evidence? ra's clustering vs memo 40's raw-vector HDBSCAN, on the demo review.
 
-For the demo corpus (Cohen 2006 PPI, papers with a title or abstract) and random subsets of it,
-each method clusters the papers through ra's own pipeline (`cluster_corpus` into a scratch store:
-formation, rule-based audit, freeze, tau_assign intake of the noise) and reports:
+For the demo corpus (Cohen 2006 PPI, papers with a title or abstract), random subsets of it and a subset
+keeping the review's final inclusions, each method clusters the papers through ra's own pipeline
+(`cluster_corpus` into a scratch store: formation, rule-based audit, freeze, tau_assign intake of the
+noise) and reports:
 
 * final / abstract: share of the review's final (label_included) and abstract-screening inclusions
   that sit in an active cluster;
@@ -45,11 +46,16 @@ def demo_rows() -> list[dict[str, str]]:
         return [r for r in csv.DictReader(fh) if r["title"].strip() or r["abstract"].strip()]
 
 
-def shapes(n: int, subsets: int, size: int) -> dict[str, list[int]]:
-    """Row sets to cluster: the whole corpus and `subsets` random subsets of `size` rows (seeds 0..)."""
+def shapes(final: np.ndarray, subsets: int, size: int) -> dict[str, list[int]]:
+    """Row sets to cluster: the whole corpus, `subsets` random subsets of `size` rows (seeds 0..), and the final
+    inclusions with `size` - their number other rows (a search that found every study the review kept)."""
+    n = len(final)
     out = {"demo": list(range(n))}
     for seed in range(subsets):
         out[f"random{size}/s{seed}"] = sorted(np.random.default_rng(seed).choice(n, size, replace=False).tolist())
+    rest = np.flatnonzero(~final)
+    others = np.random.default_rng(0).choice(rest, max(size - int(final.sum()), 0), replace=False)
+    out[f"incl+{len(others)}"] = sorted([*np.flatnonzero(final).tolist(), *others.tolist()])
     return out
 
 
@@ -137,7 +143,7 @@ def main() -> int:
     rows = demo_rows()
     final = np.array([r["label_included"] == "1" for r in rows])
     abstract = np.array([r["label_abstract_screening"] == "1" for r in rows])
-    sets = shapes(len(rows), args.subsets, args.subset_size)
+    sets = shapes(final, args.subsets, args.subset_size)
     with tempfile.TemporaryDirectory() as tmp:
         shape_file = Path(tmp) / "shapes.json"
         shape_file.write_text(json.dumps(sets))

@@ -78,12 +78,14 @@ def apply_audit(
     audit_by: str,
     goal_id: str | None = None,
     now: datetime | None = None,
+    metrics: bool = True,
 ) -> list[str]:
     """Freeze the kept clusters (centroid, tau_assign, members), pool noise and discards, compute metrics."""
     with store.transaction():
         ids = _freeze(store, formation, decisions, cfg, audit_by=audit_by, goal_id=goal_id, parent_id=None,
                       noise_reason="noise")  # fmt: skip
-    compute_metrics(store, formation.features, cfg, ids, now=now)
+    if metrics:
+        compute_metrics(store, formation.features, cfg, ids, now=now)
     return ids
 
 
@@ -117,9 +119,7 @@ def cluster_corpus(
     auditor = auditor or TermAuditor(cfg)
     formation = form_clusters(features, cfg)
     decisions = auditor.audit(describe_clusters(store, formation, cfg, now=now))
-    with store.transaction():
-        ids = _freeze(store, formation, decisions, cfg, audit_by=auditor.name, goal_id=goal_id, parent_id=None,
-                      noise_reason="noise")  # fmt: skip
+    ids = apply_audit(store, formation, decisions, cfg, audit_by=auditor.name, goal_id=goal_id, metrics=False)
     intake = noise_intake(store, formation, cfg, reason="noise")
     compute_metrics(store, features, cfg, ids, now=now)
     return ClusteringResult(formation, decisions, ids, intake)

@@ -142,8 +142,9 @@ def compute_metrics(
 ) -> dict[str, ClusterMetrics]:
     """Measure clusters (default: all active), append a cluster_metrics row each, refresh the unstable flag.
 
-    Dispersion is against the frozen centroid; the unstable threshold is `split_threshold` of `features`. sr_overlap, eligible_trials and prisma_compliant are
-    carried forward from the cluster's previous row (their own tools compute them).
+    Dispersion is against the frozen centroid; the unstable threshold is `split_threshold` of `features`.
+    sr_overlap, eligible_trials and prisma_compliant are carried forward from the cluster's previous row
+    (their own tools compute them). The PICO centroid is stored the first time the members have PICO vectors.
     """
     if cluster_ids is None:
         cluster_ids = [
@@ -153,6 +154,7 @@ def compute_metrics(
     computed_ts = int(now.timestamp())
     results: dict[str, ClusterMetrics] = {}
     carried: dict[str, tuple] = {}
+    pico: dict[str, np.ndarray | None] = {}
     for cid in cluster_ids:
         row = cluster_row(store, cid, active=False)
         check_feature_space(row, features)
@@ -167,8 +169,8 @@ def compute_metrics(
         ).fetchone()
         carried[cid] = tuple(previous) if previous else (None, None, None)
         results[cid] = dataclasses.replace(metrics, sr_overlap=carried[cid][0])
+        pico[cid] = pico_centroid(features, rows)
     threshold = split_threshold(features, cfg.clustering)
-    pico = {cid: pico_centroid(features, cid, store) for cid in results}
     with store.transaction():
         for cid, m in results.items():
             store.conn.execute(
@@ -189,13 +191,13 @@ def compute_metrics(
     return results
 
 
-def pico_centroid(features: Features, cluster_id: str, store: Store) -> np.ndarray | None:
-    """Memo 40 §3 centroid_PICO: normalised mean [I ‖ C ‖ O ‖ design] of the members that have PICO vectors.
+def pico_centroid(features: Features, rows: np.ndarray) -> np.ndarray | None:
+    """Memo 40 §3 centroid_PICO: normalised mean [I ‖ C ‖ O ‖ design] of the member `rows` that have PICO vectors.
 
     None without PICO families or with fewer than two such members; stored once (it is frozen like the
     E centroid) by `compute_metrics`, so it appears at the first refresh after run_pico.
     """
-    x = features.pico_rows(features.rows(cluster_members(store, cluster_id)))
+    x = features.pico_rows(rows)
     if x is None:
         return None
     x = x[np.any(x != 0, axis=1)]

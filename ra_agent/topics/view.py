@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -184,19 +184,10 @@ def set_manifest(store: Store, cluster_id: str, **values: Any) -> None:
         store.conn.execute(f"UPDATE cluster_manifest SET {sets} WHERE cluster_id=?", (*values.values(), cluster_id))
 
 
-def admit_members(store: Store, cluster_id: str, pmids: Sequence[int], distances: Sequence[float]) -> None:
-    """Make papers members of the cluster (cosine distances to its query vector), through the cluster module's writer."""
-    if not len(pmids):
-        return
-    with store.transaction():
-        cluster.write_members(store, cluster_id, [int(p) for p in pmids], np.asarray(distances, dtype=np.float64))
-
-
 __all__ = [
     "METRIC_COLUMNS",
     "QueryVector",
     "active_members_elsewhere",
-    "admit_members",
     "cluster_row",
     "e_query_vector",
     "latest_metrics",
