@@ -266,6 +266,7 @@ if __name__ == "__main__":
 def status_lines(cfg: Config, store: Store) -> list[str]:
     from ra_agent.agent.goal import GoalStore
     from ra_agent.store.vectors import active_index, open_active
+    from ra_agent.topics.members import noise_share
 
     lines = []
     slug = active_index(cfg.data_dir)
@@ -277,8 +278,9 @@ def status_lines(cfg: Config, store: Store) -> list[str]:
     else:
         lines.append("embedding index: none yet (ra embed)")
     counts = dict(store.conn.execute("SELECT status, COUNT(*) FROM cluster_manifest GROUP BY status").fetchall())
-    pool = store.conn.execute("SELECT COUNT(*) FROM unassigned_pool").fetchone()[0]
-    lines.append(f"clusters: {counts.get('active', 0)} active, {sum(counts.values())} in all; {pool} unassigned")
+    pool, clustered = noise_share(store)
+    share = f" ({pool / clustered:.0%} of {clustered} clustered papers)" if clustered else ""
+    lines.append(f"clusters: {counts.get('active', 0)} active, {sum(counts.values())} in all; {pool} unassigned{share}")
     states = GoalStore(cfg.data_dir, store).states()
     lines.append(f"goals: {len(states)}")
     for state in states:

@@ -232,4 +232,9 @@ CREATE TABLE IF NOT EXISTS mind_kb (
 );
 CREATE INDEX IF NOT EXISTS mind_kb_collection ON mind_kb(collection, count);
     """,
+    # 5: memo 40 §3 centroid_PICO beside the frozen (E) centroid, set once PICO vectors exist for the members
+    """
+    ALTER TABLE cluster_manifest ADD COLUMN pico_centroid BLOB;
+    ALTER TABLE cluster_manifest ADD COLUMN pico_dim INT;
+    """,
 )

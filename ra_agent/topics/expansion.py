@@ -28,13 +28,14 @@ from ra_agent.llm.protocol import (
     repair_asker,
 )
 from ra_agent.store.db import Store
+from ra_agent.topics.lifecycle import admit_by_tau
 from ra_agent.topics.view import (
     QueryVector,
     active_members_elsewhere,
-    admit_members,
     cluster_row,
     e_query_vector,
     member_pmids,
+    semantic_tau_start,
     set_manifest,
 )
 from ra_agent.workspace import Workspace
@@ -187,15 +188,16 @@ def _judge(store: Store, judge: Any, label: str, shown: Sequence[int], cos: dict
     return ask_judge(judge, label, [Candidate(p, titles.get(p, ""), cos[p]) for p in shown], hint)
 
 
-def _admit(
-    cfg: Config, store: Store, cluster_id: str, keep: Sequence[int], cos: dict[int, float],
-    available_bytes: AvailableBytes, where: str,
-) -> bool:  # fmt: skip
-    """Admit the kept papers (distance 1 - cosine); False, with nothing admitted, when the RAM guard trips first."""
+def _admit(cfg: Config, store: Store, result: Any, keep: Sequence[int], vectors: Any, available_bytes: AvailableBytes,
+           where: str) -> bool:  # fmt: skip
+    """Kept papers pass memo 40's tau_assign intake (`admit_by_tau`) into result.accepted and .admitted (those
+    that joined this cluster); False, with nothing admitted, when the RAM guard trips first."""
     if keep and ram_low(cfg, available_bytes):
-        _halt_ram(cfg, store, cluster_id, where)
+        _halt_ram(cfg, store, result.cluster_id, where)
         return False
-    admit_members(store, cluster_id, keep, [1.0 - cos[p] for p in keep])
+    intake = admit_by_tau(store, cfg, vectors, keep, pool_reason=f"expansion_beyond_tau:{result.cluster_id}")
+    result.accepted.extend(keep)
+    result.admitted.extend(p for p in keep if intake.assigned.get(int(p)) == result.cluster_id)
     return True
 
 
@@ -225,6 +227,9 @@ class ExpansionResult:
     in_other_cluster: int = 0
     judge: str = ""
     query_source: str = ""
+    admitted: list[int] = field(default_factory=list)  # accepted papers that joined this cluster by tau_assign
+    tau_start: float = 0.0  # the cluster's own start (memo_update §9); leading thresholds without candidates skipped
+    tau_source: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -257,13 +262,14 @@ def semantic_boundary(
 
     Q_vec is the cluster's E-space vector (`e_query_vector`: the frozen centroid, or the members' E
     centroid for PICO-space clusters). Candidates are the given PMIDs minus this cluster's members and
-    members of other active clusters, with an E vector. Each round, from threshold = tau_start:
+    members of other active clusters, with an E vector. Each round, from threshold = the cluster's own
+    `semantic_tau_start` less the delta_tau steps above every candidate:
 
     1. stop (ram_guard) when free RAM < [hardware] ram_reserve_bytes; stop (tau_floor) below tau_floor;
     2. pool = candidates with cosine >= threshold not judged yet (memo 50 subtracts the accepted; a
        paper the judge rejected is not shown again either); stop (empty_pool) when it is empty;
     3. a seeded random sample of boundary_batch_size goes to the judge (`ask_judge`, hint
-       judge_keep_cosine); kept papers are admitted as members at once;
+       judge_keep_cosine); kept papers pass the tau_assign intake at once (`_admit`);
     4. stop (no_keep) when the judge keeps <= no_keep_limit; else threshold -= delta_tau.
 
     accepted_new (and expansion_halt 'RAM' after a RAM stop) are written to cluster_manifest.
@@ -277,10 +283,13 @@ def semantic_boundary(
     cos = dict(zip(ids.tolist(), q.cosines(vectors.get(ids)).tolist(), strict=True)) if len(ids) else {}
     rng = _rng(cfg, cluster_id, "semantic")
     result = ExpansionResult(cluster_id, [], [], [], NO_KEEP, len(cos), no_vector, elsewhere, judge.name, q.source)
+    result.tau_start, result.tau_source = semantic_tau_start(cfg, store, cluster_id, q, vectors)
     judged: set[int] = set()
-    step = 0
+    step, top = 0, max([*cos.values(), sem.tau_floor]) if cos else result.tau_start  # out to the first candidates
+    while round(result.tau_start - step * sem.delta_tau, 10) > top:
+        step += 1
     while True:
-        threshold = round(sem.tau_start - step * sem.delta_tau, 10)
+        threshold = round(result.tau_start - step * sem.delta_tau, 10)
         if ram_low(cfg, available_bytes):
             result.halted_by = RAM_GUARD
             _halt_ram(cfg, store, cluster_id, f"semantic boundary at threshold {threshold:.2f}")
@@ -297,10 +306,9 @@ def semantic_boundary(
         verdict = _judge(store, judge, row["label"], shown, cos, sem.judge_keep_cosine)
         judged.update(shown)
         result.batches.append(BoundaryBatch(threshold, len(pool), shown, verdict.keep, verdict.error))
-        if not _admit(cfg, store, cluster_id, verdict.keep, cos, available_bytes, "before admitting a judged batch"):
+        if not _admit(cfg, store, result, verdict.keep, vectors, available_bytes, "before admitting a judged batch"):
             result.halted_by = RAM_GUARD
             break
-        result.accepted.extend(verdict.keep)
         log.info("semantic boundary %s: threshold %.2f, pool %d, shown %d, kept %d", cluster_id, threshold,
                  len(pool), len(shown), len(verdict.keep))  # fmt: skip
         if len(verdict.keep) <= sem.no_keep_limit:
@@ -309,10 +317,12 @@ def semantic_boundary(
         step += 1
     _finish(store, cluster_id, result.accepted, result.halted_by)
     record = {"mode": "semantic", "judge": judge.name, "candidates": sorted(cos), "judged": sorted(judged),
-              "accepted": result.accepted, "halted_by": result.halted_by, "thresholds": result.thresholds}  # fmt: skip
+              "accepted": result.accepted, "admitted": result.admitted, "halted_by": result.halted_by,
+              "thresholds": result.thresholds, "tau_start": result.tau_start}  # fmt: skip
     _log_run(cfg, cluster_id, record)
-    log.info("semantic boundary %s: %d accepted over %d rounds, halted by %s", cluster_id, len(result.accepted),
-             len(result.batches), result.halted_by)  # fmt: skip
+    log.info("semantic boundary %s: from %.4f (%s), %d accepted (%d joined by tau_assign) over %d rounds, "
+             "halted by %s", cluster_id, result.tau_start, result.tau_source, len(result.accepted),
+             len(result.admitted), len(result.batches), result.halted_by)  # fmt: skip
     return result
 
 
@@ -384,6 +394,7 @@ class RippleResult:
     accepted: list[int]
     halted_by: str  # "no_keep" | "no_children" | "no_seeds" | "ram_guard"
     eutils_offline: bool = False
+    admitted: list[int] = field(default_factory=list)  # accepted papers that joined this cluster by tau_assign
     judge: str = ""
     query_source: str = ""
 
@@ -508,10 +519,9 @@ def ripple(
             alpha, halved = alpha / 2, True
             continue
         break
-    if not _admit(cfg, store, cluster_id, verdict.keep, cos, available_bytes, "before admitting judged parents"):
+    if not _admit(cfg, store, result, verdict.keep, vectors, available_bytes, "before admitting judged parents"):
         result.halted_by = RAM_GUARD
         return _end_ripple(cfg, store, result, resolver, considered)
-    result.accepted.extend(verdict.keep)
     known.update(p.pmid for p in parents)
     current, generation = list(verdict.keep), 0
     result.halted_by = NO_SEEDS if not current else NO_KEEP
@@ -536,10 +546,9 @@ def ripple(
         verdict = _judge(store, judge, row["label"], shown, cos, up.tau_sem_child)
         result.rounds.append(RippleRound(generation, len(children), len(cos), len(passing), shown, verdict.keep,
                                          verdict.error))  # fmt: skip
-        if not _admit(cfg, store, cluster_id, verdict.keep, cos, available_bytes, "before admitting judged citers"):
+        if not _admit(cfg, store, result, verdict.keep, vectors, available_bytes, "before admitting judged citers"):
             result.halted_by = RAM_GUARD
             break
-        result.accepted.extend(verdict.keep)
         log.info("ripple %s downstream gen %d: %d citers, %d embedded, %d >= %.2f, %d shown, %d kept", cluster_id,
                  generation, len(children), len(cos), len(passing), up.tau_sem_child, len(shown),
                  len(verdict.keep))  # fmt: skip

@@ -124,6 +124,13 @@ class Features:
         rows = self.rows(pmids)
         return Features(self.pmids[rows], self.matrix[rows], self.space, {k: v[rows] for k, v in self.families.items()})
 
+    def pico_rows(self, rows: np.ndarray) -> np.ndarray | None:
+        """The rows' [I ‖ C ‖ O ‖ design] vectors as `build` makes them (zero rows: no PICO vector); None without
+        the four families."""
+        if not all(f in self.families for f in PICO_FEATURE_FAMILIES):
+            return None
+        return unit_rows(np.hstack([self.families[f][rows] for f in PICO_FEATURE_FAMILIES]))
+
     def het_families(self, rows: np.ndarray) -> dict[str, np.ndarray]:
         """The P, I, C, O family rows that exist (empty when no PICO vectors were given)."""
         return {f: self.families[f][rows] for f in HET_FAMILIES if f in self.families}

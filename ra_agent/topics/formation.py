@@ -1,8 +1,9 @@
-"""First cluster formation (memo 40 §2): dimension reduction, then HDBSCAN, labels by size."""
+"""First cluster formation (memo 40 §2): dimension reduction (UMAP or PCA), then HDBSCAN with sizes from n."""
 
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,13 +19,22 @@ log = logging.getLogger(__name__)
 # ----------------------------------------------------------------------------- formation
 
 
+@dataclass(frozen=True)
+class Sizes:
+    """HDBSCAN sizes used for one run (derived from the corpus size by `cluster_sizes`)."""
+
+    min_cluster_size: int
+    min_samples: int
+
+
 @dataclass(frozen=True, eq=False)
 class Formation:
     """Provisional clusters: one label per feature row, -1 noise, 0.. by descending size."""
 
     features: Features
     labels: np.ndarray
-    reduced_dims: int = 0  # PCA dims HDBSCAN ran on; 0 = the full feature vectors
+    reduction: str = "none"  # what HDBSCAN ran on, e.g. "umap 5" or "pca 32"; "none" = the feature vectors
+    sizes_used: Sizes | None = None
 
     @property
     def n_clusters(self) -> int:
@@ -40,8 +50,29 @@ class Formation:
     def noise(self) -> np.ndarray:
         return self.members(NOISE)
 
+    @property
+    def noise_share(self) -> float:
+        """Share of the papers HDBSCAN left as noise (before the tau_assign intake)."""
+        return float(np.mean(self.labels == NOISE)) if self.labels.size else 0.0
+
     def sizes(self) -> list[int]:
         return [int(n) for n in np.bincount(self.labels[self.labels >= 0], minlength=self.n_clusters)]
+
+
+def cluster_sizes(n: int, ccfg: ClusteringConfig, *, cap: int | None = None) -> Sizes:
+    """HDBSCAN sizes for n papers: min_cluster_size = round(sqrt(n)) clamped to [min_cluster_size_floor, cap].
+
+    cap defaults to [clustering] min_cluster_size (memo 40's 30, reached at n = 900, so large corpora keep
+    the memo's values); min_samples keeps the memo's ratio min_samples / min_cluster_size (8 / 30), at least
+    min_samples_floor and at most min_samples. size_scaling = "fixed" uses the configured values as given.
+    """
+    cap = cap or ccfg.min_cluster_size
+    if ccfg.size_scaling == "fixed":
+        return Sizes(cap, ccfg.min_samples)
+    mcs = int(min(cap, max(ccfg.min_cluster_size_floor, round(math.sqrt(max(n, 0))))))
+    ratio = ccfg.min_samples / ccfg.min_cluster_size
+    ms = int(min(ccfg.min_samples, max(ccfg.min_samples_floor, round(mcs * ratio))))
+    return Sizes(mcs, ms)
 
 
 def _by_size(labels: np.ndarray) -> np.ndarray:
@@ -56,51 +87,87 @@ def _by_size(labels: np.ndarray) -> np.ndarray:
     return np.where(labels >= 0, new[np.maximum(labels, 0)], NOISE)
 
 
-def reduce_dimensions(x: np.ndarray, ccfg: ClusteringConfig) -> np.ndarray:
-    """PCA to reduce_dims fitted on reduce_sample evenly spaced rows, applied in chunks, rows re-normalised.
-
-    HDBSCAN's tree-based minimum spanning tree degrades towards brute force in hundreds of
-    dimensions; a few dozen principal components keep it fast on large inputs.
-    """
+def pca_rows(x: np.ndarray, dims: int, ccfg: ClusteringConfig) -> np.ndarray:
+    """PCA to `dims` fitted on reduce_sample evenly spaced rows, applied in chunks, rows re-normalised."""
     from sklearn.decomposition import PCA
 
     sample = x[np.linspace(0, len(x) - 1, min(len(x), ccfg.reduce_sample)).astype(np.int64)]
-    pca = PCA(n_components=ccfg.reduce_dims, svd_solver="covariance_eigh").fit(sample)
-    out = np.empty((len(x), ccfg.reduce_dims), dtype=np.float32)
+    pca = PCA(n_components=dims, svd_solver="covariance_eigh").fit(sample)
+    out = np.empty((len(x), dims), dtype=np.float32)
     for start in range(0, len(x), ccfg.reduce_sample):
         out[start : start + ccfg.reduce_sample] = pca.transform(x[start : start + ccfg.reduce_sample])
     return unit_rows(out)
 
 
-def hdbscan_labels(x: np.ndarray, ccfg: ClusteringConfig, min_cluster_size: int) -> tuple[np.ndarray, int]:
-    """HDBSCAN labels of unit rows (euclidean on the sphere ≈ cosine) and the PCA dims used (0 = none)."""
+def umap_rows(x: np.ndarray, ccfg: ClusteringConfig) -> np.ndarray:
+    """UMAP (cosine) to umap_components dims with a fixed random_state and one thread, so runs repeat exactly."""
+    import umap  # slow import (numba): only when clustering
+
+    model = umap.UMAP(
+        n_components=ccfg.umap_components,
+        n_neighbors=min(ccfg.umap_neighbors, len(x) - 1),
+        min_dist=ccfg.umap_min_dist,
+        metric="cosine",
+        random_state=ccfg.reduce_seed,
+        n_jobs=1,
+    )
+    return np.asarray(model.fit_transform(x), dtype=np.float32)
+
+
+def reduce_dimensions(x: np.ndarray, ccfg: ClusteringConfig) -> tuple[np.ndarray, str]:
+    """Rows HDBSCAN runs on and a description: [clustering] reduce_method at every corpus size.
+
+    "umap": UMAP to umap_components dims (above reduce_above rows a PCA to reduce_dims comes first, to keep
+    the neighbour search fast); "pca": PCA to reduce_dims; "none": the feature vectors. Too few rows for
+    the reduction (UMAP needs more rows than umap_components + 2) fall back to the feature vectors.
+    """
+    n, dim = x.shape
+    method = ccfg.reduce_method
+    if method == "none" or n <= max(ccfg.umap_components, ccfg.reduce_dims if method == "pca" else 0) + 2:
+        return x, "none"
+    pca_dims = min(ccfg.reduce_dims, n - 1, dim)
+    if method == "pca":
+        return (pca_rows(x, pca_dims, ccfg), f"pca {pca_dims}") if 0 < pca_dims < dim else (x, "none")
+    steps = []
+    if 0 < pca_dims < dim and n > ccfg.reduce_above:
+        x = pca_rows(x, pca_dims, ccfg)
+        steps.append(f"pca {pca_dims}")
+    steps.append(f"umap {ccfg.umap_components}")
+    return umap_rows(x, ccfg), " + ".join(steps)
+
+
+def hdbscan_labels(x: np.ndarray, ccfg: ClusteringConfig, sizes: Sizes) -> tuple[np.ndarray, str]:
+    """HDBSCAN labels (by descending size) of unit rows after the configured reduction, and the reduction used."""
     n = len(x)
-    if n < max(min_cluster_size, ccfg.min_samples + 1):
-        return np.full(n, NOISE), 0
-    reduced = 0
-    if 0 < ccfg.reduce_dims < x.shape[1] and n > ccfg.reduce_above and ccfg.reduce_dims <= min(n, ccfg.reduce_sample):
-        x, reduced = reduce_dimensions(x, ccfg), ccfg.reduce_dims
+    if n < max(sizes.min_cluster_size, sizes.min_samples + 1):
+        return np.full(n, NOISE), "none"
+    z, reduction = reduce_dimensions(x, ccfg)
     import hdbscan  # slow import: only when clustering
 
     model = hdbscan.HDBSCAN(
-        min_samples=ccfg.min_samples,
-        min_cluster_size=min_cluster_size,
+        min_samples=sizes.min_samples,
+        min_cluster_size=sizes.min_cluster_size,
         metric="euclidean",
         cluster_selection_method=ccfg.cluster_selection_method,
     )
-    return _by_size(model.fit_predict(x)), reduced
+    return _by_size(model.fit_predict(z)), reduction
 
 
-def form_clusters(features: Features, cfg: Config, *, min_cluster_size: int | None = None) -> Formation:
-    """Provisional clusters of `features` (memo 40 §2); min_cluster_size defaults to the config's."""
+def form_clusters(features: Features, cfg: Config, *, split: bool = False) -> Formation:
+    """Provisional clusters of `features` (memo 40 §2), sizes from the number of papers (`cluster_sizes`).
+
+    `split` caps min_cluster_size at split_min_cluster_size (memo 40 §5.3, re-clustering one cluster).
+    """
     started = time.perf_counter()
-    labels, reduced = hdbscan_labels(
-        features.matrix, cfg.clustering, min_cluster_size or cfg.clustering.min_cluster_size
-    )
-    formation = Formation(features, labels, reduced)
+    ccfg = cfg.clustering
+    sizes = cluster_sizes(len(features), ccfg, cap=ccfg.split_min_cluster_size if split else None)
+    labels, reduction = hdbscan_labels(features.matrix, ccfg, sizes)
+    formation = Formation(features, labels, reduction, sizes)
     log.info(
-        "HDBSCAN over %d %s vectors (%s): %d clusters %s, %d noise, %.1f s",
-        len(features), features.space, f"PCA {reduced} dims" if reduced else f"{features.dim} dims",
-        formation.n_clusters, formation.sizes(), len(formation.noise), time.perf_counter() - started,
+        "HDBSCAN (%s, min_cluster_size %d, min_samples %d) over %d %s vectors (reduction: %s): "
+        "%d clusters %s, %d noise (%.0f %%), %.1f s",
+        ccfg.cluster_selection_method, sizes.min_cluster_size, sizes.min_samples, len(features), features.space,
+        reduction, formation.n_clusters, formation.sizes(), len(formation.noise), 100 * formation.noise_share,
+        time.perf_counter() - started,
     )  # fmt: skip
     return formation

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -22,6 +22,9 @@ from ra_agent.topics.audit import (
     validate_decisions,
 )
 from ra_agent.topics.features import (
+    ABSTRACT_FAMILY,
+    HET_FAMILIES,
+    PICO_FEATURE_FAMILIES,
     Features,
     cosine_distances,
     decode_centroid,
@@ -57,6 +60,13 @@ class ClusteringResult:
     formation: Formation
     decisions: list[AuditDecision]
     cluster_ids: list[str]  # new clusters, in provisional (descending size) order of the kept ones
+    intake: Assignment | None = None  # formation noise offered to the frozen clusters by tau_assign
+
+    @property
+    def noise_share(self) -> float:
+        """Share of the clustered papers left in the unassigned pool as noise after the intake."""
+        left = len(self.formation.noise) if self.intake is None else len(self.intake.unassigned)
+        return left / len(self.formation.features) if len(self.formation.features) else 0.0
 
 
 def apply_audit(
@@ -68,13 +78,29 @@ def apply_audit(
     audit_by: str,
     goal_id: str | None = None,
     now: datetime | None = None,
+    metrics: bool = True,
 ) -> list[str]:
     """Freeze the kept clusters (centroid, tau_assign, members), pool noise and discards, compute metrics."""
     with store.transaction():
         ids = _freeze(store, formation, decisions, cfg, audit_by=audit_by, goal_id=goal_id, parent_id=None,
                       noise_reason="noise")  # fmt: skip
-    compute_metrics(store, formation.features, cfg, ids, now=now)
+    if metrics:
+        compute_metrics(store, formation.features, cfg, ids, now=now)
     return ids
+
+
+def noise_intake(store: Store, formation: Formation, cfg: Config, *, reason: str) -> Assignment:
+    """Memo 40 §4 intake of formation noise: each noise paper joins its nearest frozen centroid within tau_assign.
+
+    The rest stay in the unassigned pool under `reason`. Centroids and tau_assign do not move.
+    """
+    result = assign_papers(store, formation.features.subset(formation.noise), cfg, pool_reason=reason)
+    log.info(
+        "noise intake: %d of %d noise papers joined a cluster by tau_assign, %d stay unassigned (%.0f %% of %d)",
+        len(result.assigned), len(formation.noise), len(result.unassigned),
+        100 * len(result.unassigned) / max(len(formation.features), 1), len(formation.features),
+    )  # fmt: skip
+    return result
 
 
 def cluster_corpus(
@@ -86,12 +112,17 @@ def cluster_corpus(
     goal_id: str | None = None,
     now: datetime | None = None,
 ) -> ClusteringResult:
-    """Form, describe, audit (TermAuditor unless another auditor is given) and freeze clusters of `features`."""
+    """Form, describe, audit (TermAuditor unless another auditor is given) and freeze clusters of `features`.
+
+    Then the formation's noise passes the tau_assign intake and the metrics are computed on the final members.
+    """
     auditor = auditor or TermAuditor(cfg)
     formation = form_clusters(features, cfg)
     decisions = auditor.audit(describe_clusters(store, formation, cfg, now=now))
-    ids = apply_audit(store, formation, decisions, cfg, audit_by=auditor.name, goal_id=goal_id, now=now)
-    return ClusteringResult(formation, decisions, ids)
+    ids = apply_audit(store, formation, decisions, cfg, audit_by=auditor.name, goal_id=goal_id, metrics=False)
+    intake = noise_intake(store, formation, cfg, reason="noise")
+    compute_metrics(store, features, cfg, ids, now=now)
+    return ClusteringResult(formation, decisions, ids, intake)
 
 
 @dataclass(frozen=True)
@@ -101,10 +132,11 @@ class Assignment:
     already_members: list[int]  # skipped: already in an active cluster
 
 
-def assign_papers(store: Store, features: Features, cfg: Config) -> Assignment:
+def assign_papers(store: Store, features: Features, cfg: Config, *, pool_reason: str = "") -> Assignment:
     """Admit each paper to its nearest active frozen centroid when 1 - cos <= that cluster's tau_assign.
 
-    Papers beyond it go to the unassigned pool. Centroids and tau_assign never change here.
+    Papers beyond it go to the unassigned pool (reason `pool_reason`, default "beyond_tau", or "no_cluster"
+    when there is no usable cluster). Centroids and tau_assign never change here.
     Clusters frozen in another feature space are ignored (logged).
     """
     clusters = store.conn.execute(
@@ -134,7 +166,7 @@ def assign_papers(store: Store, features: Features, cfg: Config) -> Assignment:
         centroids = np.stack([decode_centroid(r["frozen_centroid"], r["centroid_dim"]) for r in usable])
         step = cfg.embedding.topk_chunk_rows
         for start in range(0, len(rows), step):
-            sims = features.matrix[rows[start : start + step]] @ centroids.T
+            sims = features.matrix[rows[start : start + step]].astype(np.float64) @ centroids.T.astype(np.float64)
             best[start : start + step] = sims.argmax(axis=1)
             distance[start : start + step] = 1.0 - sims.max(axis=1)
     taus = np.array([r["tau_assign"] for r in usable] + [-np.inf])
@@ -145,7 +177,7 @@ def assign_papers(store: Store, features: Features, cfg: Config) -> Assignment:
             hit = admitted & (best == k)
             if hit.any():
                 write_members(store, row["cluster_id"], pmids[hit], distance[hit])
-        add_to_pool(store, pmids[~admitted], "beyond_tau" if usable else "no_cluster")
+        add_to_pool(store, pmids[~admitted], pool_reason or ("beyond_tau" if usable else "no_cluster"))
     result = Assignment(
         assigned={int(p): usable[b]["cluster_id"] for p, b in zip(pmids[admitted], best[admitted], strict=True)},
         unassigned=pmid_list(pmids[~admitted]),
@@ -158,6 +190,22 @@ def assign_papers(store: Store, features: Features, cfg: Config) -> Assignment:
     return result
 
 
+def admit_by_tau(store: Store, cfg: Config, vectors: Any, pmids: Iterable[int], *, pool_reason: str) -> Assignment:
+    """Memo 50 §1: papers accepted by expansion pass memo 40's intake like any new paper (`assign_papers`).
+
+    Features come from the vector store `vectors` (E, plus the PICO families when every paper has them,
+    so PICO-space clusters are reachable); papers beyond every tau_assign go to the pool as `pool_reason`.
+    """
+    ids = np.asarray(sorted({int(p) for p in pmids}), dtype=np.int64)
+    if not len(ids):
+        return Assignment({}, [], [])
+    families = {ABSTRACT_FAMILY: vectors.get(ids)}
+    for family in (*HET_FAMILIES, *PICO_FEATURE_FAMILIES):
+        if family in getattr(vectors, "families", ()) and family not in families and vectors.has(ids, family).all():
+            families[family] = vectors.get(ids, family)
+    return assign_papers(store, Features.build(ids, families, cfg.clustering.features), cfg, pool_reason=pool_reason)
+
+
 def split_cluster(
     store: Store,
     cluster_id: str,
@@ -168,17 +216,16 @@ def split_cluster(
     goal_id: str | None = None,
     now: datetime | None = None,
 ) -> list[str]:
-    """Re-run HDBSCAN inside one cluster (split_min_cluster_size) and freeze the audited children.
+    """Re-run the formation inside one cluster (sizes capped at split_min_cluster_size) and freeze the audited children.
 
     Children get new ids, parent_id = the parent and their own frozen centroids; the parent's
-    status becomes "split" and papers that are noise inside it go to the unassigned pool. Returns
+    status becomes "split"; papers that are noise inside it pass the tau_assign intake (any active
+    cluster) and the rest go to the unassigned pool. Returns
     the child ids; [] (nothing changed) when HDBSCAN finds fewer than two sub-clusters.
     """
     parent = cluster_row(store, cluster_id)
     check_feature_space(parent, features)
-    formation = form_clusters(
-        features.subset(cluster_members(store, cluster_id)), cfg, min_cluster_size=cfg.clustering.split_min_cluster_size
-    )
+    formation = form_clusters(features.subset(cluster_members(store, cluster_id)), cfg, split=True)
     if formation.n_clusters < 2:
         log.info("split of %s: HDBSCAN found %d sub-clusters, nothing split", cluster_id, formation.n_clusters)
         return []
@@ -188,6 +235,7 @@ def split_cluster(
         store.conn.execute("UPDATE cluster_manifest SET status=? WHERE cluster_id=?", (SPLIT, cluster_id))
         children = _freeze(store, formation, decisions, cfg, audit_by=auditor.name, goal_id=goal_id,
                            parent_id=cluster_id, noise_reason=f"split_noise:{cluster_id}")  # fmt: skip
+    noise_intake(store, formation, cfg, reason=f"split_noise:{cluster_id}")
     compute_metrics(store, features, cfg, children, now=now)
     log.info("split %s into %s", cluster_id, ", ".join(children))
     return children

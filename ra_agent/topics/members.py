@@ -86,3 +86,14 @@ def add_to_pool(store: Store, pmids: Pmids, reason: str) -> None:
         "WHERE m.pmid = ? AND c.status = ?)",
         [(p, reason, now, p, ACTIVE) for p in pmid_list(pmids)],
     )
+
+
+def noise_share(store: Store) -> tuple[int, int]:
+    """(papers in the unassigned pool, papers clustered so far = members of active clusters + the pool)."""
+    pool = store.conn.execute("SELECT COUNT(*) FROM unassigned_pool").fetchone()[0]
+    members = store.conn.execute(
+        "SELECT COUNT(DISTINCT m.pmid) FROM cluster_member m JOIN cluster_manifest c ON c.cluster_id = m.cluster_id "
+        "WHERE c.status = ? AND m.pmid NOT IN (SELECT pmid FROM unassigned_pool)",
+        (ACTIVE,),
+    ).fetchone()[0]
+    return int(pool), int(pool + members)

@@ -14,7 +14,15 @@ import numpy as np
 
 from ra_agent.config import ClusteringConfig, Config
 from ra_agent.store.db import Store
-from ra_agent.topics.features import Features, Pmids, decode_centroid, dispersion, het_numeric
+from ra_agent.topics.features import (
+    Features,
+    Pmids,
+    centroid,
+    decode_centroid,
+    dispersion,
+    encode_centroid,
+    het_numeric,
+)
 from ra_agent.topics.members import ACTIVE, check_feature_space, cluster_members, cluster_row, pmid_list, sql_chunks
 
 log = logging.getLogger(__name__)
@@ -105,9 +113,23 @@ def measure_cluster(
     )
 
 
-def is_unstable(metrics: ClusterMetrics, ccfg: ClusteringConfig) -> bool:
-    """Memo 40 §5.2: dispersion >= dispersion_split and size >= unstable_min_size."""
-    return metrics.dispersion >= ccfg.dispersion_split and metrics.size >= ccfg.unstable_min_size
+def split_threshold(features: Features, ccfg: ClusteringConfig) -> float:
+    """The dispersion at which a cluster is unstable, on the embedding model's own scale.
+
+    dispersion_split_ratio x the corpus dispersion (all `features` rows around their own centroid, the
+    spread of the whole search in this space): a cluster nearly as spread as the search is not one topic.
+    The memo's absolute 0.70 was set for Qwen vectors and never fires with MiniLM, whose cluster dispersions
+    are 0.1-0.35 (docs/architecture.md). dispersion_split_ratio = 0 uses the absolute dispersion_split.
+    """
+    if ccfg.dispersion_split_ratio <= 0 or len(features) < 2:
+        return ccfg.dispersion_split
+    return ccfg.dispersion_split_ratio * dispersion(features.matrix, centroid(features.matrix))
+
+
+def is_unstable(metrics: ClusterMetrics, ccfg: ClusteringConfig, threshold: float | None = None) -> bool:
+    """Memo 40 §5.2: dispersion >= threshold (default dispersion_split) and size >= unstable_min_size."""
+    limit = ccfg.dispersion_split if threshold is None else threshold
+    return metrics.dispersion >= limit and metrics.size >= ccfg.unstable_min_size
 
 
 def compute_metrics(
@@ -120,8 +142,9 @@ def compute_metrics(
 ) -> dict[str, ClusterMetrics]:
     """Measure clusters (default: all active), append a cluster_metrics row each, refresh the unstable flag.
 
-    Dispersion is against the frozen centroid. sr_overlap, eligible_trials and prisma_compliant are
-    carried forward from the cluster's previous row (their own tools compute them).
+    Dispersion is against the frozen centroid; the unstable threshold is `split_threshold` of `features`.
+    sr_overlap, eligible_trials and prisma_compliant are carried forward from the cluster's previous row
+    (their own tools compute them). The PICO centroid is stored the first time the members have PICO vectors.
     """
     if cluster_ids is None:
         cluster_ids = [
@@ -131,6 +154,7 @@ def compute_metrics(
     computed_ts = int(now.timestamp())
     results: dict[str, ClusterMetrics] = {}
     carried: dict[str, tuple] = {}
+    pico: dict[str, np.ndarray | None] = {}
     for cid in cluster_ids:
         row = cluster_row(store, cid, active=False)
         check_feature_space(row, features)
@@ -145,6 +169,8 @@ def compute_metrics(
         ).fetchone()
         carried[cid] = tuple(previous) if previous else (None, None, None)
         results[cid] = dataclasses.replace(metrics, sr_overlap=carried[cid][0])
+        pico[cid] = pico_centroid(features, rows)
+    threshold = split_threshold(features, cfg.clustering)
     with store.transaction():
         for cid, m in results.items():
             store.conn.execute(
@@ -153,9 +179,29 @@ def compute_metrics(
                 (cid, computed_ts, m.size, m.cvgr, m.ers, m.het_numeric, m.dispersion, *carried[cid], m.mean_year),
             )
             store.conn.execute(
-                "UPDATE cluster_manifest SET unstable=? WHERE cluster_id=?", (int(is_unstable(m, cfg.clustering)), cid)
+                "UPDATE cluster_manifest SET unstable=? WHERE cluster_id=?",
+                (int(is_unstable(m, cfg.clustering, threshold)), cid),
             )
+            c = pico[cid]
+            if c is not None:
+                store.conn.execute(
+                    "UPDATE cluster_manifest SET pico_centroid=?, pico_dim=? WHERE cluster_id=? AND pico_centroid IS NULL",
+                    (encode_centroid(c), c.size, cid),
+                )
     return results
+
+
+def pico_centroid(features: Features, rows: np.ndarray) -> np.ndarray | None:
+    """Memo 40 §3 centroid_PICO: normalised mean [I ‖ C ‖ O ‖ design] of the member `rows` that have PICO vectors.
+
+    None without PICO families or with fewer than two such members; stored once (it is frozen like the
+    E centroid) by `compute_metrics`, so it appears at the first refresh after run_pico.
+    """
+    x = features.pico_rows(rows)
+    if x is None:
+        return None
+    x = x[np.any(x != 0, axis=1)]
+    return centroid(x) if len(x) >= 2 else None
 
 
 # ----------------------------------------------------------------------------- reporting

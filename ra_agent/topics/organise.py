@@ -35,6 +35,9 @@ class OrganiseResult:
     formed: int = 0  # clusters frozen by this run (first formation)
     assigned: int = 0  # papers admitted to an existing frozen cluster
     unassigned: int = 0
+    noise_share: float = 0.0  # unassigned pool / papers clustered (active members + pool), after the intake
+    formation_noise_share: float | None = None  # HDBSCAN noise before the tau_assign intake (first formation only)
+    reduction: str = ""  # what HDBSCAN ran on at the first formation, e.g. "umap 5"
     active_clusters: int = 0
     feature_space: str = ""
     audit_by: str = ""
@@ -51,6 +54,7 @@ def organise(
     `metrics=False` leaves the refresh to `refresh_metrics` (the Dagster `clusters` asset, whose
     downstream `cluster_metrics` asset does it)."""
     from ra_agent.topics.lifecycle import assign_papers, cluster_corpus
+    from ra_agent.topics.members import noise_share
     from ra_agent.topics.metrics import compute_metrics, manifest_table, markdown_table
 
     features = load_features(cfg, store)
@@ -62,6 +66,8 @@ def organise(
     if active == 0:
         result = cluster_corpus(store, features, cfg, auditor, goal_id=goal_id)
         out.formed = len(result.cluster_ids)
+        out.formation_noise_share = round(result.formation.noise_share, 4)
+        out.reduction = result.formation.reduction
         out.audit_by = getattr(auditor, "name", "") or "rules:distinctive-terms"
     else:
         assignment = assign_papers(store, features, cfg)
@@ -71,7 +77,8 @@ def organise(
     out.active_clusters = store.conn.execute("SELECT COUNT(*) FROM cluster_manifest WHERE status='active'").fetchone()[
         0
     ]
-    out.unassigned = store.conn.execute("SELECT COUNT(*) FROM unassigned_pool").fetchone()[0]
+    out.unassigned, clustered = noise_share(store)
+    out.noise_share = round(out.unassigned / clustered, 4) if clustered else 0.0
     if metrics:
         rows, out.map_png = cluster_report(cfg, store, features)
     else:
@@ -95,7 +102,7 @@ def cluster_report(cfg: Config, store: Store, features) -> tuple[list[dict], str
     """The manifest rows and a 2-D map PNG of the active clusters (path under data_dir/plots)."""
     import numpy as np
 
-    from ra_agent.topics.map import cluster_map_png
+    from ra_agent.topics.map import UNASSIGNED, cluster_map_png
     from ra_agent.topics.metrics import manifest_table
     from ra_agent.workspace import Workspace
 
@@ -107,8 +114,11 @@ def cluster_report(cfg: Config, store: Store, features) -> tuple[list[dict], str
             "WHERE c.status='active'"
         )
     }
-    labels = np.array([label_of.get(int(p), "unassigned") for p in features.pmids])
+    labels = np.array([label_of.get(int(p), UNASSIGNED) for p in features.pmids])
     path = Workspace.of(cfg).plots_dir / "cluster_map.png"
     path.parent.mkdir(parents=True, exist_ok=True)
-    cluster_map_png(features.matrix, labels, path, title=f"{len(rows)} clusters, {len(features)} papers")
+    ccfg = cfg.clustering
+    title = f"{len(rows)} clusters, {len(features)} papers ({int((labels == UNASSIGNED).sum())} unassigned)"
+    cluster_map_png(features.matrix, labels, path, title=title, noise_label=UNASSIGNED,
+                    projection=ccfg.map_projection, seed=ccfg.reduce_seed)  # fmt: skip
     return rows, str(path)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -110,6 +110,25 @@ def e_query_vector(store: Store, cluster_id: str, vectors: Any) -> QueryVector:
     return QueryVector(cluster_id, c.astype(np.float32), source)
 
 
+def semantic_tau_start(cfg: Config, store: Store, cluster_id: str, q: QueryVector, vectors: Any) -> tuple[float, str]:
+    """memo_update §9: the cluster's own starting cosine, the P(tau_assign_percentile) edge of its members.
+
+    The cosine to the query vector that tau_assign_percentile % of the members reach (for an E-space
+    cluster 1 - tau_assign), rounded to 4 decimals; [expansion.semantic] tau_start when tau_start_rule is
+    "fixed" or fewer than two members have an E vector. Returns (tau, how it was set).
+    """
+    sem = cfg.expansion.semantic
+    if sem.tau_start_rule == "fixed":
+        return sem.tau_start, "fixed tau_start"
+    ids = np.asarray(member_pmids(store, cluster_id), dtype=np.int64)
+    ids = ids[vectors.has(ids)] if len(ids) else ids
+    if len(ids) < 2:
+        return sem.tau_start, f"fallback tau_start ({len(ids)} members with an E vector)"
+    cosines = q.cosines(vectors.get(ids))
+    tau = round(float(np.percentile(cosines, 100 - cfg.clustering.tau_assign_percentile)), 4)
+    return tau, f"P{cfg.clustering.tau_assign_percentile:g} edge of {len(ids)} members"
+
+
 # ----------------------------------------------------------------------------- metrics and manifest writes
 
 
@@ -165,24 +184,16 @@ def set_manifest(store: Store, cluster_id: str, **values: Any) -> None:
         store.conn.execute(f"UPDATE cluster_manifest SET {sets} WHERE cluster_id=?", (*values.values(), cluster_id))
 
 
-def admit_members(store: Store, cluster_id: str, pmids: Sequence[int], distances: Sequence[float]) -> None:
-    """Make papers members of the cluster (cosine distances to its query vector), through the cluster module's writer."""
-    if not len(pmids):
-        return
-    with store.transaction():
-        cluster.write_members(store, cluster_id, [int(p) for p in pmids], np.asarray(distances, dtype=np.float64))
-
-
 __all__ = [
     "METRIC_COLUMNS",
     "QueryVector",
     "active_members_elsewhere",
-    "admit_members",
     "cluster_row",
     "e_query_vector",
     "latest_metrics",
     "member_pmids",
     "pico_path",
+    "semantic_tau_start",
     "set_cluster_metrics",
     "set_manifest",
 ]

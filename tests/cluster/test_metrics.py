@@ -9,7 +9,7 @@ import pytest
 
 from ra_agent.store.schema import PROV_PUBMED
 from ra_agent.topics.audit import TermAuditor, describe_clusters
-from ra_agent.topics.features import HET_FAMILIES, Features, het_numeric
+from ra_agent.topics.features import HET_FAMILIES, PICO_FEATURE_FAMILIES, Features, decode_centroid, het_numeric
 from ra_agent.topics.formation import Formation
 from ra_agent.topics.lifecycle import apply_audit
 from ra_agent.topics.metrics import citation_velocity, compute_metrics, manifest_table
@@ -108,3 +108,31 @@ def test_het_numeric_with_pico_families(empty_store, demo, cfg):
     assert manifest_table(empty_store)[0]["het_numeric"] == pytest.approx(expected, abs=1e-6)
     assert het_numeric({}) is None
     assert het_numeric({"p": e[:1]}) is None  # one paper has no pairs
+
+
+def test_pico_centroid_is_stored_beside_the_e_centroid_once_pico_vectors_exist(empty_store, demo, cfg):
+    n, members = 60, 45
+    e = demo.features.matrix
+    pmids = demo.features.pmids[:n]
+    cid = freeze_one(empty_store, Features.build(pmids, {"E": e[:n]}, "abstract"), pmids[:members].tolist(), cfg)
+    row = "SELECT frozen_centroid, centroid_dim, pico_centroid, pico_dim FROM cluster_manifest WHERE cluster_id=?"
+    before = empty_store.conn.execute(row, (cid,)).fetchone()
+    assert before["pico_centroid"] is None and before["centroid_dim"] == 384  # E only: no PICO vectors yet
+
+    # run_pico later gives the members I/C/O/design vectors (stand-ins: real MiniLM rows of other papers)
+    families = {f: e[(k + 1) * n : (k + 2) * n].copy() for k, f in enumerate(PICO_FEATURE_FAMILIES)}
+    for f in families.values():
+        f[:5] = 0  # five members without any PICO vector
+    features = Features.build(pmids, {"E": e[:n], **families}, "abstract")
+    compute_metrics(empty_store, features, cfg, now=NOW)
+    after = empty_store.conn.execute(row, (cid,)).fetchone()
+    blocks = [families[f][5:members] / np.linalg.norm(families[f][5:members], axis=1, keepdims=True)
+              for f in PICO_FEATURE_FAMILIES]  # fmt: skip
+    expected = np.hstack(blocks).mean(axis=0)
+    expected /= np.linalg.norm(expected)
+    assert after["pico_dim"] == 4 * 384 and after["frozen_centroid"] == before["frozen_centroid"]
+    assert np.allclose(decode_centroid(after["pico_centroid"], after["pico_dim"]), expected, atol=2e-3)  # fp16
+
+    families["i"][5:10] = e[:5]  # the PICO centroid is frozen: later refreshes leave it alone
+    compute_metrics(empty_store, Features.build(pmids, {"E": e[:n], **families}, "abstract"), cfg, now=NOW)
+    assert empty_store.conn.execute(row, (cid,)).fetchone()["pico_centroid"] == after["pico_centroid"]

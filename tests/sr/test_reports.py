@@ -101,7 +101,7 @@ def test_sr_draft_after_expansion_passes_prisma(demo):
     assert flow.assessed == len(members) and flow.eligible == eligible_count(demo, cid) == flow.included
     assert flow.identified == len(members) + flow.from_expansion and flow.from_expansion <= len(judged_out)
     assert flow.no_pico + flow.not_randomised + flow.missing_pio + flow.eligible == flow.assessed
-    assert flow.no_pico == len(grown.accepted)  # admitted by the expansion after run_pico
+    assert flow.no_pico == len(grown.admitted)  # joined the cluster (tau_assign intake) after run_pico
     table = section(text, "Study selection")
     for row in flow.rows():
         assert f"| {row['stage']} | {row['n']} |" in table
