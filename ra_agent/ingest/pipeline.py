@@ -10,7 +10,7 @@ from datetime import date
 
 from ra_agent.config import Config
 from ra_agent.ingest.crossref import CrossrefClient, cited_dois
-from ra_agent.ingest.eutils import ESEARCH_MAX, EutilsClient, SearchHandle
+from ra_agent.ingest.eutils import ESEARCH_MAX, EutilsClient, EutilsError, SearchHandle
 from ra_agent.ingest.http import ApiRequestError, ApiUnavailable
 from ra_agent.models import Deletion, Paper, ParseProblem
 from ra_agent.store.db import Store
@@ -43,13 +43,19 @@ class SearchResult:
     offline_reason: str = ""  # "config" ([ingest] offline = true) or "api" (E-utilities failing)
     api_offline: bool = False  # E-utilities failed after the final retry during this run
     error: str = ""
+    status: str = "ok"  # ok | partial | failed | offline (the search_run.status column)
     sample_titles: list[str] = field(default_factory=list)
     elapsed_s: float = 0.0
+
+    @property
+    def failed(self) -> bool:
+        """True when PubMed did not give the whole answer (failed, partial, or offline because the API is down)."""
+        return self.status in ("failed", "partial") or self.offline_reason == "api"
 
     def to_tool_result(self) -> dict:
         """The search_pubmed tool's answer (memo 70): candidates and the api_offline flag."""
         out = {"query_key": self.query_key, "count": self.count, "candidates": len(self.pmids),
-               "inserted": self.inserted, "offline": self.offline}  # fmt: skip
+               "inserted": self.inserted, "offline": self.offline, "status": self.status}  # fmt: skip
         if self.api_offline:
             out["api_offline"] = True
         if self.error:
@@ -117,9 +123,32 @@ def search_and_ingest(
     except ApiUnavailable as exc:
         result.api_offline, result.error = True, str(exc)
         return _finish(cfg, store, result, [], retmax, goal_id, started)
+    except EutilsError as exc:  # NCBI rejected the query: recorded as failed, then raised
+        result.status, result.error = "failed", str(exc)
+        _record_run(store, result)
+        raise
     result.count = handle.count
     ranked = _ingest(cfg, store, client, handle, retmax, result, progress)
+    target = min(handle.count, retmax, ESEARCH_MAX)
+    if not result.error and result.fetched + result.problems < target:
+        result.error = f"efetch returned {result.fetched + result.problems} of {target} records"
+    if result.error:
+        result.status = "partial"
     return _finish(cfg, store, result, ranked, retmax, goal_id, started)
+
+
+def _record_run(store: Store, result: SearchResult) -> None:
+    """The search_run row; a failed run keeps the counts of the last good one (0 when there was none)."""
+    keep = result.status == "failed"
+    with store.transaction() as conn:
+        conn.execute(
+            "INSERT INTO search_run(query_key, query, count, fetched, offline, ran_ts, status, error) "
+            "VALUES (?,?,?,?,?,?,?,?) ON CONFLICT(query_key) DO UPDATE SET query=excluded.query, "
+            + ("" if keep else "count=excluded.count, fetched=excluded.fetched, ")
+            + "offline=excluded.offline, ran_ts=excluded.ran_ts, status=excluded.status, error=excluded.error",
+            (result.query_key, result.query, result.count, result.fetched, int(result.offline), int(time.time()),
+             result.status, result.error),
+        )  # fmt: skip
 
 
 def _ingest(
@@ -181,15 +210,15 @@ def _finish(
         if not ranked:
             result.count = len(local)
         ranked = list(dict.fromkeys([*ranked, *local]))[:retmax]
+        result.status = "offline"
+    elif result.api_offline and not result.fetched:
+        result.status = "failed"
+    elif result.api_offline:
+        result.status = "partial"
     result.pmids = ranked
     now = int(time.time())
+    _record_run(store, result)
     with store.transaction() as conn:
-        conn.execute(
-            "INSERT INTO search_run(query_key, query, count, fetched, offline, ran_ts) VALUES (?,?,?,?,?,?) "
-            "ON CONFLICT(query_key) DO UPDATE SET query=excluded.query, count=excluded.count, "
-            "fetched=excluded.fetched, offline=excluded.offline, ran_ts=excluded.ran_ts",
-            (result.query_key, result.query, result.count, result.fetched, int(result.offline), now),
-        )
         if ranked or not result.api_offline:  # a failed online run keeps the previous candidates
             conn.execute("DELETE FROM candidate_papers WHERE query_key=?", (result.query_key,))
             conn.executemany(

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from ra_agent.config import Config
+from ra_agent.fileio import InputError
 from ra_agent.ingest.importers import ImportFormatError, author_name, detect_format, import_file
 from ra_agent.ingest.medline import iter_pubmed_xml
 from ra_agent.models import Paper
@@ -109,16 +110,17 @@ def test_bad_csv_rows_are_named_by_file_line_and_field_and_good_rows_load(tmp_pa
 
 def test_csv_without_a_pmid_column_is_a_clear_error(tmp_path, store, cfg):
     path = write_csv(tmp_path / "titles.csv", ["Title", "Abstract"], [["A title", "An abstract"]])
-    with pytest.raises(ImportFormatError, match=r"titles.csv: no PMID column .*found Title, Abstract"):
+    with pytest.raises(ImportFormatError, match=r"titles.csv:1: header: no PMID column .*found Title, Abstract"):
         import_file(store, path, cfg)
 
 
 def test_non_utf8_and_unknown_formats_are_clear_errors(tmp_path, store, cfg):
     latin = tmp_path / "latin1.csv"
     latin.write_bytes("pmid,title\n10024259,Müller\n".encode("latin-1"))
-    with pytest.raises(ImportFormatError, match=r"latin1.csv: not UTF-8 text \(byte \d+\)"):
+    with pytest.raises(InputError, match=r"latin1.csv:2: encoding: byte 21 \(0xfc\) is not UTF-8"):
         import_file(store, latin, cfg)
-    with pytest.raises(ImportFormatError, match=r"export.bib: unknown export format '.bib'"):
+    (tmp_path / "export.bib").write_text("@article{x, title={A}}\n")
+    with pytest.raises(ImportFormatError, match=r"export.bib: format: unknown export format '.bib'"):
         import_file(store, tmp_path / "export.bib", cfg)
     assert detect_format(Path("pubmed26n0001.xml.gz")) == "xml" and detect_format(Path("x.nbib")) == "medline"
 
