@@ -114,7 +114,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
                 with progress_bar(f"ingest {query[:40]!r}") as bar:
                     result = search_and_ingest(cfg, store, query, since=since, retmax=retmax, progress=bar)
             except ApiError as exc:  # NCBI rejected the query: recorded as failed; go on with the others
-                status = max(status, report_error(exc))
+                code, message = error_line(exc)
+                print(f"ra: error: {query!r}: search: rejected: {message}", file=sys.stderr)
+                status = max(status, code)
                 continue
             mode = "OFFLINE (local corpus)" if result.offline else "online"
             print(f"{query!r}: {result.count} hits, {result.fetched} fetched, {result.inserted} new, "

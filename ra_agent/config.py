@@ -21,7 +21,6 @@ CONFIG_MAX_BYTES = 1 << 20  # a config.toml is a few KB; anything near this is n
 ORDERED_KNOBS = (
     ("expansion.semantic", "tau_floor", "tau_start"),
     ("ask", "k", "max_k"),
-    ("clustering", "split_min_cluster_size", "min_cluster_size"),
 )
 
 
