@@ -23,7 +23,7 @@ from ra_agent.ingest.medline import (
     split_labelled_abstract,
     year_of,
 )
-from ra_agent.models import Paper, ParseProblem, normalise_doi
+from ra_agent.models import Paper, ParseProblem, doi_id, normalise_doi
 from ra_agent.store.db import Store
 
 log = logging.getLogger(__name__)
@@ -124,8 +124,13 @@ def _csv_record(row: dict, columns: dict[str, str], where: str, source: str) -> 
 
     raw_pmid = value("pmid")
     pmid = as_pmid(raw_pmid)
+    doi = normalise_doi(value("doi"))
+    if pmid is None and not raw_pmid and doi:  # no PMID at all: the DOI-hash id of memo 20 §2.1
+        pmid = doi_id(doi)
+        reason = f"{where}: field '{columns['pmid']}' is empty; loaded under DOI id {pmid} ({doi})"
+        yield FieldWarning(ParseProblem(pmid, reason, source))
     if pmid is None:
-        why = f"{raw_pmid!r} is not a PMID" if raw_pmid else "is empty"
+        why = f"{raw_pmid!r} is not a PMID" if raw_pmid else "is empty (and no DOI)"
         yield ParseProblem(None, f"{where}: field '{columns['pmid']}' {why}; row skipped", source)
         return
     title, raw_year = value("title"), value("year")
@@ -141,7 +146,7 @@ def _csv_record(row: dict, columns: dict[str, str], where: str, source: str) -> 
         pmid=pmid,
         title=title,
         abstract=abstract,
-        doi=normalise_doi(value("doi")),
+        doi=doi,
         journal=value("journal"),
         year=year,
         sections=split_labelled_abstract(abstract),
@@ -265,8 +270,14 @@ def _first(entry: dict, *keys: str) -> str:
 
 def _ris_record(entry: dict, where: str, source: str) -> Iterator[Record | FieldWarning]:
     pmid = _ris_pmid(entry)
+    doi = normalise_doi(_first(entry, "doi"))
+    if pmid is None and doi:  # the DOI-hash id of memo 20 §2.1
+        pmid = doi_id(doi)
+        reason = f"{where}: no PMID (fields AN, ID or a 'PMID:' note); loaded under DOI id {pmid} ({doi})"
+        yield FieldWarning(ParseProblem(pmid, reason, source))
     if pmid is None:
-        yield ParseProblem(None, f"{where}: no PMID (fields AN, ID or a 'PMID:' note); record skipped", source)
+        yield ParseProblem(None, f"{where}: no PMID (fields AN, ID or a 'PMID:' note) and no DOI (DO); record skipped",
+                           source)  # fmt: skip
         return
     title = _first(entry, "title", "primary_title")
     if not title:
@@ -286,7 +297,7 @@ def _ris_record(entry: dict, where: str, source: str) -> Iterator[Record | Field
         pmid=pmid,
         title=title,
         abstract=abstract,
-        doi=normalise_doi(_first(entry, "doi")),
+        doi=doi,
         journal=_first(entry, "journal_name", "secondary_title", "alternate_title3", "alternate_title1"),
         year=year,
         pub_types=[RIS_TYPES.get(kind, kind)] if kind else [],

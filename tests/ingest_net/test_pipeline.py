@@ -90,8 +90,9 @@ def test_ref_dedup(tmp_path):
         store.add_doi_refs(29768149, {"10.1006/cryo.2001.2328": 11748933, "10.9999/unmapped": None}, PROV_CROSSREF)
         store.add_doi_refs(29768149, {"10.1006/cryo.2001.2328": 11748933, "10.9999/unmapped": None}, PROV_CROSSREF)
         after = store.counts()
-        assert after["ref"] == before["ref"] + 1  # only the dst=0 placeholder edge is new
+        assert after["ref"] == before["ref"]  # the unmapped DOI is no reference: it stays in ref_doi only
         assert after["ref_doi"] == 2 and after["ref_unmapped"] == 1
+        assert store.conn.execute("SELECT COUNT(*) FROM ref WHERE dst = 0").fetchone()[0] == 0
         prov = store.conn.execute("SELECT prov FROM ref WHERE src=29768149 AND dst=11748933").fetchone()[0]
         assert prov == PROV_PUBMED | PROV_CROSSREF == 3
 
