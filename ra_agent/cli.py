@@ -292,6 +292,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from ra_agent.agent.runner import run_demo
 
     cfg = _config(args)
+    check_handbook(cfg, Path(args.handbook))
     with _store(cfg) as store:
         written = run_demo(cfg, store, handbook=Path(args.handbook), progress_factory=progress_bar)
     for path in written:

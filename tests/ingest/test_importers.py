@@ -265,3 +265,23 @@ def test_a_quote_never_closed_does_not_swallow_the_rows_after_it(tmp_path, store
     assert {p.pmid: p.title for p in store.papers(int(r["pubmedID"]) for r in rows)} == {
         int(r["pubmedID"]): r["title"].replace(",", " ") for r in (rows[0], rows[2], rows[3])
     }
+
+
+def test_import_pending_goes_on_past_an_unreadable_export(tmp_path, store, demo_rows):
+    """The `papers` asset / local runner import every file in <data_dir>/imports: a bad one is rejected
+    with its one-line reason, the others load, and the bad one is tried again next time."""
+    from ra_agent.ingest.corpus import import_pending
+
+    cfg = Config().with_overrides(workspace={"data_dir": str(tmp_path / "ws"), "demo_corpus": ""})
+    inbox = tmp_path / "ws" / "imports"
+    inbox.mkdir(parents=True)
+    (inbox / "a_latin1.csv").write_bytes("pubmedID,title\n10024259,Müller\n".encode("latin-1"))
+    write_csv(inbox / "b_good.csv", ["pubmedID", "title"], [[r["pubmedID"], r["title"]] for r in demo_rows[:3]])
+    out = import_pending(cfg, store)
+    assert out.files == ["b_good.csv"] and out.inserted == 3
+    assert out.rejected == [
+        f"{inbox / 'a_latin1.csv'}:2: encoding: byte 25 (0xfc) is not UTF-8; re-save the file as UTF-8"
+    ]
+    assert store.counts()["paper"] == 3
+    again = import_pending(cfg, store)
+    assert again.skipped_known == ["b_good.csv"] and len(again.rejected) == 1

@@ -131,6 +131,8 @@ def papers(context: dg.AssetExecutionContext, ra: RaConfigResource, store: Store
         ).fetchone()[0]
     for problem in imported.problems[:20]:
         context.log.warning(problem)
+    for rejected in imported.rejected:
+        context.log.error(f"import rejected (file skipped): {rejected}")
     yield dg.MaterializeResult(
         metadata={
             "papers": summary["paper"],
@@ -141,6 +143,7 @@ def papers(context: dg.AssetExecutionContext, ra: RaConfigResource, store: Store
             "imported_files": ", ".join(imported.files) or "none new",
             "import_inserted": imported.inserted,
             "import_problems": len(imported.problems),
+            "import_rejected": dg.MetadataValue.md("\n".join(f"- {r}" for r in imported.rejected) or "none"),
             "sample_titles": md_bullets(summary["sample_titles"]),
             "article_types": dg.MetadataValue.json(summary["article_types"]),
         }
