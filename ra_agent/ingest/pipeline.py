@@ -12,9 +12,9 @@ from ra_agent.config import Config
 from ra_agent.ingest.crossref import CrossrefClient, cited_dois
 from ra_agent.ingest.eutils import ESEARCH_MAX, EutilsClient, EutilsError, SearchHandle
 from ra_agent.ingest.http import ApiRequestError, ApiUnavailable
-from ra_agent.models import Deletion, Paper, ParseProblem
+from ra_agent.models import Deletion, Paper, ParseProblem, is_doi_id
 from ra_agent.store.db import Store
-from ra_agent.store.schema import PROV_CROSSREF
+from ra_agent.store.schema import PROV_CROSSREF, PROV_PUBMED
 from ra_agent.workspace import Workspace, query_key
 
 log = logging.getLogger(__name__)
@@ -360,4 +360,65 @@ def _link_group(store: Store, eutils: EutilsClient, cited: dict[int, tuple[Paper
             result.sample_titles.append(paper.title)
 
 
-__all__ = ["RefResult", "SearchResult", "harvest_references", "search_and_ingest"]
+@dataclass
+class ParentFetch:
+    """One lazy citation-graph fill (memo 20/50): references fetched for papers that had none stored."""
+
+    lacking: int = 0  # papers asked about with no reference rows (PubMed list, elink or Crossref)
+    elink_edges: int = 0  # edges elink pubmed_pubmed_refs added
+    crossref: RefResult | None = None  # the Crossref harvest of those still without references (DOI papers)
+    offline: bool = False  # skipped ([ingest] offline) or stopped by an API failure
+    error: str = ""
+
+
+def _lacking_references(store: Store, pmids: Sequence[int]) -> list[int]:
+    out: list[int] = []
+    for start in range(0, len(pmids), 500):
+        part = list(pmids[start : start + 500])
+        marks = ",".join("?" * len(part))
+        have = {r[0] for r in store.conn.execute(
+            f"SELECT src FROM ref WHERE src IN ({marks}) UNION SELECT src FROM ref_doi WHERE src IN ({marks})",
+            part + part)}  # fmt: skip
+        out += [p for p in part if p not in have]
+    return out
+
+
+def fetch_references(
+    cfg: Config, store: Store, pmids: Iterable[int], *, eutils: EutilsClient | None = None,
+    crossref: CrossrefClient | None = None,
+) -> ParentFetch:  # fmt: skip
+    """The citation graph on demand, for ripple's parents outside the Dagster `references` asset.
+
+    Papers of `pmids` with no reference rows yet (an imported export carries none) get PubMed's
+    reference list through elink pubmed_pubmed_refs (provenance 1); those still without one and
+    with a DOI go through the Crossref harvest (provenance 2, DOIs mapped to PMIDs). Configured
+    offline: nothing is asked. An API failure is logged and leaves the rest for later; never raises.
+    """
+    out = ParentFetch()
+    todo = _lacking_references(store, list(dict.fromkeys(pmids)))
+    out.lacking = len(todo)
+    if cfg.ingest.offline or not todo:
+        out.offline = cfg.ingest.offline
+        return out
+    eutils = eutils or EutilsClient(cfg, store=store)
+    in_pubmed = [p for p in todo if not is_doi_id(p)]  # DOI-hash ids have no PubMed record to link from
+    try:
+        links = eutils.references(in_pubmed) if in_pubmed else {}
+    except (ApiUnavailable, ApiRequestError) as exc:
+        out.offline, out.error = True, str(exc)
+        log.error("references on demand: elink failed (%s); ripple uses the stored citation edges", exc)
+        return out
+    edges = [(src, dst, PROV_PUBMED) for src, cited in links.items() for dst in cited if dst != src]
+    before = store.counts()["ref"]
+    store.add_refs(edges)
+    out.elink_edges = store.counts()["ref"] - before
+    still = _lacking_references(store, todo)
+    if still:
+        out.crossref = harvest_references(cfg, store, still, crossref=crossref, eutils=eutils)
+        out.offline = out.crossref.crossref_offline or out.crossref.eutils_offline
+    log.info("references on demand: %d papers lacked references; elink added %d edges, Crossref %d",
+             out.lacking, out.elink_edges, out.crossref.edges_added if out.crossref else 0)  # fmt: skip
+    return out
+
+
+__all__ = ["ParentFetch", "RefResult", "SearchResult", "fetch_references", "harvest_references", "search_and_ingest"]
