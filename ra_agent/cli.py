@@ -121,7 +121,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             mode = "OFFLINE (local corpus)" if result.offline else "online"
             print(f"{query!r}: {result.count} hits, {result.fetched} fetched, {result.inserted} new, "
                   f"{result.updated} updated [{mode}] {result.status}")  # fmt: skip
-            if result.failed:
+            if result.incomplete:
                 what = {"failed": "search failed", "partial": f"search cut short after {result.fetched} records"}
                 print(f"ra: error: {query!r}: search: {what.get(result.status, 'E-utilities unreachable')}: "
                       f"{' '.join(result.error.split())}", file=sys.stderr)  # fmt: skip

@@ -48,7 +48,7 @@ class SearchResult:
     elapsed_s: float = 0.0
 
     @property
-    def failed(self) -> bool:
+    def incomplete(self) -> bool:
         """True when PubMed did not give the whole answer (failed, partial, or offline because the API is down)."""
         return self.status in ("failed", "partial") or self.offline_reason == "api"
 

@@ -66,7 +66,7 @@ def pubmed_search(
         check_results=[
             dg.AssetCheckResult(
                 check_name="search_complete",
-                passed=not result.failed,
+                passed=not result.incomplete,
                 severity=dg.AssetCheckSeverity.ERROR,
                 metadata={
                     "status": result.status,
