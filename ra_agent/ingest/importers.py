@@ -380,9 +380,9 @@ def import_file(store: Store, path: str | Path, cfg: Config, *, progress: Progre
     """
     path = Path(path)
     if path.name.lower().endswith(".gz"):
-        check_regular_file(path, "export")
+        check_regular_file(path, "search export")
     else:
-        check_text_file(path, "export")
+        check_text_file(path, "search export")
     fmt = detect_format(path)
     source = f"import:{path.name}"
     summary = ImportSummary(files=[path.name], format=fmt)
