@@ -215,3 +215,16 @@ def test_demo_copy_imports_cleanly(tmp_path, capsys, cfg_path):
     code, out, err = ra(capsys, cfg_path, "import", str(copy))
     assert code == 0 and not error_lines(err)
     assert papers(cfg_path) == 1333 and f"{copy}: 1333 new" in out
+
+
+def test_python_m_ra_agent_cli_status_runs(cfg_path):
+    """`python -m ra_agent.cli` defines every helper before main() runs (status_lines used to come after it)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run([sys.executable, "-m", "ra_agent.cli", "--config", str(cfg_path), "status"], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 0 and "error" not in proc.stderr.lower(), proc.stderr
+    assert "papers: 0 (0 with abstract), refs: 0 (+0 unmapped DOIs)" in proc.stdout and "goals: 0" in proc.stdout
