@@ -152,7 +152,8 @@ def cmd_queries(args: argparse.Namespace) -> int:
             when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(q["ran_ts"])) if q["ran_ts"] else "never run"
             counts = f"{q['count']} hits, {q['fetched']} fetched" if q["ran_ts"] else ""
             print(f"{key} {q['status'] or 'new':<8} {when:<16} {counts:<24} {q['origin']:<12} {q['query']!r}"
-                  + (f"\n    error: {q['error']}" if q["error"] else ""))  # fmt: skip
+                  + (f"\n    {'error' if q['status'] in ('failed', 'partial') else 'note'}: {q['error']}"
+                     if q["error"] else ""))  # fmt: skip
     return 0
 
 
@@ -369,10 +370,6 @@ def main(argv: list[str] | None = None) -> int:
     return run(args.func, args)
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-
-
 def status_lines(cfg: Config, store: Store) -> list[str]:
     from ra_agent.agent.goal import GoalStore
     from ra_agent.store.vectors import active_index, open_active
@@ -400,3 +397,7 @@ def status_lines(cfg: Config, store: Store) -> list[str]:
     from ra_agent.ask.commands import ask_status_lines
 
     return lines + ask_status_lines(cfg, store)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

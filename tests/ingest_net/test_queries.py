@@ -102,31 +102,34 @@ def test_python_m_ingest_refresh_goes_on_past_a_failing_query(capsys, cfg_path, 
     assert "'asthma': 2 hits" in proc.stdout
 
 
-def test_a_search_failing_after_the_retries_keeps_its_last_good_count(capsys, cfg_path, eutils_server):
-    assert ra(capsys, cfg_path, "ingest", "--query", "cell")[0] == 0
-    assert runs(cfg_path)["cell"] == (25, 25, "ok", "")
-    eutils_server.inject_always(ESEARCH, Fault.http(502))
+@pytest.mark.parametrize(
+    ("fault", "line", "message", "row", "stored"),
+    [
+        ("esearch 502s", "'cell': 0 hits, 0 fetched, 0 new, 0 updated [online] failed",
+         "search failed: eutils: GET /entrez/eutils/esearch.fcgi failed after 3 attempt(s): BadResponse: HTTP 502",
+         (25, 25, "failed"), 25),  # the last good run's counts are kept
+        ("efetch cut", "'cell': 25 hits, 10 fetched, 10 new, 0 updated [online] partial",
+         "search cut short after 10 records: eutils: GET /entrez/eutils/efetch.fcgi failed after 3 attempt(s): "
+         "BadResponse: not well-formed XML", (25, 10, "partial"), 10),
+    ],
+)  # fmt: skip
+def test_a_failed_or_cut_short_search_is_never_an_empty_success(
+    capsys, cfg_path, eutils_server, fault, line, message, row, stored
+):
+    if fault == "esearch 502s":  # a good run first
+        assert ra(capsys, cfg_path, "ingest", "--query", "cell")[0] == 0
+        assert runs(cfg_path)["cell"] == (25, 25, "ok", "")
+        eutils_server.inject_always(ESEARCH, Fault.http(502))
+    else:
+        eutils_server.inject(EFETCH, Fault.passthrough(), *[Fault.truncated(0.6)] * 3)
     code, out, err = ra(capsys, cfg_path, "ingest", "--query", "cell")
-    assert code == 1
-    assert "'cell': 0 hits, 0 fetched, 0 new, 0 updated [online] failed" in out
-    assert "ra: error: 'cell': search: search failed: eutils: GET /entrez/eutils/esearch.fcgi failed after 3 attempt(s): " \
-           "BadResponse: HTTP 502" in err  # fmt: skip
-    count, fetched, status, error = runs(cfg_path)["cell"]
-    assert (count, fetched, status) == (25, 25, "failed") and "HTTP 502" in error
-    assert len(eutils_server.requests_to("esearch.fcgi")) == 1 + 3
-    assert papers(cfg_path) == 25
-
-
-def test_an_efetch_cut_mid_body_is_partial_not_a_success(capsys, cfg_path, eutils_server):
-    eutils_server.inject(EFETCH, Fault.passthrough(), *[Fault.truncated(0.6)] * 3)
-    code, out, err = ra(capsys, cfg_path, "ingest", "--query", "cell")
-    assert code == 1
-    assert "'cell': 25 hits, 10 fetched, 10 new, 0 updated [online] partial" in out
-    assert "ra: error: 'cell': search: search cut short after 10 records: eutils: GET /entrez/eutils/efetch.fcgi " \
-           "failed after 3 attempt(s): BadResponse: not well-formed XML" in err  # fmt: skip
-    count, fetched, status, error = runs(cfg_path)["cell"]
-    assert (count, fetched, status) == (25, 10, "partial") and "not well-formed XML" in error
-    assert papers(cfg_path) == 10
+    assert code == 1 and line in out
+    assert f"ra: error: 'cell': search: {message}" in err
+    *counts, error = runs(cfg_path)["cell"]
+    assert tuple(counts) == row and message.split("BadResponse: ")[1] in error
+    assert papers(cfg_path) == stored
+    if fault == "esearch 502s":
+        assert len(eutils_server.requests_to("esearch.fcgi")) == 1 + 3
 
 
 def test_retry_after_above_the_cap_waits_the_cap_and_retries(capsys, cfg_path, eutils_server):
