@@ -1,15 +1,22 @@
-"""The `ra` command line: ingest, import, embed, cluster, run handbooks, status."""
+"""The `ra` command line: ingest, import, embed, cluster, run handbooks, status.
+
+Every error is one line on stderr, `ra: error: <file>[:<line>]: <field>: <what is wrong>`, with exit
+code 2 for bad input and 1 for failures of the outside world (network, server) or of ra itself;
+`--debug` shows the traceback instead.
+"""
 
 from __future__ import annotations
 
 import argparse
 import logging
 import sys
+import time
 from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
 from ra_agent.config import Config, ConfigError, default_config_path, load_config
+from ra_agent.fileio import InputError
 from ra_agent.store.db import Store
 
 log = logging.getLogger("ra")
@@ -17,6 +24,35 @@ log = logging.getLogger("ra")
 
 class CliError(Exception):
     """A user-facing error: printed without a traceback, exit code 2."""
+
+
+EXIT_BAD_INPUT, EXIT_WORLD = 2, 1
+
+
+def error_line(exc: BaseException) -> tuple[int, str]:
+    """(exit code, one-line message) for an exception reaching the command line."""
+    from ra_agent.agent.goal import GoalStateError
+    from ra_agent.agent.success import HandbookError
+    from ra_agent.ingest.http import ApiError, ApiRequestError
+
+    text = " ".join(str(exc).split())
+    if isinstance(exc, ConfigError | CliError | InputError | HandbookError | GoalStateError):
+        return EXIT_BAD_INPUT, text
+    if isinstance(exc, ApiRequestError):  # the service refused this request (e.g. a malformed query)
+        return EXIT_BAD_INPUT, text
+    if isinstance(exc, ApiError):
+        return EXIT_WORLD, text
+    if isinstance(exc, OSError) and exc.filename:
+        return EXIT_BAD_INPUT, f"{exc.filename}: {exc.strerror or text}"
+    if isinstance(exc, MemoryError):
+        return EXIT_WORLD, "out of memory (rerun with --debug for the traceback)"
+    return EXIT_WORLD, f"internal error: {type(exc).__name__}: {text} (rerun with --debug for the traceback)"
+
+
+def report_error(exc: BaseException) -> int:
+    code, message = error_line(exc)
+    print(f"ra: error: {message}", file=sys.stderr)
+    return code
 
 
 @contextmanager
@@ -56,23 +92,68 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
+    """One search (--query, registered first) or a refresh of every registered one; a failing search is
+    reported and recorded (search_run.status) and the others still run."""
+    from ra_agent.ingest.http import ApiError
     from ra_agent.ingest.pipeline import search_and_ingest
     from ra_agent.workspace import register_query, registered_queries
 
     cfg = _config(args)
+    status = 0
     with _store(cfg) as store:
         if args.query:
-            queries = [args.query]
             register_query(store, args.query, args.since, args.retmax)
+            queries = [(args.query, args.since, args.retmax)]
         else:
-            queries = [q["query"] for q in registered_queries(store).values()]
+            queries = [(q["query"], args.since or q["since"], args.retmax or q["retmax"])
+                       for q in registered_queries(store).values()]  # fmt: skip
             if not queries:
                 raise CliError("no --query given and no registered searches to refresh (ra ingest --query '...')")
-        for query in queries:
-            with progress_bar(f"ingest {query[:40]!r}") as bar:
-                result = search_and_ingest(cfg, store, query, since=args.since, retmax=args.retmax, progress=bar)
+        for query, since, retmax in queries:
+            try:
+                with progress_bar(f"ingest {query[:40]!r}") as bar:
+                    result = search_and_ingest(cfg, store, query, since=since, retmax=retmax, progress=bar)
+            except ApiError as exc:  # NCBI rejected the query: recorded as failed; go on with the others
+                code, message = error_line(exc)
+                print(f"ra: error: {query!r}: search: rejected: {message}", file=sys.stderr)
+                status = max(status, code)
+                continue
             mode = "OFFLINE (local corpus)" if result.offline else "online"
-            print(f"{query!r}: {result.count} hits, {result.inserted} new, {result.updated} updated [{mode}]")
+            print(f"{query!r}: {result.count} hits, {result.fetched} fetched, {result.inserted} new, "
+                  f"{result.updated} updated [{mode}] {result.status}")  # fmt: skip
+            if result.incomplete:
+                what = {"failed": "search failed", "partial": f"search cut short after {result.fetched} records"}
+                print(f"ra: error: {query!r}: search: {what.get(result.status, 'E-utilities unreachable')}: "
+                      f"{' '.join(result.error.split())}", file=sys.stderr)  # fmt: skip
+                status = max(status, EXIT_WORLD)
+    return status
+
+
+def cmd_queries(args: argparse.Namespace) -> int:
+    """List the registered searches with their last run, or remove one (by query text or key)."""
+    from ra_agent.workspace import query_key, query_runs, unregister_query
+
+    cfg = _config(args)
+    with _store(cfg) as store:
+        if args.action == "remove":
+            if not args.query:
+                raise CliError("queries remove: query: give the query text or its key (ra queries lists them)")
+            wanted = " ".join(args.query)
+            key = wanted if wanted in query_runs(store) else query_key(wanted)
+            removed = unregister_query(store, key)
+            if removed is None:
+                raise CliError(f"{cfg.data_dir}: query: no registered search {wanted!r} (ra queries lists them)")
+            print(f"removed {key} {removed!r}; its papers stay in the corpus")
+            return 0
+        runs = query_runs(store)
+        if not runs:
+            print("no registered searches (ra ingest --query '...')")
+        for key, q in runs.items():
+            when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(q["ran_ts"])) if q["ran_ts"] else "never run"
+            counts = f"{q['count']} hits, {q['fetched']} fetched" if q["ran_ts"] else ""
+            print(f"{key} {q['status'] or 'new':<8} {when:<16} {counts:<24} {q['origin']:<12} {q['query']!r}"
+                  + (f"\n    {'error' if q['status'] in ('failed', 'partial') else 'note'}: {q['error']}"
+                     if q["error"] else ""))  # fmt: skip
     return 0
 
 
@@ -82,20 +163,24 @@ def cmd_import(args: argparse.Namespace) -> int:
     cfg = _config(args)
     status = 0
     with _store(cfg) as store:
-        for name in args.files:
+        for name in args.files:  # a bad file is reported and the next one still imported
             path = Path(name)
-            if not path.exists():
-                raise CliError(f"{path}: no such file")
-            with progress_bar(f"import {path.name}") as bar:
-                summary = import_file(store, path, cfg, progress=bar)
+            try:
+                with progress_bar(f"import {path.name}") as bar:
+                    summary = import_file(store, path, cfg, progress=bar)
+            except InputError as exc:
+                status = max(status, report_error(exc))
+                continue
             print(f"{path}: {summary.inserted} new, {summary.updated} updated, {summary.unchanged} unchanged, "
                   f"{len(summary.problems)} problems")  # fmt: skip
-            for problem in summary.problems[:20]:
-                print(f"  problem (record skipped): {problem}", file=sys.stderr)
-            for warning in summary.warnings[:20]:
-                print(f"  warning (record kept): {warning}", file=sys.stderr)
+            for kind, items in (("problem (record skipped)", summary.problems), ("warning (record kept)",
+                                                                                 summary.warnings)):  # fmt: skip
+                for item in items[:20]:
+                    print(f"  {kind}: {item.reason}", file=sys.stderr)
+                if len(items) > 20:
+                    print(f"  ... and {len(items) - 20} more", file=sys.stderr)
             if summary.problems:
-                status = 1
+                status = max(status, EXIT_BAD_INPUT)
     return status
 
 
@@ -143,13 +228,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     cfg = _config(args)
     handbook = Path(args.handbook)
-    if not handbook.exists():
-        raise CliError(f"{handbook}: no such handbook")
+    check_handbook(cfg, handbook)
     with _store(cfg) as store:
+        goal_id = _existing_goal(cfg, store, args.goal) if args.goal else ""
         brain = brain_for(cfg, store)
-        if args.goal:
-            goal_id = args.goal
-        else:
+        if not goal_id:
             goal_id = start_goal(cfg, store, handbook, brain.name).goal_id
             print(f"goal {goal_id} started from {handbook} (brain: {brain.label()})")
         state = run_goal(cfg, store, goal_id, brain, max_cycles=args.max_cycles,
@@ -168,8 +251,7 @@ def cmd_control(args: argparse.Namespace) -> int:
     cfg = _config(args)
     with _store(cfg) as store:
         goals = GoalStore(cfg.data_dir, store)
-        if not goals.exists(args.goal):
-            raise CliError(f"no goal {args.goal!r} under {goals.goal_dir(args.goal).parent}")
+        _existing_goal(cfg, store, args.goal)
         goal_dir = goals.goal_dir(args.goal)
         if args.command == "resume":
             clear_control(cfg, STOP_FILE, goal_dir)
@@ -185,10 +267,33 @@ def cmd_control(args: argparse.Namespace) -> int:
     return 0
 
 
+def check_handbook(cfg: Config, path: Path) -> None:
+    """InputError/HandbookError (one line, file and line) for a handbook that is missing, huge, binary,
+    not UTF-8 or does not parse, before any goal is created."""
+    from ra_agent.agent.handbook import parse_handbook
+    from ra_agent.fileio import read_text_capped
+
+    text = read_text_capped(path, cfg.goal.handbook_max_bytes, "handbook", "[goal] handbook_max_bytes")
+    parse_handbook(text, path)
+
+
+def _existing_goal(cfg: Config, store: Store, goal_id: str) -> str:
+    """`goal_id` when it names a goal of this workspace, else a one-line CliError (never a path outside it)."""
+    from ra_agent.agent.goal import GOAL_ID_RE, GoalStore
+
+    goals = GoalStore(cfg.data_dir, store)
+    if not GOAL_ID_RE.match(goal_id):
+        raise CliError(f"{goals.root}: goal: {goal_id!r} is not a goal id (12 hex digits; ra status lists them)")
+    if not goals.exists(goal_id):
+        raise CliError(f"{goals.root}: goal: no goal {goal_id} in this workspace (ra status lists them)")
+    return goal_id
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from ra_agent.agent.runner import run_demo
 
     cfg = _config(args)
+    check_handbook(cfg, Path(args.handbook))
     with _store(cfg) as store:
         written = run_demo(cfg, store, handbook=Path(args.handbook), progress_factory=progress_bar)
     for path in written:
@@ -200,6 +305,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ra", description=__doc__)
     parser.add_argument("--config", default=str(default_config_path()), help="config.toml path")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     sub = parser.add_subparsers(dest="command", required=True)
 
     def add(name: str, func: Callable[[argparse.Namespace], int], help: str) -> argparse.ArgumentParser:
@@ -210,6 +316,9 @@ def build_parser() -> argparse.ArgumentParser:
     add("init", cmd_init, "create the workspace and database")
     p = add("ingest", cmd_ingest, "search PubMed and store the records (offline: the local corpus)")
     add_ingest_args(p)
+    p = add("queries", cmd_queries, "list the registered searches with their last run, or remove one")
+    p.add_argument("action", nargs="?", choices=("list", "remove"), default="list")
+    p.add_argument("query", nargs="*", help="remove: the query text or its key (as listed)")
     p = add("import", cmd_import, "import search exports (CSV, RIS, MEDLINE text, PubMed XML)")
     p.add_argument("files", nargs="+")
     add("embed", cmd_embed, "embed every paper not embedded with the configured model")
@@ -246,21 +355,19 @@ def run(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> 
     )
     try:
         return func(args)
-    except (ConfigError, CliError) as exc:
-        print(f"ra: error: {exc}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         print("ra: interrupted; the store keeps every committed batch", file=sys.stderr)
         return 130
+    except Exception as exc:
+        if getattr(args, "debug", False):
+            raise
+        log.debug("error", exc_info=True)
+        return report_error(exc)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     return run(args.func, args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
 
 
 def status_lines(cfg: Config, store: Store) -> list[str]:
@@ -292,3 +399,7 @@ def status_lines(cfg: Config, store: Store) -> list[str]:
     from ra_agent.ask.commands import ask_status_lines
 
     return lines + ask_status_lines(cfg, store)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

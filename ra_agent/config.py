@@ -3,15 +3,25 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
+import re
 import tomllib
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ra_agent.fileio import InputError, read_text_capped
+
 ENV_PREFIX = "RA_"
 SECRET_ENV = ("NCBI_API_KEY", "NCBI_EMAIL", "CROSSREF_MAILTO")
+CONFIG_MAX_BYTES = 1 << 20  # a config.toml is a few KB; anything near this is not a config file
+# (section, lower, upper): knob pairs that must keep lower <= upper (checked after every load)
+ORDERED_KNOBS = (
+    ("expansion.semantic", "tau_floor", "tau_start"),
+    ("ask", "k", "max_k"),
+)
 
 
 class ConfigError(ValueError):
@@ -42,6 +52,7 @@ class IngestConfig:
     max_qps_with_key: float = _knob(10.0, 0.01, 100)
     retry_attempts: int = _knob(3, 0, 20)
     backoff_factor: float = _knob(2.0, 0, 60)
+    retry_after_cap_s: float = _knob(120.0, 0, 3600)
     request_timeout_s: float = _knob(20.0, 0.01, 600)
     default_retmax: int = _knob(2000, 1, 100000)
     crossref_timeout_s: float = _knob(20.0, 0.01, 600)
@@ -178,12 +189,13 @@ class GoalConfig:
     paused_api_after_h: float = _knob(24, 0, 100000)
     max_cycles: int = _knob(50, 1, 1_000_000)
     rules_split_share: float = _knob(0.50, 0, 1)
+    handbook_max_bytes: int = _knob(1_000_000, 1000, 100_000_000)
 
 
 @dataclass(frozen=True)
 class SrConfig:
     min_eligible_trials: int = _knob(6, 1, 100000)
-    prisma_mandatory_items: list[int] = _knob([4, 5, 6, 7, 8])
+    prisma_mandatory_items: list[int] = _knob([4, 5, 6, 7, 8], 4, 10)  # the PRISMA items prisma_check has cues for
     sr_cosine_threshold: float = _knob(0.75, -1, 1)
     sr_overlap_pivot: float = _knob(0.60, 0, 1)
     sr_retmax: int = _knob(200, 1, 10000)
@@ -267,7 +279,7 @@ class Config:
         raw = _as_raw(self)
         for name, values in sections.items():
             raw.setdefault(name, {}).update(values)
-        return _build(Config, raw, self.source, (), self.secrets, self.root)
+        return _check_order(_build(Config, raw, self.source, (), self.secrets, self.root), {})
 
 
 def _as_raw(cfg: Config) -> dict[str, Any]:
@@ -290,6 +302,8 @@ def _check_value(value: Any, typ: Any, f: dataclasses.Field, where: str) -> Any:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{where}: expected a number, got {value!r}")
         value = float(value)
+        if not math.isfinite(value):
+            raise ConfigError(f"{where}: expected a finite number, got {value!r}")
     elif typ is str:
         if not isinstance(value, str):
             raise ConfigError(f"{where}: expected a string, got {value!r}")
@@ -306,24 +320,32 @@ def _check_value(value: Any, typ: Any, f: dataclasses.Field, where: str) -> Any:
     return value
 
 
-def _build(cls: type, raw: dict[str, Any], source: str, path: tuple[str, ...], secrets: Secrets, root: str):
+Blame = typing.Mapping[tuple[str, ...], str]  # key path -> where it was set ("config.toml:29", "environment RA_X")
+
+
+def _build(
+    cls: type, raw: dict[str, Any], source: str, path: tuple[str, ...], secrets: Secrets, root: str,
+    blame: Blame | None = None,
+):  # fmt: skip
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.name not in ("secrets", "source", "root")}
     section = ".".join(path) or "<top level>"
+    blame = blame or {}
     for key in raw:
         if key not in fields:
             known = ", ".join(sorted(fields))
-            raise ConfigError(f"{source}: [{section}] unknown key '{key}' (known: {known})")
+            raise ConfigError(f"{blame.get((*path, key), source)}: [{section}] unknown key '{key}' (known: {known})")
     values: dict[str, Any] = {}
     for name, f in fields.items():
         if name not in raw:
             continue
         typ = hints[name]
-        where = f"{source}: [{section}] {name}" if path else f"{source}: [{name}]"
+        origin = blame.get((*path, name), source)
+        where = f"{origin}: [{section}] {name}" if path else f"{origin}: [{name}]"
         if isinstance(typ, type) and dataclasses.is_dataclass(typ):
             if not isinstance(raw[name], dict):
                 raise ConfigError(f"{where}: expected a table")
-            values[name] = _build(typ, raw[name], source, (*path, name), secrets, root)
+            values[name] = _build(typ, raw[name], source, (*path, name), secrets, root, blame)
         else:
             values[name] = _check_value(raw[name], typ, f, where)
     if cls is Config:
@@ -338,17 +360,52 @@ def _parse_env_value(text: str) -> Any:
         return text
 
 
-def _apply_env(raw: dict[str, Any], environ: typing.Mapping[str, str]) -> None:
+def _apply_env(raw: dict[str, Any], environ: typing.Mapping[str, str], blame: dict[tuple[str, ...], str]) -> None:
+    """Apply RA_SECTION__KEY overrides; `blame` learns which key paths the environment set."""
     for name, text in environ.items():
         if not name.startswith(ENV_PREFIX) or "__" not in name:
             continue
         parts = [p.lower() for p in name[len(ENV_PREFIX) :].split("__")]
         node = raw
-        for part in parts[:-1]:
+        for depth, part in enumerate(parts[:-1], start=1):
+            if part not in node:
+                blame[tuple(parts[:depth])] = f"environment {name}"
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
                 raise ConfigError(f"environment {name}: '{part}' is not a section")
         node[parts[-1]] = _parse_env_value(text)
+        blame[tuple(parts)] = f"environment {name}"
+
+
+_SECTION_RE = re.compile(r"^\s*\[\s*([A-Za-z0-9_.\- ]+?)\s*\]")
+_KEY_RE = re.compile(r"^\s*([A-Za-z0-9_-]+)\s*=")
+
+
+def _key_lines(path: Path, text: str) -> dict[tuple[str, ...], str]:
+    """Key path -> "file:line" for every section header and key of a TOML file (for error messages)."""
+    where: dict[tuple[str, ...], str] = {}
+    section: tuple[str, ...] = ()
+    for number, line in enumerate(text.splitlines(), start=1):
+        if match := _SECTION_RE.match(line):
+            section = tuple(p.strip() for p in match.group(1).split("."))
+            where.setdefault(section, f"{path}:{number}")
+        elif match := _KEY_RE.match(line):
+            where.setdefault((*section, match.group(1)), f"{path}:{number}")
+    return where
+
+
+def _check_order(cfg: Config, blame: Blame) -> Config:
+    """ConfigError when a pair of ORDERED_KNOBS is inverted (e.g. tau_floor above tau_start)."""
+    for section, low, high in ORDERED_KNOBS:
+        node: Any = cfg
+        for part in section.split("."):
+            node = getattr(node, part)
+        lo, hi = getattr(node, low), getattr(node, high)
+        if lo > hi:
+            keys = tuple(section.split("."))
+            origin = blame.get((*keys, low)) or blame.get((*keys, high)) or cfg.source
+            raise ConfigError(f"{origin}: [{section}] {low}: {lo!r} is above {high} = {hi!r} (must be <=)")
+    return cfg
 
 
 def _read_dotenv(path: Path) -> dict[str, str]:
@@ -379,7 +436,11 @@ def load_config(path: str | Path | None = None, environ: typing.Mapping[str, str
     if not path.exists():
         raise ConfigError(f"{path}: config file not found")
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = read_text_capped(path, CONFIG_MAX_BYTES, "config file")
+    except InputError as exc:
+        raise ConfigError(str(exc)) from None
+    try:
+        raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
     for secret in ("api_key", "email", "mailto"):
@@ -389,9 +450,10 @@ def load_config(path: str | Path | None = None, environ: typing.Mapping[str, str
                     f"{path}: [{section}] {secret}: secrets are read from the environment or .env only "
                     f"({', '.join(SECRET_ENV)})"
                 )
-    _apply_env(raw, environ)
+    blame = _key_lines(path, text)
+    _apply_env(raw, environ, blame)
     secrets = load_secrets(path.parent / ".env", environ)
-    return _build(Config, raw, str(path), (), secrets, str(path.parent.resolve()))
+    return _check_order(_build(Config, raw, str(path), (), secrets, str(path.parent.resolve()), blame), blame)
 
 
 def describe(cfg: Config) -> dict[str, Any]:

@@ -7,6 +7,7 @@ file or the new one, never a torn mix; a failed write removes its temp file.
 
 from __future__ import annotations
 
+import codecs
 import os
 import tempfile
 from collections.abc import Iterator
@@ -46,3 +47,82 @@ def _fsync_dir(folder: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+# ---------------------------------------------------------------------------- reading user files
+_CHUNK = 1 << 20
+
+
+class InputError(ValueError):
+    """Bad input the user can fix; the message is `<file>[:<line>]: <field>: <what is wrong>`."""
+
+    def __init__(self, path: str | Path, what: str, *, line: int | None = None, field: str | None = None):
+        self.path, self.what, self.line, self.field = str(path), what, line, field
+        where = f"{path}:{line}" if line else str(path)
+        super().__init__(f"{where}: {field}: {what}" if field else f"{where}: {what}")
+
+
+def check_regular_file(path: Path, what: str = "file") -> int:
+    """The size of `path`, or InputError when it is missing, a directory or a device (e.g. /dev/zero)."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        raise InputError(path, f"no such {what}") from None
+    except OSError as exc:
+        raise InputError(path, f"cannot read {what}: {exc.strerror or exc}") from None
+    if path.is_dir():
+        raise InputError(path, f"is a directory, not a {what}")
+    if not path.is_file():
+        raise InputError(path, f"not a regular file (a device or pipe), not a {what}")
+    return st.st_size
+
+
+def _not_utf8(path: Path, offset: int, value: int, line: int) -> InputError:
+    return InputError(path, f"byte {offset} (0x{value:02x}) is not UTF-8; re-save the file as UTF-8", line=line,
+                      field="encoding")  # fmt: skip
+
+
+def _binary(path: Path, offset: int, line: int, what: str) -> InputError:
+    return InputError(path, f"binary data (NUL byte at offset {offset}), not a text {what}", line=line, field="content")
+
+
+def check_text_file(path: Path, what: str = "file") -> int:
+    """Stream `path` once: InputError (with the line) if it is binary (NUL bytes) or not UTF-8; returns its size."""
+    size = check_regular_file(path, what)
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    line, offset = 1, 0
+    with path.open("rb") as fh:
+        while chunk := fh.read(_CHUNK):
+            if (nul := chunk.find(b"\0")) >= 0:
+                raise _binary(path, offset + nul, line + chunk.count(b"\n", 0, nul), what)
+            try:
+                decoder.decode(chunk)
+            except UnicodeDecodeError as exc:
+                # the decoder may hold up to 3 bytes of the previous chunk: locate the bad byte in this one
+                start = max(0, exc.start - (len(exc.object) - len(chunk)))
+                raise _not_utf8(path, offset + start, chunk[start], line + chunk.count(b"\n", 0, start)) from None
+            line += chunk.count(b"\n")
+            offset += len(chunk)
+        try:
+            decoder.decode(b"", final=True)
+        except UnicodeDecodeError:
+            raise InputError(
+                path, "ends inside a UTF-8 character (truncated file?)", line=line, field="encoding"
+            ) from None
+    return size
+
+
+def read_text_capped(path: Path, max_bytes: int, what: str = "file", knob: str = "") -> str:
+    """The UTF-8 text of a small user file (handbook, config); InputError when too big, binary or not UTF-8."""
+    size = check_regular_file(path, what)
+    with path.open("rb") as fh:
+        data = fh.read(max_bytes + 1)  # never more, whatever the file claims
+    if len(data) > max_bytes:
+        cap = f"the {max_bytes}-byte cap for a {what}" + (f" ({knob})" if knob else "")
+        raise InputError(path, f"{max(size, len(data))} bytes is above {cap}", field="size")
+    if (nul := data.find(b"\0")) >= 0:
+        raise _binary(path, nul, data.count(b"\n", 0, nul) + 1, what)
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise _not_utf8(path, exc.start, data[exc.start], data.count(b"\n", 0, exc.start) + 1) from None

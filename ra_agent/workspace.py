@@ -100,3 +100,23 @@ def registered_queries(store: Store, origin: str | None = None) -> dict[str, dic
     rows = store.conn.execute(sql + (" WHERE origin=?" if origin else "") + " ORDER BY created_ts",
                               (origin,) if origin else ())  # fmt: skip
     return {r["query_key"]: dict(r) for r in rows}
+
+
+def query_runs(store: Store) -> dict[str, dict]:
+    """Every registered search with its last run: query_key -> {query, since, retmax, origin, count, fetched,
+    ran_ts, status, error} (run fields None when it never ran)."""
+    rows = store.conn.execute(
+        "SELECT q.query_key, q.query, q.since, q.retmax, q.origin, r.count, r.fetched, r.ran_ts, r.status, r.error "
+        "FROM search_query q LEFT JOIN search_run r ON r.query_key = q.query_key ORDER BY q.created_ts"
+    )
+    return {r["query_key"]: dict(r) for r in rows}
+
+
+def unregister_query(store: Store, key: str) -> str | None:
+    """Forget a registered search (its papers and last run stay); returns its query text, None if unknown."""
+    row = store.conn.execute("SELECT query FROM search_query WHERE query_key=?", (key,)).fetchone()
+    if row is None:
+        return None
+    with store.transaction():
+        store.conn.execute("DELETE FROM search_query WHERE query_key=?", (key,))
+    return row["query"]

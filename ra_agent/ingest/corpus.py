@@ -25,6 +25,7 @@ class PendingImports:
     updated: int = 0
     unchanged: int = 0
     problems: list[str] = field(default_factory=list)
+    rejected: list[str] = field(default_factory=list)  # files that could not be read at all (one-line reasons)
 
 
 def file_sha1(path: Path) -> str:
@@ -64,7 +65,9 @@ def pending_import_files(cfg: Config) -> list[Path]:
 
 
 def import_pending(cfg: Config, store: Store, progress=None) -> PendingImports:
-    """Import each pending export whose content was not imported before (by SHA-1)."""
+    """Import each pending export whose content was not imported before (by SHA-1); an unreadable file is
+    reported in `rejected` (and tried again next time) and the others are still imported."""
+    from ra_agent.fileio import InputError
     from ra_agent.ingest.importers import import_file
 
     out = PendingImports()
@@ -73,7 +76,12 @@ def import_pending(cfg: Config, store: Store, progress=None) -> PendingImports:
         if is_loaded(store, sha1):
             out.skipped_known.append(path.name)
             continue
-        summary = import_file(store, path, cfg, progress=progress)
+        try:
+            summary = import_file(store, path, cfg, progress=progress)
+        except InputError as exc:
+            out.rejected.append(" ".join(str(exc).split()))
+            log.error("import rejected: %s", exc)
+            continue
         out.files.append(path.name)
         out.inserted += summary.inserted
         out.updated += summary.updated

@@ -63,7 +63,12 @@ class CrossrefClient:
         self.http = HttpClient(
             API,
             limiter=shared_limiter(API, self.base_url, cfg.ingest.crossref_max_qps),
-            policy=RetryPolicy(cfg.ingest.crossref_retry, 0.0, fixed_wait_s=cfg.ingest.crossref_wait_s),
+            policy=RetryPolicy(
+                cfg.ingest.crossref_retry,
+                0.0,
+                fixed_wait_s=cfg.ingest.crossref_wait_s,
+                retry_after_cap_s=cfg.ingest.retry_after_cap_s,
+            ),  # fmt: skip
             timeout_s=cfg.ingest.crossref_timeout_s,
             headers={"User-Agent": user_agent(mailto), "Accept": "application/json"},
         )

@@ -142,7 +142,9 @@ class EutilsClient:
         self.http = HttpClient(
             API,
             limiter=shared_limiter(API, self.base_url, qps),
-            policy=RetryPolicy(cfg.ingest.retry_attempts, cfg.ingest.backoff_factor),
+            policy=RetryPolicy(
+                cfg.ingest.retry_attempts, cfg.ingest.backoff_factor, retry_after_cap_s=cfg.ingest.retry_after_cap_s
+            ),  # fmt: skip
             timeout_s=cfg.ingest.request_timeout_s,
             headers={"User-Agent": user_agent()},
             on_result=self._record,

@@ -24,7 +24,7 @@ SECRET_PARAMS = ("api_key", "email", "mailto")
 # Spacing margin of the rate limiter: requests leave at least (1 + RATE_SAFETY) / qps seconds apart, so
 # network jitter cannot squeeze qps + 1 requests into one second as the server counts them.
 RATE_SAFETY = 0.10
-# A Retry-After longer than this is treated as "down" rather than slept through.
+# Default cap on a server's Retry-After ([ingest] retry_after_cap_s): a longer one waits the cap, then retries.
 RETRY_AFTER_CAP_S = 120.0
 RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 
@@ -132,6 +132,7 @@ class RetryPolicy:
     retries: int
     backoff_factor: float
     fixed_wait_s: float | None = None
+    retry_after_cap_s: float = RETRY_AFTER_CAP_S
 
     def wait(self, retry_number: int) -> float:
         if self.fixed_wait_s is not None:
@@ -243,10 +244,11 @@ class HttpClient:
             if attempt < attempts:
                 wait = self.policy.wait(attempt)
                 if retry_after is not None:
-                    if retry_after > RETRY_AFTER_CAP_S:
-                        log.warning("%s: Retry-After %.0fs is beyond the cap; giving up", self.api, retry_after)
-                        break
-                    wait = max(wait, retry_after)
+                    cap = self.policy.retry_after_cap_s
+                    if retry_after > cap:
+                        log.warning("%s: Retry-After %.0fs is above the %.0fs cap ([ingest] retry_after_cap_s); "
+                                    "waiting the cap", self.api, retry_after, cap)  # fmt: skip
+                    wait = max(wait, min(retry_after, cap))
                 log.warning(
                     "%s: %s %s failed (attempt %d/%d): %s; retrying in %.2fs",
                     self.api, method, path, attempt, attempts, last_error, wait,

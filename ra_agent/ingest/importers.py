@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import csv
-import io
 import logging
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import rispy
 
 from ra_agent.config import Config
+from ra_agent.fileio import InputError, check_regular_file, check_text_file
 from ra_agent.ingest.baseline import LoadSummary, Progress, store_records
 from ra_agent.ingest.medline import (
     XmlItem,
@@ -23,7 +23,7 @@ from ra_agent.ingest.medline import (
     split_labelled_abstract,
     year_of,
 )
-from ra_agent.models import Paper, ParseProblem, normalise_doi
+from ra_agent.models import Paper, ParseProblem, doi_id, normalise_doi
 from ra_agent.store.db import Store
 
 log = logging.getLogger(__name__)
@@ -52,7 +52,7 @@ _PMID_MENTION = re.compile(r"\bPMID:?\s*(\d{1,9})\b|pubmed(?:\.ncbi\.nlm\.nih\.g
 _INITIALS_FIRST = re.compile(r"^((?:[A-Z]\.?\s+)+)(\S.*)$")  # "K D Bardhan", "S. Müller-Lissner"
 
 
-class ImportFormatError(ValueError):
+class ImportFormatError(InputError):
     """An export cannot be read at all (unknown format, missing PMID column, not UTF-8); names the file."""
 
 
@@ -91,11 +91,10 @@ def _header_key(header: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", header.strip().lower()).strip("_")
 
 
-def _read_text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise ImportFormatError(f"{path}: not UTF-8 text (byte {exc.start}); re-save the export as UTF-8") from exc
+def _lines(path: Path) -> Iterator[str]:
+    """The file's lines, streamed (line endings kept; a BOM dropped). check_text_file has vetted the encoding."""
+    with path.open(encoding="utf-8-sig", newline="") as fh:
+        yield from fh
 
 
 # ---------------------------------------------------------------------------- CSV
@@ -109,7 +108,8 @@ def _csv_columns(path: Path, headers: list[str]) -> dict[str, str]:
             columns[canonical] = header
     if "pmid" not in columns:
         wanted = ", ".join(CSV_COLUMNS["pmid"])
-        raise ImportFormatError(f"{path}: no PMID column (looked for {wanted}; found {', '.join(headers)})")
+        raise ImportFormatError(path, f"no PMID column (looked for {wanted}; found {', '.join(headers)})", line=1,
+                                field="header")  # fmt: skip
     return columns
 
 
@@ -124,8 +124,13 @@ def _csv_record(row: dict, columns: dict[str, str], where: str, source: str) -> 
 
     raw_pmid = value("pmid")
     pmid = as_pmid(raw_pmid)
+    doi = normalise_doi(value("doi"))
+    if pmid is None and not raw_pmid and doi:  # no PMID at all: the DOI-hash id of memo 20 §2.1
+        pmid = doi_id(doi)
+        reason = f"{where}: field '{columns['pmid']}' is empty; loaded under DOI id {pmid} ({doi})"
+        yield FieldWarning(ParseProblem(pmid, reason, source))
     if pmid is None:
-        why = f"{raw_pmid!r} is not a PMID" if raw_pmid else "is empty"
+        why = f"{raw_pmid!r} is not a PMID" if raw_pmid else "is empty (and no DOI)"
         yield ParseProblem(None, f"{where}: field '{columns['pmid']}' {why}; row skipped", source)
         return
     title, raw_year = value("title"), value("year")
@@ -141,7 +146,7 @@ def _csv_record(row: dict, columns: dict[str, str], where: str, source: str) -> 
         pmid=pmid,
         title=title,
         abstract=abstract,
-        doi=normalise_doi(value("doi")),
+        doi=doi,
         journal=value("journal"),
         year=year,
         sections=split_labelled_abstract(abstract),
@@ -151,35 +156,76 @@ def _csv_record(row: dict, columns: dict[str, str], where: str, source: str) -> 
 
 
 def iter_csv(path: Path, *, source_name: str) -> Iterator[Record | FieldWarning]:
-    """Rows of a CSV export (demo-corpus columns or common variants) as Papers; bad rows as problems."""
-    text = _read_text(path)
-    if not text.strip():
-        raise ImportFormatError(f"{path}: empty file")
-    reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=_csv_delimiter(text.partition("\n")[0]))
-    columns = _csv_columns(path, list(reader.fieldnames or []))
-    line = reader.line_num + 1
+    """Rows of a CSV export (demo-corpus columns or common variants) as Papers; bad rows as problems.
+
+    Streams the file line by line (memory flat in file size). A quoted field left open swallows the
+    rows after it; such a row is reported (file:line, field) and the rows it swallowed are read again.
+    """
+    lines = _lines(path)
+    first = next((line for line in lines if line.strip()), "")
+    if not first.strip():
+        raise ImportFormatError(path, "empty file (no header row)", line=1, field="header")
+    delimiter = _csv_delimiter(first)
+    headers = next(csv.reader([first], delimiter=delimiter), [])
+    columns = _csv_columns(path, headers)
+    yield from _csv_rows(lines, 2, headers, columns, delimiter, path.name, source_name)
+
+
+def _csv_rows(
+    lines: Iterable[str], line: int, headers: list[str], columns: dict[str, str], delimiter: str, name: str,
+    source: str,
+) -> Iterator[Record | FieldWarning]:  # fmt: skip
+    """Parse CSV rows from `lines` (the first is file line `line`), checking multi-line rows for an open quote."""
+    consumed: list[str] = []
+
+    def feed() -> Iterator[str]:
+        for text in lines:
+            consumed.append(text)
+            yield text
+
+    reader = csv.reader(feed(), delimiter=delimiter)
     while True:
+        consumed.clear()
         try:
-            row = next(reader)
+            cells = next(reader)
         except StopIteration:
             return
-        except csv.Error as exc:
-            yield ParseProblem(None, f"{path.name}:{line}: unreadable CSV row ({exc}); row skipped", source_name)
+        except csv.Error as exc:  # e.g. an open quote running past the field size limit
+            yield ParseProblem(None, f"{name}:{line}: unreadable CSV row ({exc}); row skipped", source)
+            yield from _csv_rows(consumed[1:], line + 1, headers, columns, delimiter, name, source)
+            line += len(consumed)
+            continue
+        if len(consumed) > 1 and (swallowed := _swallowed_rows(consumed[1:], headers, columns, delimiter)):
+            column = next((headers[i] for i, c in enumerate(cells) if "\n" in c and i < len(headers)), "?")
+            yield ParseProblem(None, f"{name}:{line}: field '{column}': quote opened and never closed "
+                                     f"(swallowed {swallowed} following rows); row skipped", source)  # fmt: skip
+            yield from _csv_rows(consumed[1:], line + 1, headers, columns, delimiter, name, source)
+        elif not any(c.strip() for c in cells):
+            pass  # a blank line
+        elif len(cells) > len(headers):  # more cells than headers: the row is shifted, its fields are unreliable
+            yield ParseProblem(None, f"{name}:{line}: {len(cells) - len(headers)} cells too many; row skipped", source)
         else:
-            if None in row:  # more cells than headers: the row is shifted, its fields are unreliable
-                yield ParseProblem(
-                    None, f"{path.name}:{line}: {len(row[None])} cells too many; row skipped", source_name
-                )
-            else:
-                yield from _csv_record(row, columns, f"{path.name}:{line}", source_name)
-        line = reader.line_num + 1
+            yield from _csv_record(dict(zip(headers, cells, strict=False)), columns, f"{name}:{line}", source)
+        line += len(consumed)
+
+
+def _swallowed_rows(rest: list[str], headers: list[str], columns: dict[str, str], delimiter: str) -> int:
+    """How many of the physical lines a multi-line row spans parse as whole rows on their own (a full set
+    of cells with a PMID): more than zero means a quote was left open, not a line break inside a field."""
+    pmid_at = headers.index(columns["pmid"])
+    whole = 0
+    for cells in csv.reader(rest, delimiter=delimiter):
+        if len(cells) == len(headers) and as_pmid(cells[pmid_at]) is not None:
+            whole += 1
+    return whole
 
 
 # ---------------------------------------------------------------------------- RIS
-def _ris_chunks(text: str) -> Iterator[tuple[int, str, bool]]:
+def _ris_chunks(lines: Iterable[str]) -> Iterator[tuple[int, str, bool]]:
     """(first line, record text, closed by ER) per RIS record; a TY line also ends an open record."""
     start, buf = 0, []
-    for number, line in enumerate(text.splitlines(), 1):
+    for number, raw in enumerate(lines, 1):
+        line = raw.rstrip("\r\n")
         tag = line[:2] if line[2:5] == "  -" else ""
         if tag == "TY":
             if buf:
@@ -224,8 +270,14 @@ def _first(entry: dict, *keys: str) -> str:
 
 def _ris_record(entry: dict, where: str, source: str) -> Iterator[Record | FieldWarning]:
     pmid = _ris_pmid(entry)
+    doi = normalise_doi(_first(entry, "doi"))
+    if pmid is None and doi:  # the DOI-hash id of memo 20 §2.1
+        pmid = doi_id(doi)
+        reason = f"{where}: no PMID (fields AN, ID or a 'PMID:' note); loaded under DOI id {pmid} ({doi})"
+        yield FieldWarning(ParseProblem(pmid, reason, source))
     if pmid is None:
-        yield ParseProblem(None, f"{where}: no PMID (fields AN, ID or a 'PMID:' note); record skipped", source)
+        yield ParseProblem(None, f"{where}: no PMID (fields AN, ID or a 'PMID:' note) and no DOI (DO); record skipped",
+                           source)  # fmt: skip
         return
     title = _first(entry, "title", "primary_title")
     if not title:
@@ -245,7 +297,7 @@ def _ris_record(entry: dict, where: str, source: str) -> Iterator[Record | Field
         pmid=pmid,
         title=title,
         abstract=abstract,
-        doi=normalise_doi(_first(entry, "doi")),
+        doi=doi,
         journal=_first(entry, "journal_name", "secondary_title", "alternate_title3", "alternate_title1"),
         year=year,
         pub_types=[RIS_TYPES.get(kind, kind)] if kind else [],
@@ -257,7 +309,7 @@ def _ris_record(entry: dict, where: str, source: str) -> Iterator[Record | Field
 
 def iter_ris(path: Path, *, source_name: str) -> Iterator[Record | FieldWarning]:
     """Records of a RIS export (parsed with rispy) as Papers; records without a PMID as problems."""
-    for start, chunk, closed in _ris_chunks(_read_text(path)):
+    for start, chunk, closed in _ris_chunks(_lines(path)):
         where = f"{path.name}:{start}"
         try:
             entries = rispy.loads(chunk if closed else chunk + "\nER  - \n")
@@ -276,13 +328,37 @@ def iter_ris(path: Path, *, source_name: str) -> Iterator[Record | FieldWarning]
 
 # ---------------------------------------------------------------------------- dispatch
 def detect_format(path: Path) -> str:
-    """'csv', 'ris', 'medline' or 'xml' from the file name (.xml.gz counts as xml)."""
+    """'csv', 'ris', 'medline' or 'xml' from the file name (.xml.gz counts as xml); a file without an
+    extension is recognised by its first line."""
     name = path.name.lower()
     suffix = ".xml" if name.endswith(".xml.gz") else path.suffix.lower()
+    if not suffix and (sniffed := _sniff_format(path)):
+        return sniffed
     if suffix not in FORMATS:
         known = ", ".join([*FORMATS, ".xml.gz"])
-        raise ImportFormatError(f"{path}: unknown export format '{suffix or path.name}' (known: {known})")
+        what = f"unknown export format '{suffix}'" if suffix else "no file extension and not recognisable"
+        raise ImportFormatError(path, f"{what} (known: {known})", field="format")
     return FORMATS[suffix]
+
+
+def _sniff_format(path: Path) -> str | None:
+    """The format a file's first non-blank line announces (RIS TY tag, MEDLINE PMID tag, XML, a CSV header)."""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(4096).decode("utf-8-sig", errors="replace")
+    except OSError:
+        return None
+    first = next((line.strip() for line in head.splitlines() if line.strip()), "")
+    if re.match(r"TY  -", first):
+        return "ris"
+    if re.match(r"PMID- ?\d", first):
+        return "medline"
+    if first.startswith("<"):
+        return "xml"
+    headers = next(csv.reader([first], delimiter=_csv_delimiter(first)), [])
+    if any(_header_key(h) in CSV_COLUMNS["pmid"] for h in headers):
+        return "csv"
+    return None
 
 
 def _records(path: Path, fmt: str, source: str) -> Iterator[XmlItem | FieldWarning]:
@@ -303,6 +379,10 @@ def import_file(store: Store, path: str | Path, cfg: Config, *, progress: Progre
     the line and the field. Unreadable files raise ImportFormatError.
     """
     path = Path(path)
+    if path.name.lower().endswith(".gz"):
+        check_regular_file(path, "search export")
+    else:
+        check_text_file(path, "search export")
     fmt = detect_format(path)
     source = f"import:{path.name}"
     summary = ImportSummary(files=[path.name], format=fmt)
@@ -324,4 +404,7 @@ def import_file(store: Store, path: str | Path, cfg: Config, *, progress: Progre
     )
     if summary.warnings:
         log.warning("%s: %d records loaded with a missing or unreadable field", path.name, len(summary.warnings))
+    if not (summary.stored or summary.problems or summary.warnings or summary.deleted or summary.skipped_deleted):
+        raise ImportFormatError(path, f"no {fmt} records found (is it an empty or a different export?)",
+                                field="content")  # fmt: skip
     return summary

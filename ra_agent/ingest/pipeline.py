@@ -10,11 +10,11 @@ from datetime import date
 
 from ra_agent.config import Config
 from ra_agent.ingest.crossref import CrossrefClient, cited_dois
-from ra_agent.ingest.eutils import ESEARCH_MAX, EutilsClient, SearchHandle
+from ra_agent.ingest.eutils import ESEARCH_MAX, EutilsClient, EutilsError, SearchHandle
 from ra_agent.ingest.http import ApiRequestError, ApiUnavailable
-from ra_agent.models import Deletion, Paper, ParseProblem
+from ra_agent.models import Deletion, Paper, ParseProblem, is_doi_id
 from ra_agent.store.db import Store
-from ra_agent.store.schema import PROV_CROSSREF
+from ra_agent.store.schema import PROV_CROSSREF, PROV_PUBMED
 from ra_agent.workspace import Workspace, query_key
 
 log = logging.getLogger(__name__)
@@ -43,13 +43,19 @@ class SearchResult:
     offline_reason: str = ""  # "config" ([ingest] offline = true) or "api" (E-utilities failing)
     api_offline: bool = False  # E-utilities failed after the final retry during this run
     error: str = ""
+    status: str = "ok"  # ok | partial | failed | offline (the search_run.status column)
     sample_titles: list[str] = field(default_factory=list)
     elapsed_s: float = 0.0
+
+    @property
+    def incomplete(self) -> bool:
+        """True when PubMed did not give the whole answer (failed, partial, or offline because the API is down)."""
+        return self.status in ("failed", "partial") or self.offline_reason == "api"
 
     def to_tool_result(self) -> dict:
         """The search_pubmed tool's answer (memo 70): candidates and the api_offline flag."""
         out = {"query_key": self.query_key, "count": self.count, "candidates": len(self.pmids),
-               "inserted": self.inserted, "offline": self.offline}  # fmt: skip
+               "inserted": self.inserted, "offline": self.offline, "status": self.status}  # fmt: skip
         if self.api_offline:
             out["api_offline"] = True
         if self.error:
@@ -117,9 +123,32 @@ def search_and_ingest(
     except ApiUnavailable as exc:
         result.api_offline, result.error = True, str(exc)
         return _finish(cfg, store, result, [], retmax, goal_id, started)
+    except EutilsError as exc:  # NCBI rejected the query: recorded as failed, then raised
+        result.status, result.error = "failed", str(exc)
+        _record_run(store, result)
+        raise
     result.count = handle.count
     ranked = _ingest(cfg, store, client, handle, retmax, result, progress)
+    target = min(handle.count, retmax, ESEARCH_MAX)
+    if not result.error and result.fetched + result.problems < target:
+        result.error = f"efetch returned {result.fetched + result.problems} of {target} records"
+    if result.error:
+        result.status = "partial"
     return _finish(cfg, store, result, ranked, retmax, goal_id, started)
+
+
+def _record_run(store: Store, result: SearchResult) -> None:
+    """The search_run row; a failed run keeps the counts of the last good one (0 when there was none)."""
+    keep = result.status == "failed"
+    with store.transaction() as conn:
+        conn.execute(
+            "INSERT INTO search_run(query_key, query, count, fetched, offline, ran_ts, status, error) "
+            "VALUES (?,?,?,?,?,?,?,?) ON CONFLICT(query_key) DO UPDATE SET query=excluded.query, "
+            + ("" if keep else "count=excluded.count, fetched=excluded.fetched, ")
+            + "offline=excluded.offline, ran_ts=excluded.ran_ts, status=excluded.status, error=excluded.error",
+            (result.query_key, result.query, result.count, result.fetched, int(result.offline), int(time.time()),
+             result.status, result.error),
+        )  # fmt: skip
 
 
 def _ingest(
@@ -181,15 +210,15 @@ def _finish(
         if not ranked:
             result.count = len(local)
         ranked = list(dict.fromkeys([*ranked, *local]))[:retmax]
+        result.status = "offline"
+    elif result.api_offline and not result.fetched:
+        result.status = "failed"
+    elif result.api_offline:
+        result.status = "partial"
     result.pmids = ranked
     now = int(time.time())
+    _record_run(store, result)
     with store.transaction() as conn:
-        conn.execute(
-            "INSERT INTO search_run(query_key, query, count, fetched, offline, ran_ts) VALUES (?,?,?,?,?,?) "
-            "ON CONFLICT(query_key) DO UPDATE SET query=excluded.query, count=excluded.count, "
-            "fetched=excluded.fetched, offline=excluded.offline, ran_ts=excluded.ran_ts",
-            (result.query_key, result.query, result.count, result.fetched, int(result.offline), now),
-        )
         if ranked or not result.api_offline:  # a failed online run keeps the previous candidates
             conn.execute("DELETE FROM candidate_papers WHERE query_key=?", (result.query_key,))
             conn.executemany(
@@ -331,4 +360,65 @@ def _link_group(store: Store, eutils: EutilsClient, cited: dict[int, tuple[Paper
             result.sample_titles.append(paper.title)
 
 
-__all__ = ["RefResult", "SearchResult", "harvest_references", "search_and_ingest"]
+@dataclass
+class ParentFetch:
+    """One lazy citation-graph fill (memo 20/50): references fetched for papers that had none stored."""
+
+    lacking: int = 0  # papers asked about with no reference rows (PubMed list, elink or Crossref)
+    elink_edges: int = 0  # edges elink pubmed_pubmed_refs added
+    crossref: RefResult | None = None  # the Crossref harvest of those still without references (DOI papers)
+    offline: bool = False  # skipped ([ingest] offline) or stopped by an API failure
+    error: str = ""
+
+
+def _lacking_references(store: Store, pmids: Sequence[int]) -> list[int]:
+    out: list[int] = []
+    for start in range(0, len(pmids), 500):
+        part = list(pmids[start : start + 500])
+        marks = ",".join("?" * len(part))
+        have = {r[0] for r in store.conn.execute(
+            f"SELECT src FROM ref WHERE src IN ({marks}) UNION SELECT src FROM ref_doi WHERE src IN ({marks})",
+            part + part)}  # fmt: skip
+        out += [p for p in part if p not in have]
+    return out
+
+
+def fetch_references(
+    cfg: Config, store: Store, pmids: Iterable[int], *, eutils: EutilsClient | None = None,
+    crossref: CrossrefClient | None = None,
+) -> ParentFetch:  # fmt: skip
+    """The citation graph on demand, for ripple's parents outside the Dagster `references` asset.
+
+    Papers of `pmids` with no reference rows yet (an imported export carries none) get PubMed's
+    reference list through elink pubmed_pubmed_refs (provenance 1); those still without one and
+    with a DOI go through the Crossref harvest (provenance 2, DOIs mapped to PMIDs). Configured
+    offline: nothing is asked. An API failure is logged and leaves the rest for later; never raises.
+    """
+    out = ParentFetch()
+    todo = _lacking_references(store, list(dict.fromkeys(pmids)))
+    out.lacking = len(todo)
+    if cfg.ingest.offline or not todo:
+        out.offline = cfg.ingest.offline
+        return out
+    eutils = eutils or EutilsClient(cfg, store=store)
+    in_pubmed = [p for p in todo if not is_doi_id(p)]  # DOI-hash ids have no PubMed record to link from
+    try:
+        links = eutils.references(in_pubmed) if in_pubmed else {}
+    except (ApiUnavailable, ApiRequestError) as exc:
+        out.offline, out.error = True, str(exc)
+        log.error("references on demand: elink failed (%s); ripple uses the stored citation edges", exc)
+        return out
+    edges = [(src, dst, PROV_PUBMED) for src, cited in links.items() for dst in cited if dst != src]
+    before = store.counts()["ref"]
+    store.add_refs(edges)
+    out.elink_edges = store.counts()["ref"] - before
+    still = _lacking_references(store, todo)
+    if still:
+        out.crossref = harvest_references(cfg, store, still, crossref=crossref, eutils=eutils)
+        out.offline = out.crossref.crossref_offline or out.crossref.eutils_offline
+    log.info("references on demand: %d papers lacked references; elink added %d edges, Crossref %d",
+             out.lacking, out.elink_edges, out.crossref.edges_added if out.crossref else 0)  # fmt: skip
+    return out
+
+
+__all__ = ["ParentFetch", "RefResult", "SearchResult", "fetch_references", "harvest_references", "search_and_ingest"]

@@ -234,7 +234,8 @@ class Store:
             "prov = prov | excluded.prov, dst = CASE WHEN excluded.dst > 0 THEN excluded.dst ELSE dst END",
             (src, doi, dst, prov),
         )
-        self._add_edge(src, dst, prov)
+        if dst > 0:  # an unmapped DOI is kept in ref_doi only: it is no edge to a paper (memo 20)
+            self._add_edge(src, dst, prov)
 
     def add_refs(self, edges: Iterable[tuple[int, int, int]]) -> None:
         """Add (src, dst_pmid, prov) edges; an existing edge gets prov OR-merged."""

@@ -237,4 +237,13 @@ CREATE INDEX IF NOT EXISTS mind_kb_collection ON mind_kb(collection, count);
     ALTER TABLE cluster_manifest ADD COLUMN pico_centroid BLOB;
     ALTER TABLE cluster_manifest ADD COLUMN pico_dim INT;
     """,
+    # 6: the outcome of each search run, so a failed or cut-short search is never read as an empty success;
+    # Crossref DOIs that map to no PMID live in ref_doi only (they were also `ref` rows with dst = 0)
+    # status: ok | partial (efetch stopped early: count is PubMed's, fetched what arrived) | failed (no answer:
+    # count/fetched keep the last good run, 0 when there was none) | offline (answered from the local corpus)
+    """
+    ALTER TABLE search_run ADD COLUMN status TEXT NOT NULL DEFAULT 'ok';
+    ALTER TABLE search_run ADD COLUMN error TEXT NOT NULL DEFAULT '';
+    DELETE FROM ref WHERE dst = 0;
+    """,
 )

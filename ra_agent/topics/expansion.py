@@ -491,6 +491,10 @@ def ripple(
     q = e_query_vector(store, cluster_id, vectors)
     members = member_pmids(store, cluster_id)
     resolver = _Resolver(cfg, store, eutils, vectors, embedder, q)
+    if not resolver.offline:  # memo 20/50: members' reference lists fetched when ripple asks for their parents
+        from ra_agent.ingest.pipeline import fetch_references
+
+        fetch_references(cfg, store, members, eutils=eutils)
     shares = parent_shares(store, members)
     alpha, halved = up.alpha_coverage, False
     result = RippleResult(cluster_id, [], 0.0, alpha, False, [], [], [], [], [], NO_SEEDS, judge=judge.name,

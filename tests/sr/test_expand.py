@@ -217,14 +217,19 @@ def test_select_parents_caps_at_max_parents(medline):
     assert parents == [] and coverage == 0.0
 
 
-def test_ripple_online_efetches_parents(medline, embedder, eutils_server):
+def test_ripple_online_efetches_parents(medline, embedder, eutils_server, crossref_server):
     cfg = medline.cfg.with_overrides(ingest={"eutils_base_url": eutils_server.base_url, "retry_attempts": 1,
-                                             "backoff_factor": 0.01, "max_qps": 100.0})  # fmt: skip
+                                             "backoff_factor": 0.01, "max_qps": 100.0,
+                                             "crossref_base_url": crossref_server.base_url, "crossref_wait_s": 0.01,
+                                             "crossref_max_qps": 100.0})  # fmt: skip
     cid = medline.trials_cluster
     result = ripple(cfg, medline.store, cid, RulesBrain(), eutils=EutilsClient(cfg), vectors=medline.vectors,
                     embedder=embedder, available_bytes=PLENTY)  # fmt: skip
     fetched = [r for r in eutils_server.requests if r.path.endswith("efetch.fcgi")]
     assert fetched and not result.eutils_offline
+    # members stored without a reference list had theirs asked for on demand (memo 20/50), before the parents
+    refs_asked = [r for r in eutils_server.requests_to("elink.fcgi") if r.param("linkname") == "pubmed_pubmed_refs"]
+    assert refs_asked and refs_asked[0].t < fetched[0].t
     asked = {int(x) for r in fetched for x in r.param("id").split(",")}
     assert asked == {p.pmid for p in result.parents}  # the recorded PubMed holds none of them: still unresolved
     assert result.halted_by == NO_SEEDS

@@ -27,6 +27,7 @@ def log_progress(context: dg.AssetExecutionContext, what: str, every: int = 500)
     kinds={"python", "sqlite"},
     code_version="1",
     pool="ncbi",
+    check_specs=[dg.AssetCheckSpec("search_complete", asset="pubmed_search", blocking=True)],
 )
 def pubmed_search(
     context: dg.AssetExecutionContext, ra: RaConfigResource, store: StoreResource
@@ -34,7 +35,9 @@ def pubmed_search(
     """One PubMed search (E-utilities esearch with the history server, efetch in batches of 200) stored in SQLite.
 
     Partition key = short hash of the query; the query text is in the metadata. After
-    5 consecutive API errors the search answers offline from the local corpus (FTS5).
+    5 consecutive API errors the search answers offline from the local corpus (FTS5). A search that
+    got no answer fails the run; one cut short (or answered offline because the API is down)
+    materialises with a failing `search_complete` check. Both are recorded in search_run.status.
     """
     from ra_agent.ingest.pipeline import search_and_ingest
 
@@ -47,6 +50,9 @@ def pubmed_search(
             cfg, db, wanted["query"], since=wanted["since"], retmax=wanted["retmax"],
             progress=log_progress(context, "efetch records"),
         )  # fmt: skip
+    if result.status == "failed":
+        raise dg.Failure(f"search {wanted['query']!r} failed: {result.error}",
+                         metadata={"query": wanted["query"], "error": result.error})  # fmt: skip
     if result.offline_reason == "api":
         context.log.warning("E-utilities unreachable: answered offline from the local corpus (FTS5)")
     elif result.offline:
@@ -56,7 +62,20 @@ def pubmed_search(
             "query": wanted["query"],
             **scalars(result, skip=("query", "sample_titles")),
             "sample_titles": md_bullets(result.sample_titles[:5]),
-        }
+        },
+        check_results=[
+            dg.AssetCheckResult(
+                check_name="search_complete",
+                passed=not result.incomplete,
+                severity=dg.AssetCheckSeverity.ERROR,
+                metadata={
+                    "status": result.status,
+                    "count": result.count,
+                    "fetched": result.fetched,
+                    "error": result.error,
+                },
+            )  # fmt: skip
+        ],
     )
 
 
@@ -112,6 +131,8 @@ def papers(context: dg.AssetExecutionContext, ra: RaConfigResource, store: Store
         ).fetchone()[0]
     for problem in imported.problems[:20]:
         context.log.warning(problem)
+    for rejected in imported.rejected:
+        context.log.error(f"import rejected (file skipped): {rejected}")
     yield dg.MaterializeResult(
         metadata={
             "papers": summary["paper"],
@@ -122,6 +143,7 @@ def papers(context: dg.AssetExecutionContext, ra: RaConfigResource, store: Store
             "imported_files": ", ".join(imported.files) or "none new",
             "import_inserted": imported.inserted,
             "import_problems": len(imported.problems),
+            "import_rejected": dg.MetadataValue.md("\n".join(f"- {r}" for r in imported.rejected) or "none"),
             "sample_titles": md_bullets(summary["sample_titles"]),
             "article_types": dg.MetadataValue.json(summary["article_types"]),
         }
