@@ -24,7 +24,6 @@ from ra_agent.config import Config
 from ra_agent.embed.embedder import Embedder
 from ra_agent.embed.tokens import count_tokens, encoder_for
 from ra_agent.llm.base import Brain, BrainError, Message
-from ra_agent.llm.ollama_brain import select_brain
 from ra_agent.llm.protocol import (
     REPAIR_PROMPT,
     ActionError,
@@ -34,6 +33,7 @@ from ra_agent.llm.protocol import (
     parse_action,
     repair_messages,
 )
+from ra_agent.llm.select import select_brain
 from ra_agent.store.db import Store
 
 log = logging.getLogger(__name__)
