@@ -22,7 +22,7 @@ from typing import Any
 import psutil
 
 from ra_agent.agent.actions import interpret_reply, validate_action
-from ra_agent.agent.cyclelog import CycleLog, CycleRecord
+from ra_agent.agent.cyclelog import CycleLog, CycleRecord, truncate_middle
 from ra_agent.agent.goal import GoalState, GoalStore
 from ra_agent.agent.guards import check_guards
 from ra_agent.agent.handbook import load_handbook
@@ -247,7 +247,7 @@ def _act(cfg, store, goals, state, handbook, brain, outcome, reply, key, embedde
         if isinstance(outcome, ActionError) and outcome.kind == "json_error":
             json_status = "json_error"
         return result.event, getattr(outcome, "tool", None), json_status, []
-    _record_call(store, state, key, outcome, reply)
+    _record_call(store, state, key, outcome, truncate_middle(reply, cfg.logging.response_log_chars))
     ctx = ToolContext(cfg, store, state, goals, handbook, brain, embedder_factory or _default_embedder(cfg))
     try:
         effect = execute(ctx, outcome)

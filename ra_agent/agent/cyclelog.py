@@ -85,7 +85,7 @@ def render_cycle(record: CycleRecord, when: datetime, prompt_chars: int, respons
         parts += ["### Brain Reasoning", _quote(truncate_middle(record.thinking, response_chars))]
     parts += ["### Brain Response", _quote(truncate_middle(record.response, response_chars))]
     if record.repair_prompt is not None or record.repair_response is not None:
-        parts += ["### Repair Turn (FIX JSON ONLY)"]
+        parts += ["### Repair Turn"]
         if record.repair_prompt is not None:
             parts += ["Prompt:", _quote(truncate_middle(record.repair_prompt, response_chars))]
         parts += ["Reply:", _quote(truncate_middle(record.repair_response or "(none)", response_chars))]
