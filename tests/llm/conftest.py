@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from flow.conftest import demo, demo_project, demo_template  # noqa: F401  (the demo workspace fixtures)
@@ -46,9 +48,10 @@ class Loopback:
 
 
 @pytest.fixture
-def openai_server() -> Iterator[OpenAIReplayServer]:
-    with OpenAIReplayServer() as server:
-        yield server
+def cfg(tmp_path: Path) -> Config:
+    """Defaults, with the workspace and the project root in tmp_path."""
+    base = Config().with_overrides(workspace={"data_dir": str(tmp_path / "data"), "demo_corpus": ""})
+    return dataclasses.replace(base, root=str(tmp_path))
 
 
 @pytest.fixture(params=["ollama", "openai"])
