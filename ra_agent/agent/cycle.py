@@ -188,7 +188,7 @@ def _cycle(cfg, store, goals, state, brain, embedder_factory) -> CycleOutcome:
             notes.append(f"cycle {cycle} already executed {tool}: effects not repeated")
         else:
             embedder_factory = embedder_factory or _default_embedder(cfg)
-            playbooks = playbooks_for(cfg, store, observation, embedder_factory)
+            playbooks = playbooks_for(cfg, store, observation, embedder_factory, brain.name)
             messages = build_messages(cfg, store, handbook, observation, playbooks)
             if recorded is not None:  # killed mid-tool: run the recorded action again, do not re-ask
                 reply = json.loads(recorded["result"])["reply"]

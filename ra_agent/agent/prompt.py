@@ -151,8 +151,12 @@ def _sample_titles(cfg: Config, store: Store, cluster_id: str, budget_tokens: in
     return [line(p) for p in sample.papers]
 
 
-def playbooks_for(cfg: Config, store: Store, observation: dict[str, Any], embedder_factory) -> str:
-    """The `<mind_kb_playbooks>` block for this goal ("" when Mind-KB is off or empty: no embedder is loaded)."""
+def playbooks_for(
+    cfg: Config, store: Store, observation: dict[str, Any], embedder_factory, brain_name: str = ""
+) -> str:
+    """The `<mind_kb_playbooks>` block for this goal ("" when Mind-KB is off or empty: no embedder is loaded).
+
+    An LLM brain is not shown playbooks a rule brain made; the configured encoding counts the tokens."""
     if not cfg.mindkb.enabled or not store.conn.execute("SELECT 1 FROM mind_kb LIMIT 1").fetchone():
         return ""
     from ra_agent.ask.mindkb import open_playbook_store, playbooks_block
@@ -160,7 +164,10 @@ def playbooks_for(cfg: Config, store: Store, observation: dict[str, Any], embedd
     goal = observation["goal"]
     query = f"{goal['primary_goal']}: {goal['topic']}"
     playbooks = open_playbook_store(cfg, store, embedder_factory())
-    return playbooks_block(playbooks, query, cfg.mindkb.top_k, cfg.mindkb.token_budget, min_score=cfg.mindkb.min_score)
+    from ra_agent.embed.tokens import encoder_for
+
+    return playbooks_block(playbooks, query, cfg.mindkb.top_k, cfg.mindkb.token_budget, min_score=cfg.mindkb.min_score,
+                           enc=encoder_for(cfg), exclude_rules=not brain_name.startswith("rules"))  # fmt: skip
 
 
 STATE_SHARE = 0.4  # part of the prompt budget left after the fixed parts that the <state> block may take
