@@ -81,6 +81,7 @@ class TokensConfig:
 @dataclass(frozen=True)
 class ClusteringConfig:
     features: str = _knob("auto", choices=("auto", "abstract", "pico"))
+    llm_audit: bool = _knob(True)
     min_samples: int = _knob(8, 1, 100000)
     min_cluster_size: int = _knob(30, 2, 1_000_000)
     split_min_cluster_size: int = _knob(20, 2, 1_000_000)

@@ -88,7 +88,7 @@ def prompt_budget(cfg: Config | None = None) -> int:
 
 
 def cap_tokens(text: str, n: int, enc: tiktoken.Encoding | None = None, what: str = "text") -> str:
-    """`text` cut to `n` tokens with a line saying so (unchanged when short enough).
+    """`text` within `n` tokens: unchanged when short enough, else cut with a line saying so (the line counts).
 
     Only the first 64·n characters are encoded (no token is that long), so a 5 MB text costs no more
     than a short one; the note counts the characters left out.
@@ -98,8 +98,9 @@ def cap_tokens(text: str, n: int, enc: tiktoken.Encoding | None = None, what: st
     ids = enc.encode_ordinary(head)
     if len(ids) <= n and len(head) == len(text):
         return text
-    kept = _cut(enc, ids, n)
-    return f"{kept}\n[… {what} cut to {n:,} tokens: {len(text) - len(kept):,} of {len(text):,} characters left out]"
+    note = f"\n[… {what} cut to {n:,} tokens: {len(text):,} characters in all, the rest left out]"
+    kept = _cut(enc, ids, max(0, n - len(enc.encode_ordinary(note)) - 1))
+    return kept + note
 
 
 def sample_size(size: int, cfg: Config | None = None) -> int:
