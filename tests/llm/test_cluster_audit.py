@@ -8,8 +8,16 @@ import json
 import pytest
 
 from ra_agent.embed.tokens import count_tokens, encoder_for, prompt_budget
-from ra_agent.topics.audit import DISCARD, KEEP, MERGE_INTO, LLMAuditor, TermAuditor, audit_messages, auditor_for
-from ra_agent.topics.audit import describe_clusters
+from ra_agent.topics.audit import (
+    DISCARD,
+    KEEP,
+    MERGE_INTO,
+    LLMAuditor,
+    TermAuditor,
+    audit_messages,
+    auditor_for,
+    describe_clusters,
+)
 from ra_agent.topics.formation import form_clusters
 from ra_agent.topics.lifecycle import apply_audit
 from ra_agent.topics.organise import load_features
