@@ -76,6 +76,7 @@ class TokensConfig:
     sample_fraction: float = _knob(0.15, 0, 1)
     min_sample: int = _knob(6, 1, 100000)
     handbook_prose_tokens: int = _knob(1500, 0, 1_000_000)
+    judge_abstract_tokens: int = _knob(80, 0, 100_000)
 
 
 @dataclass(frozen=True)
