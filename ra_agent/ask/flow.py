@@ -22,7 +22,7 @@ from ra_agent.ask.rules import AskRulesBrain
 from ra_agent.ask.tools import NO_SUPPORT, AskTools, ToolRun, ask_specs, check_action
 from ra_agent.config import Config
 from ra_agent.embed.embedder import Embedder
-from ra_agent.embed.tokens import count_tokens, encoder_for
+from ra_agent.embed.tokens import count_tokens, encoder_for, prompt_budget
 from ra_agent.llm.base import Brain, BrainError, Message
 from ra_agent.llm.protocol import (
     REPAIR_PROMPT,
@@ -39,6 +39,7 @@ from ra_agent.store.db import Store
 log = logging.getLogger(__name__)
 STREAM_CHUNK_CHARS = 48  # chunk size when a final answer that is already complete is emitted
 STOP_REASONS = ("answered", "tool_limit", "no_progress", "schema_error", "brain_error")
+TURN_TOKENS = 250  # room kept per planner turn (its reasoning and Action) when tool results share the prompt budget
 
 
 SYSTEM_PROMPT = """You are ra's question-answering planner. You answer questions about the biomedical literature \
@@ -350,6 +351,9 @@ def ask(
         result.playbooks_used = [p.id for p in used]
     run.messages = _first_turn(cfg, question, block, limit)
     tools = AskTools(cfg, store, embedder)
+    # every tool result shares what the first turn leaves of the prompt budget (the conversation grows each call)
+    room = prompt_budget(cfg) - run.tokens(run.messages) - (limit + 1) * TURN_TOKENS
+    tools.result_tokens = max(100, min(cfg.ask.tool_result_tokens, room // limit))
     draft: str | None = None
     stale = 0
     try:

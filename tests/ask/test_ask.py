@@ -293,3 +293,16 @@ def test_ra_ask_command_streams_the_answer_and_prints_telemetry(cfg, embedder, t
     out = capsys.readouterr().out
     assert out.startswith("Extractive answer (rules:ask-v1, no LLM)") and "[PMID:" in out
     assert "\nCitations:\n  [PMID:" in out and "Telemetry: run 1, stop: answered, 3 turns, 2 tool calls" in out
+
+
+def test_every_planner_prompt_fits_the_token_budget(ollama_cfg, store, embedder, ollama_server):
+    from ra_agent.embed.tokens import prompt_budget
+
+    queries = ["omeprazole healing", "lansoprazole relapse", "pantoprazole maintenance", "rabeprazole heartburn",
+               "esomeprazole erosive", "ranitidine comparison", "famotidine reflux", "cisapride motility"]  # fmt: skip
+    ollama_server.script(*(action("find_similar", queries=[q], k=50) for q in queries), "Final answer: done.")
+    result = ask(ollama_cfg, store, ON_TOPIC, brain=OllamaBrain(ollama_cfg), embedder=embedder, max_tool_calls=8)
+    assert result.tool_calls >= 3
+    enc = encoder_for(ollama_cfg)
+    sizes = [count_tokens("\n".join(m["content"] for m in r["messages"]), enc) for r in ollama_server.chat_requests]
+    assert max(sizes) <= prompt_budget(ollama_cfg), sizes
