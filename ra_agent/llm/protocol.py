@@ -393,11 +393,12 @@ class RepairAsker:
         conversation = repair_messages(self.messages, self.reply, prompt)
         chat = getattr(self.brain, "chat_json", None) or self.brain.chat
         try:
-            turn.reply = chat(conversation)
+            answer: str = chat(conversation)
         except Exception as exc:
             turn.error = f"{type(exc).__name__}: {exc}"
             raise
-        return turn.reply
+        turn.reply = answer
+        return answer
 
 
 def repair_asker(brain: Brain, messages: list[dict[str, str]], reply: str) -> RepairAsker:

@@ -183,20 +183,17 @@ def _judge(
     store: Store, judge: Any, label: str, shown: Sequence[int], cos: dict[int, float], hint: float,
     cfg: Config | None = None,
 ) -> Verdict:  # fmt: skip
-    """ask_judge over the shown PMIDs (title + abstract cut to [tokens] judge_abstract_tokens, from the store);
-    no prompt when nothing is shown."""
+    """ask_judge over the shown PMIDs (title + abstract cut to [tokens] judge_abstract_tokens); no prompt when none."""
     from ra_agent.embed.tokens import encoder_for, truncate_tokens_many
 
     if not shown:
         return Verdict([])
     cfg = cfg or Config()
     papers = {p.pmid: p for p in store.papers(list(shown))}
-    titles = {p: (papers[p].title or papers[p].abstract[:200]) if p in papers else "" for p in shown}
     raw = [papers[p].abstract if p in papers else "" for p in shown]
-    n = cfg.tokens.judge_abstract_tokens
-    abstracts = truncate_tokens_many(raw, n, encoder_for(cfg)) if n else ["" for _ in shown]
-    cut = [a + " …" if a != r else a for a, r in zip(abstracts, raw, strict=True)]
-    candidates = [Candidate(p, titles[p], cos[p], a) for p, a in zip(shown, cut, strict=True)]
+    cut = truncate_tokens_many(raw, cfg.tokens.judge_abstract_tokens, encoder_for(cfg))
+    candidates = [Candidate(p, (papers[p].title or r[:200]) if p in papers else "", cos[p], c + " …" if c != r else c)
+                  for p, r, c in zip(shown, raw, cut, strict=True)]  # fmt: skip
     return ask_judge(judge, label, candidates, hint)
 
 
