@@ -228,6 +228,7 @@ def test_file_paths_are_refused(text):
         "Epilepsy/diet therapy[MeSH] AND adult[MeSH]",
         "2015:2020[dp] AND randomized controlled trial[pt]",
         "profile: ketone ester",
+        "HbA1c 7% / 53 mmol/mol",  # a "/" between words is not a path
         "https://eutils.ncbi.nlm.nih.gov/entrez/eutils/esearch.fcgi?db=pubmed",
     ],
 )
@@ -336,3 +337,35 @@ def test_interpret_reply_end_to_end():
 def test_every_registered_tool_has_a_signature():
     for spec in REGISTRY_SPECS.values():
         assert spec.signature().startswith(f"{spec.name}(") and spec.description
+
+
+# ---------------------------------------------------------------------------- hostile sizes (issue 13)
+
+
+def test_find_urls_in_one_pass():
+    from ra_agent.llm.protocol import find_urls
+
+    text = "see https://eutils.ncbi.nlm.nih.gov/x?a=1, (ftp://h.example/y) and " + "a" * 80_000 + "://tail"
+    assert list(find_urls(text)) == ["https://eutils.ncbi.nlm.nih.gov/x?a=1,", "ftp://h.example/y",
+                                     "a" * 32 + "://tail"]  # fmt: skip
+    assert list(find_urls("no scheme ://here, 7% / 53 mmol/mol")) == []
+
+
+def test_a_string_over_the_cap_is_a_bad_arg_and_huge_or_deep_replies_a_json_error():
+    cfg = Config()
+    long = rejected(action("search_pubmed", query="a" * 5_000_000), "bad_arg", cfg=cfg)
+    assert "5,000,000 characters is over the cap of 4,000" in long.message
+    huge = parse_action("x" * 300_000 + GOOD)
+    assert isinstance(huge, ActionError) and huge.kind == "json_error" and "over the 200,000" in huge.message
+    deep = parse_action('Action: {"tool": "t", "args": ' + '{"a": ' * 5000 + "1" + "}" * 5001)
+    assert isinstance(deep, ActionError) and deep.kind == "json_error" and "deeper than 32 levels" in deep.message
+    assert len(deep.raw or "") <= 2000
+
+
+def test_schema_slips_get_one_repair_turn_naming_the_violation():
+    ask = Repairer('{"tool": "search_pubmed", "args": {"query": "ketone ester"}}')
+    reply = 'Thought.\nAction: {"tool": "search_pubmed", "args": {"query": "ketone ester", "reason": "gap"}}'
+    result = interpret_reply(reply, ask, cfg=Config())
+    assert isinstance(result, ValidAction) and result.repaired and result.args["query"] == "ketone ester"
+    (prompt,) = ask.prompts
+    assert prompt.startswith("FIX THE ACTION ONLY") and "takes no argument(s) ['reason']" in prompt

@@ -54,7 +54,7 @@ CASES = [
          "tool_call", 1),
     Case("two Actions, repaired", (THOUGHT + "Action: " + search("a") + "\nor maybe\nAction: " + search("b"),
                                    search("pantoprazole maintenance")),
-         "tool_call", 2, ("FIX JSON ONLY", "only one 'Action:' per reply", "json_status: repaired")),
+         "tool_call", 2, ("FIX THE ACTION ONLY", "only one 'Action:' per reply", "json_status: repaired")),
     Case("extra argument, repaired", (THOUGHT + "Action: " + search("PPI on-demand", reason="gap"),
                                       search("PPI on-demand therapy")),
          "tool_call", 2, ("FIX THE ACTION ONLY", "takes no argument(s) ['reason']", "json_status: repaired")),
