@@ -86,11 +86,14 @@ class TokensConfig:
     avg_tokens_per_abstract: int = _knob(80, 1, 100000)
     sample_fraction: float = _knob(0.15, 0, 1)
     min_sample: int = _knob(6, 1, 100000)
+    handbook_prose_tokens: int = _knob(1500, 0, 1_000_000)
+    judge_abstract_tokens: int = _knob(80, 0, 100_000)
 
 
 @dataclass(frozen=True)
 class ClusteringConfig:
     features: str = _knob("auto", choices=("auto", "abstract", "pico"))
+    llm_audit: bool = _knob(True)
     min_samples: int = _knob(8, 1, 100000)
     min_cluster_size: int = _knob(30, 2, 1_000_000)
     size_scaling: str = _knob("sqrt", choices=("sqrt", "fixed"))
@@ -164,13 +167,23 @@ class ToolsConfig:
 
 @dataclass(frozen=True)
 class LlmConfig:
-    brain: str = _knob("auto", choices=("auto", "ollama", "rules"))
+    brain: str = _knob("auto", choices=("auto", "llm", "ollama", "openai", "rules"))
+    backend: str = _knob("ollama", choices=("ollama", "openai"))
     ollama_host: str = _knob("http://127.0.0.1:11434")
+    openai_base_url: str = _knob("http://127.0.0.1:8080/v1")
+    openai_api_key_env: str = _knob("OPENAI_API_KEY")
     model: str = _knob("gemma3n:e4b")
     temperature: float = _knob(0.2, 0, 2)
+    seed: int = _knob(-1, -1, 2**31 - 1)
     num_ctx: int = _knob(10240, 256, 1_000_000)
+    reply_tokens: int = _knob(700, 16, 1_000_000)
+    keep_alive: str = _knob("30m")
+    json_mode: bool = _knob(True)
     timeout_s: float = _knob(300.0, 0.1, 86400)
     probe_timeout_s: float = _knob(3.0, 0.01, 600)
+    max_reply_chars: int = _knob(200_000, 1000, 100_000_000)
+    max_json_depth: int = _knob(32, 2, 1000)
+    max_arg_chars: int = _knob(4000, 16, 10_000_000)
 
 
 @dataclass(frozen=True)
@@ -179,6 +192,7 @@ class LoggingConfig:
     retain_days: int = _knob(30, 1, 100000)
     zip_old_logs: bool = _knob(True)
     prompt_log_chars: int = _knob(4000, 0, 10_000_000)
+    response_log_chars: int = _knob(20000, 0, 100_000_000)
     level: str = _knob("INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
 
 

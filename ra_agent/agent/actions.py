@@ -14,11 +14,12 @@ from ra_agent.llm.protocol import (
     ArgSpec,
     NoAction,
     ParsedAction,
+    ReplyLimits,
     ToolSpec,
     ValidAction,
     check_call,
     describe_specs,
-    parse_with_repair,
+    resolve_action,
 )
 
 if TYPE_CHECKING:
@@ -127,7 +128,7 @@ def validate_action(
     refusal = _refusal(spec, cfg, handbook) if spec is not None else None
     if refusal:
         return error("tool_not_allowed", refusal)
-    checked = check_call(action, specs, allowed_hosts)
+    checked = check_call(action, specs, allowed_hosts, (cfg or Config()).llm.max_arg_chars)
     if isinstance(checked, ActionError):
         return checked
     spec, args = checked.spec, dict(checked.args)
@@ -151,11 +152,11 @@ def interpret_reply(
     handbook: Handbook | None = None,
     specs: Mapping[str, ToolSpec] | None = None,
 ) -> ValidAction | NoAction | ActionError:
-    """parse_with_repair, then validate_action: everything the cycle needs to act on one reply."""
-    parsed = parse_with_repair(reply, ask_repair)
-    if isinstance(parsed, ParsedAction):
-        return validate_action(parsed, cfg=cfg, handbook=handbook, specs=specs)
-    return parsed
+    """Parse and validate one reply, with one repair turn for a malformed reply or a schema slip (issue 13)."""
+    limits = ReplyLimits.from_config((cfg or Config()).llm)
+    return resolve_action(
+        reply, ask_repair, lambda parsed: validate_action(parsed, cfg=cfg, handbook=handbook, specs=specs), limits
+    )
 
 
 def describe_tools(

@@ -22,7 +22,7 @@ from typing import Any
 import psutil
 
 from ra_agent.agent.actions import interpret_reply, validate_action
-from ra_agent.agent.cyclelog import CycleLog, CycleRecord
+from ra_agent.agent.cyclelog import CycleLog, CycleRecord, truncate_middle
 from ra_agent.agent.goal import GoalState, GoalStore
 from ra_agent.agent.guards import check_guards
 from ra_agent.agent.handbook import load_handbook
@@ -31,7 +31,7 @@ from ra_agent.agent.stages import StageRequest
 from ra_agent.agent.tools import ToolContext, execute
 from ra_agent.config import Config
 from ra_agent.llm.base import BrainError
-from ra_agent.llm.protocol import ActionError, NoAction, ParsedAction, ValidAction, repair_asker
+from ra_agent.llm.protocol import ActionError, NoAction, ParsedAction, RepairTurn, ValidAction, repair_asker
 from ra_agent.store.db import Store
 
 log = logging.getLogger(__name__)
@@ -174,6 +174,7 @@ def _cycle(cfg, store, goals, state, brain, embedder_factory) -> CycleOutcome:
     requests = _check_success(cfg, state, handbook, observation)
     messages: list[dict[str, str]] = []
     reply, event, tool, notes, json_status = "", "success", None, [], "n/a"
+    repairs: list[RepairTurn] = []
     if not requests and _tool_calls(store, state.goal_id) >= cfg.goal.max_tool_calls:
         state.set_status("stopped", reason=f"max_tool_calls ({cfg.goal.max_tool_calls}) reached")
         event = "stopped"
@@ -187,7 +188,7 @@ def _cycle(cfg, store, goals, state, brain, embedder_factory) -> CycleOutcome:
             notes.append(f"cycle {cycle} already executed {tool}: effects not repeated")
         else:
             embedder_factory = embedder_factory or _default_embedder(cfg)
-            playbooks = playbooks_for(cfg, store, observation, embedder_factory)
+            playbooks = playbooks_for(cfg, store, observation, embedder_factory, brain.name)
             messages = build_messages(cfg, store, handbook, observation, playbooks)
             if recorded is not None:  # killed mid-tool: run the recorded action again, do not re-ask
                 reply = json.loads(recorded["result"])["reply"]
@@ -201,7 +202,9 @@ def _cycle(cfg, store, goals, state, brain, embedder_factory) -> CycleOutcome:
                     state.record("error", error="brain_unavailable", message=str(exc)[:300])
                     reply, outcome = "", None
                 else:
-                    outcome = interpret_reply(reply, repair_asker(brain, messages, reply), cfg=cfg, handbook=handbook)
+                    asker = repair_asker(brain, messages, reply)
+                    outcome = interpret_reply(reply, asker, cfg=cfg, handbook=handbook)
+                    repairs = asker.turns
             event, tool, json_status, requests = _act(cfg, store, goals, state, handbook, brain, outcome, reply,
                                                       key, embedder_factory, notes)  # fmt: skip
         if state.is_active:
@@ -214,6 +217,9 @@ def _cycle(cfg, store, goals, state, brain, embedder_factory) -> CycleOutcome:
         notes=[f"event={event}", *(f"request: {r.label()} ({r.reason})" for r in requests), *notes],
         json_status=json_status, delta_papers=store.counts()["paper"] - papers_before,
         ram_used_bytes=psutil.Process().memory_info().rss,
+        repair_prompt=repairs[0].prompt if repairs else None,
+        repair_response=(repairs[0].reply if repairs[0].error is None else f"(no reply: {repairs[0].error})")
+        if repairs else None,
     )  # fmt: skip
     log_path = CycleLog(cfg).write(record)
     log.info("goal %s cycle %d: %s%s (%s)", state.goal_id, cycle, event, f" {tool}" if tool else "", brain.name)
@@ -228,13 +234,20 @@ def _act(cfg, store, goals, state, handbook, brain, outcome, reply, key, embedde
         result = outcome.outcome
         details = {k: v for k, v in result.log.items()}
         if isinstance(outcome, ActionError):
-            details.update(kind=outcome.kind, message=outcome.message[:300], tool=outcome.tool)
+            details.update(kind=outcome.kind, message=outcome.message[:300], tool=outcome.tool,
+                           repaired=outcome.repaired)  # fmt: skip
+            notes.append(
+                f"{outcome.kind}{' after one repair turn' if outcome.repaired else ''}: {outcome.message[:300]}"
+            )
         state.record(result.event, **details)
         if result.status:
             state.set_status(result.status, reason=details.get("kind", result.event))
         notes.append(json.dumps(result.log))
-        return result.event, getattr(outcome, "tool", None), "error" if isinstance(outcome, ActionError) else "ok", []
-    _record_call(store, state, key, outcome, reply)
+        json_status = "no_action" if isinstance(outcome, NoAction) else "error"
+        if isinstance(outcome, ActionError) and outcome.kind == "json_error":
+            json_status = "json_error"
+        return result.event, getattr(outcome, "tool", None), json_status, []
+    _record_call(store, state, key, outcome, truncate_middle(reply, cfg.logging.response_log_chars))
     ctx = ToolContext(cfg, store, state, goals, handbook, brain, embedder_factory or _default_embedder(cfg))
     try:
         effect = execute(ctx, outcome)

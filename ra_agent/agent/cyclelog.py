@@ -33,8 +33,9 @@ class CycleRecord:
     prompt: str | list[dict[str, str]]
     response: str  # verbatim, reasoning included
     notes: list[str] = field(default_factory=list)  # executor notes, e.g. "tool=search_pubmed cand=2000 accepted=123"
-    json_status: str = "ok"  # ok | repaired | json_error | no_action
+    json_status: str = "ok"  # ok | repaired | json_error | error | no_action | brain_unavailable
     repair_response: str | None = None
+    repair_prompt: str | None = None  # the repair instruction sent (FIX JSON ONLY / FIX THE ACTION ONLY)
     thinking: str | None = None  # a thinking model's separate reasoning, when the brain returns one
     delta_papers: int = 0
     ram_used_bytes: int | None = None  # None: the process RSS when the log is written
@@ -66,8 +67,11 @@ def _size(n: int | None) -> str:
     return f"{n / _GIB:.1f} GiB" if n >= _GIB else f"{n / 1024**2:.0f} MiB"
 
 
-def render_cycle(record: CycleRecord, when: datetime, prompt_chars: int) -> str:
-    """One cycle's Markdown section (memo 80 §4.1 template, plus the brain's name)."""
+def render_cycle(record: CycleRecord, when: datetime, prompt_chars: int, response_chars: int = 20000) -> str:
+    """One cycle's Markdown section (memo 80 §4.1 template, plus the brain's name).
+
+    Replies are cut to `response_chars` (head + tail, the cut noted): a 20 MB reply makes a small log.
+    """
     prompt = record.prompt if isinstance(record.prompt, str) else render_messages(record.prompt)
     ram = record.ram_used_bytes if record.ram_used_bytes is not None else psutil.Process().memory_info().rss
     parts = [
@@ -78,10 +82,13 @@ def render_cycle(record: CycleRecord, when: datetime, prompt_chars: int) -> str:
         _quote(truncate_middle(prompt, prompt_chars)),
     ]
     if record.thinking:
-        parts += ["### Brain Reasoning", _quote(record.thinking)]
-    parts += ["### Brain Response", _quote(record.response)]
-    if record.repair_response is not None:
-        parts += ["### Repair Turn (FIX JSON ONLY)", _quote(record.repair_response)]
+        parts += ["### Brain Reasoning", _quote(truncate_middle(record.thinking, response_chars))]
+    parts += ["### Brain Response", _quote(truncate_middle(record.response, response_chars))]
+    if record.repair_prompt is not None or record.repair_response is not None:
+        parts += ["### Repair Turn"]
+        if record.repair_prompt is not None:
+            parts += ["Prompt:", _quote(truncate_middle(record.repair_prompt, response_chars))]
+        parts += ["Reply:", _quote(truncate_middle(record.repair_response or "(none)", response_chars))]
     notes = [*record.notes, f"json_status: {record.json_status}"]
     parts += [
         "### Executor Notes",
@@ -149,7 +156,7 @@ class CycleLog:
             rotate_logs(self.cfg, day)
             self._rotated_on = day
         path = self.path_for(record.cycle, when)
-        section = render_cycle(record, when, self.cfg.logging.prompt_log_chars)
+        section = render_cycle(record, when, self.cfg.logging.prompt_log_chars, self.cfg.logging.response_log_chars)
         previous = path.read_text(encoding="utf-8") + "\n---\n\n" if path.exists() else ""
         atomic_write(path, previous + section)
         return path

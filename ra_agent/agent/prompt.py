@@ -143,12 +143,20 @@ def _sample_titles(cfg: Config, store: Store, cluster_id: str, budget_tokens: in
     from ra_agent.embed.tokens import sample_for_prompt
     from ra_agent.topics.view import member_pmids
 
-    sample = sample_for_prompt(store.papers(member_pmids(store, cluster_id)), cap=budget_tokens, limit=5, cfg=cfg)
-    return [f"• {p.title} [PMID:{p.pmid}]" for p in sample.papers]
+    def line(p) -> str:
+        return f"• {p.title} [PMID:{p.pmid}]"
+
+    papers = store.papers(member_pmids(store, cluster_id))
+    sample = sample_for_prompt(papers, cap=budget_tokens, limit=5, cfg=cfg, text=line)
+    return [line(p) for p in sample.papers]
 
 
-def playbooks_for(cfg: Config, store: Store, observation: dict[str, Any], embedder_factory) -> str:
-    """The `<mind_kb_playbooks>` block for this goal ("" when Mind-KB is off or empty: no embedder is loaded)."""
+def playbooks_for(
+    cfg: Config, store: Store, observation: dict[str, Any], embedder_factory, brain_name: str = ""
+) -> str:
+    """The `<mind_kb_playbooks>` block for this goal ("" when Mind-KB is off or empty: no embedder is loaded).
+
+    An LLM brain is not shown playbooks a rule brain made; the configured encoding counts the tokens."""
     if not cfg.mindkb.enabled or not store.conn.execute("SELECT 1 FROM mind_kb LIMIT 1").fetchone():
         return ""
     from ra_agent.ask.mindkb import open_playbook_store, playbooks_block
@@ -156,7 +164,61 @@ def playbooks_for(cfg: Config, store: Store, observation: dict[str, Any], embedd
     goal = observation["goal"]
     query = f"{goal['primary_goal']}: {goal['topic']}"
     playbooks = open_playbook_store(cfg, store, embedder_factory())
-    return playbooks_block(playbooks, query, cfg.mindkb.top_k, cfg.mindkb.token_budget, min_score=cfg.mindkb.min_score)
+    from ra_agent.embed.tokens import encoder_for
+
+    return playbooks_block(playbooks, query, cfg.mindkb.top_k, cfg.mindkb.token_budget, min_score=cfg.mindkb.min_score,
+                           enc=encoder_for(cfg), exclude_rules=not brain_name.startswith("rules"))  # fmt: skip
+
+
+STATE_SHARE = 0.4  # part of the prompt budget left after the fixed parts that the <state> block may take
+_SAFETY_TOKENS = 64  # joints between parts, notes added by cuts
+_STATE_LIST_CAP = 20  # searches and SR PMIDs listed in the state block (the rest counted)
+
+
+def _state_order(observation: dict[str, Any]) -> list[dict[str, Any]]:
+    """Clusters in the order the state block keeps them (memo 30): the goal's own clusters first, then the
+    most relevant (search hits, trial candidates), newest (mean year) and largest; rejected ones last."""
+    goal = observation["goal"]
+    own = [goal.get("cluster_id"), *(goal.get("clusters") or []), *(goal.get("success_clusters") or [])]
+    rank = {cid: i for i, cid in enumerate(c for c in own if c)}
+    return sorted(observation["clusters"], key=lambda c: (
+        rank.get(c["cluster_id"], len(rank)), bool(c.get("rejected")), -(c.get("search_hits") or 0),
+        -(c.get("trial_candidates") or 0), -(c.get("mean_year") or 0), -(c.get("size") or 0)))  # fmt: skip
+
+
+def state_block(observation: dict[str, Any], budget: int, enc) -> tuple[str, int]:
+    """The `<state>` JSON within `budget` tokens: clusters in `_state_order` while they fit, long lists cut,
+    and a line saying how many clusters were left out. Returns (block, clusters left out)."""
+    from ra_agent.embed.tokens import count_tokens
+
+    def dumps(doc: Any) -> str:
+        return json.dumps(doc, ensure_ascii=False, default=str)
+
+    searches = observation["searches"]
+    base = {k: v for k, v in observation.items() if k != "clusters"}
+    base["searches"] = searches[-_STATE_LIST_CAP:]
+    if len(searches) > _STATE_LIST_CAP:
+        base["searches_left_out"] = len(searches) - _STATE_LIST_CAP
+    used = count_tokens(f"<state>\n{dumps(base)}\n</state>", enc) + 40  # + the "clusters" key and the note
+    kept: list[dict[str, Any]] = []
+    ordered = _state_order(observation)
+    for cluster in ordered:
+        entry = dict(cluster)
+        if len(entry.get("sr_pmids") or []) > _STATE_LIST_CAP:
+            entry["sr_pmids"] = [*entry["sr_pmids"][:_STATE_LIST_CAP], f"+{len(cluster['sr_pmids']) - _STATE_LIST_CAP}"]
+        cost = count_tokens(dumps(entry), enc) + 1
+        if used + cost > budget:
+            break
+        kept.append(entry)
+        used += cost
+    left_out = len(ordered) - len(kept)
+    doc = {**base, "clusters": kept}
+    note = (
+        f"\n({left_out} of {len(ordered)} clusters left out of this state block to fit the token budget)"
+        if left_out
+        else ""
+    )
+    return f"<state>\n{dumps(doc)}\n</state>{note}", left_out
 
 
 def build_messages(
@@ -164,38 +226,55 @@ def build_messages(
 ) -> list[dict[str, str]]:
     """System + user messages: per-cluster blocks (memo 60 §5), handbook, success rule, state JSON.
 
-    The token soft cap ([tokens] token_soft_cap) is shared between the clusters shown; sample
-    titles come newest first and are trimmed to fit.
+    The whole prompt stays within `prompt_budget(cfg)` tokens (token_soft_cap, with [llm] reply_tokens
+    free under num_ctx): the system prompt, tool list, goal lines and instructions are kept whole; handbook
+    prose is cut to [tokens] handbook_prose_tokens and Mind-KB playbooks to [mindkb] token_budget; the
+    `<state>` block takes up to STATE_SHARE of what is left (clusters sampled token-aware, see state_block);
+    the cluster blocks share the rest, sample titles newest first.
     """
+    from ra_agent.embed.tokens import cap_tokens, count_tokens, encoder_for, prompt_budget
+
+    enc = encoder_for(cfg)
+    hb = observation["handbook"]
+    goal = observation["goal"]
+    searched = ", ".join(repr(s["query"]) for s in observation["searches"][-_STATE_LIST_CAP:]) or "none yet"
+    goal_lines = cap_tokens(
+        f'Handbook says Primary_goal = "{hb["primary_goal"]}" (goal now: {goal["primary_goal"]}, '
+        f"focus cluster: {goal['cluster_id'] or 'none'}).\n"
+        f"Seed query: {hb['seed_query'] or '(none)'}; searches done: {searched}.\n"
+        f"Success requires: {hb['success']} (for {hb['stop_after']} cluster(s)).\n"
+        f"Pivot when Existing_SR_overlap > {observation['thresholds']['sr_overlap_pivot']}.",
+        600,
+        enc,
+        "goal lines",
+    )
+    prose = cap_tokens(handbook.prose.strip(), cfg.tokens.handbook_prose_tokens, enc, "handbook prose")
+    playbooks = cap_tokens(playbooks, cfg.mindkb.token_budget, enc, "playbooks") if playbooks else ""
+    instruction = "<< write your reasoning >>\n<< end with Action {...} >>"
+    system = SYSTEM_PROMPT.format(tools=describe_tools(cfg=cfg, handbook=handbook))
+    fixed = [system, goal_lines, prose, playbooks, instruction]
+    left = prompt_budget(cfg) - sum(count_tokens(t, enc) for t in fixed) - 8 * len(fixed) - _SAFETY_TOKENS
+    state, _ = state_block(observation, max(0, int(left * STATE_SHARE)), enc)
+    left -= count_tokens(state, enc)
     shown = sorted(observation["clusters"], key=lambda c: (-(c["trial_candidates"] or 0), -c["size"]))
+    blocks: list[str] = []
     shown = shown[:PROMPT_CLUSTERS]
-    per_cluster = cfg.tokens.token_soft_cap // max(2 * len(shown), 1)
-    blocks = []
-    for c in shown:
-        blocks.append(
+    for i, c in enumerate(shown):
+        head = (
             f"# Cluster {c['cluster_id']} – {c['label']}\n"
             f"Size: {c['size']} | ERS: {_fmt(c['ers'])} | het_numeric: {_fmt(c['het_numeric'])} | "
             f"CVGR: {_fmt(c['cvgr'])} | dispersion: {_fmt(c['dispersion'])}{' (unstable)' if c['unstable'] else ''}\n"
             f"Trial candidates: {c['trial_candidates']} | eligible_trials: {_fmt(c['eligible_trials'])} | "
             f"Existing_SR_overlap: {_fmt(c['sr_overlap'])} | PRISMA_compliant: {_fmt(c['PRISMA_compliant'])}\n"
-            f"Sample titles:\n" + "\n".join(_sample_titles(cfg, store, c["cluster_id"], per_cluster))
+            f"Sample titles:\n"
         )
-    hb = observation["handbook"]
-    goal = observation["goal"]
-    searched = ", ".join(repr(s["query"]) for s in observation["searches"]) or "none yet"
-    user = "\n\n".join(
-        [
-            *blocks,
-            f'Handbook says Primary_goal = "{hb["primary_goal"]}" (goal now: {goal["primary_goal"]}, '
-            f"focus cluster: {goal['cluster_id'] or 'none'}).\n"
-            f"Seed query: {hb['seed_query'] or '(none)'}; searches done: {searched}.\n"
-            f"Success requires: {hb['success']} (for {hb['stop_after']} cluster(s)).\n"
-            f"Pivot when Existing_SR_overlap > {observation['thresholds']['sr_overlap_pivot']}.",
-            handbook.prose.strip(),
-            *([playbooks] if playbooks else []),
-            "<< write your reasoning >>\n<< end with Action {...} >>",
-            f"<state>\n{json.dumps(observation, ensure_ascii=False, default=str)}\n</state>",
-        ]
-    )
-    system = SYSTEM_PROMPT.format(tools=describe_tools(cfg=cfg, handbook=handbook))
+        cost = count_tokens(head, enc) + 4
+        if cost > left:
+            break
+        share = (left - cost) // (len(shown) - i)
+        titles = "\n".join(_sample_titles(cfg, store, c["cluster_id"], share))
+        block = cap_tokens(head + titles, max(cost, left - 40), enc, "cluster block")
+        left -= count_tokens(block, enc) + 4
+        blocks.append(block)
+    user = "\n\n".join([*blocks, goal_lines, prose, *([playbooks] if playbooks else []), instruction, state])
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]

@@ -86,7 +86,7 @@ def record_goal_playbook(cfg: Config, store: Store, goals: GoalStore, state) -> 
     )
     playbooks = open_playbook_store(cfg, store, SentenceTransformerEmbedder(cfg))
     playbook_id = record_agent_cycle_playbook(playbooks, prompt, goal_playbook_steps(state), final,
-                                              session=state.goal_id)  # fmt: skip
+                                              session=state.goal_id, brain=state.brain)  # fmt: skip
     if playbook_id:
         state.record("playbook_recorded", playbook_id=playbook_id)
         goals.save(state)

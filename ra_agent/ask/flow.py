@@ -22,9 +22,8 @@ from ra_agent.ask.rules import AskRulesBrain
 from ra_agent.ask.tools import NO_SUPPORT, AskTools, ToolRun, ask_specs, check_action
 from ra_agent.config import Config
 from ra_agent.embed.embedder import Embedder
-from ra_agent.embed.tokens import count_tokens, encoder_for
+from ra_agent.embed.tokens import count_tokens, encoder_for, prompt_budget
 from ra_agent.llm.base import Brain, BrainError, Message
-from ra_agent.llm.ollama_brain import select_brain
 from ra_agent.llm.protocol import (
     REPAIR_PROMPT,
     ActionError,
@@ -34,11 +33,13 @@ from ra_agent.llm.protocol import (
     parse_action,
     repair_messages,
 )
+from ra_agent.llm.select import select_brain
 from ra_agent.store.db import Store
 
 log = logging.getLogger(__name__)
 STREAM_CHUNK_CHARS = 48  # chunk size when a final answer that is already complete is emitted
 STOP_REASONS = ("answered", "tool_limit", "no_progress", "schema_error", "brain_error")
+TURN_TOKENS = 250  # room kept per planner turn (its reasoning and Action) when tool results share the prompt budget
 
 
 SYSTEM_PROMPT = """You are ra's question-answering planner. You answer questions about the biomedical literature \
@@ -80,7 +81,8 @@ def _budget(left: int) -> str:
 
 
 class AnswerFilter:
-    """Streams a final answer: drops a leading "Final answer:" label, keeps citations of stored PMIDs, removes others.
+    """Streams a final answer: drops a leading "Final answer:" label, keeps citations `known` accepts (the
+    PMIDs a tool returned in this run), removes others (the sentence still reads: the bracket goes, the text stays).
 
     Text from an unclosed "[" on is held back until its "]" arrives, so a citation is judged whole.
     """
@@ -291,7 +293,12 @@ class _Run:
         return len(new)
 
     def known(self, pmids: list[int]) -> set[int]:
-        return self.store.existing_pmids(pmids)
+        """The PMIDs a citation may name: those a tool returned in this run (find_similar, read_note)."""
+        return set(pmids) & (self.retrieved | self.read)
+
+    def best_score(self) -> float | None:
+        """The best similarity find_similar returned in this run (None: it never ran or found nothing)."""
+        return max((r["score"] for r in self.result.retrieved), default=None)
 
 
 def _ms(t0: float) -> int:
@@ -339,10 +346,14 @@ def ask(
     block = ""
     if mindkb is not None:
         block, used = select_playbooks(mindkb, question, cfg.mindkb.top_k, cfg.mindkb.token_budget,
-                                       min_score=cfg.mindkb.min_score, enc=run.enc)  # fmt: skip
+                                       min_score=cfg.mindkb.min_score, enc=run.enc,
+                                       exclude_rules=not brain.name.startswith("rules"))  # fmt: skip
         result.playbooks_used = [p.id for p in used]
     run.messages = _first_turn(cfg, question, block, limit)
     tools = AskTools(cfg, store, embedder)
+    # every tool result shares what the first turn leaves of the prompt budget (the conversation grows each call)
+    room = prompt_budget(cfg) - run.tokens(run.messages) - (limit + 1) * TURN_TOKENS
+    tools.result_tokens = max(100, min(cfg.ask.tool_result_tokens, room // limit))
     draft: str | None = None
     stale = 0
     try:
@@ -379,10 +390,10 @@ def ask(
         result.stop_reason, result.error = "brain_error", str(exc)
     _finalize(run, draft, on_final_token)
     result.latency_ms = _ms(t_start)
-    if mindkb is not None and result.success and not result.removed_citations:
+    if mindkb is not None and result.success and not result.removed_citations and not result.no_support:
         try:
             result.playbook_id = mindkb.add(extract_playbook(question, result.sequence, result.answer, source="ask",
-                                                             session=f"ask:{started_ts}"))  # fmt: skip
+                                                             session=f"ask:{started_ts}", brain=brain.name))  # fmt: skip
         except Exception:
             log.exception("Mind-KB: could not store the playbook of this run")
     result.run_id = save_run(store, result, started_ts)
@@ -405,7 +416,14 @@ def _finalize(run: _Run, draft: str | None, on_final_token: Callable[[str], None
                 on_final_token(piece)
 
     answer_filter = AnswerFilter(run.known)
-    if result.stop_reason in ("schema_error", "brain_error"):
+    best = run.best_score()
+    weak = best is not None and best < run.cfg.ask.support_floor and not (draft and NO_SUPPORT in draft)
+    if result.stop_reason == "answered" and weak:
+        result.no_support = True  # below the calibrated floor no cited sentence is trustworthy
+        note = f"{NO_SUPPORT} (best similarity {best:.2f} < support_floor {run.cfg.ask.support_floor:.2f})"
+        for piece in chunks(note):
+            emit(piece)
+    elif result.stop_reason in ("schema_error", "brain_error"):
         what = "the planner's tool call was still invalid after one repair turn" if result.stop_reason == "schema_error" \
             else "the language model did not answer"  # fmt: skip
         for piece in chunks(f"No answer: {what} ({result.error}). Try again or rephrase the question."):
@@ -432,7 +450,7 @@ def _finalize(run: _Run, draft: str | None, on_final_token: Callable[[str], None
                 for part in chunks(("\n\n" if emitted else "") + NO_SUPPORT):
                     emit(part)
         if result.removed_citations:
-            log.warning("ask: removed citations of PMIDs not in the store: %s", result.removed_citations)
+            log.warning("ask: removed citations of PMIDs no tool returned in this run: %s", result.removed_citations)
     result.answer = "".join(emitted)
 
 

@@ -64,6 +64,12 @@ class Playbook:
     last_seen_ts: int = 0
     score: float | None = field(default=None, compare=False)
     kind: str = KIND
+    brain: str = field(default="", compare=False)  # Brain.name of the run; "rules:..." marks a rule-brain playbook
+
+    @property
+    def from_rules(self) -> bool:
+        """Made by a deterministic rule brain: LLM prompts leave such playbooks out (they teach rules, not reasoning)."""
+        return self.brain.startswith("rules")
 
     def __post_init__(self) -> None:
         if self.source not in SOURCES:
@@ -118,11 +124,18 @@ class Playbook:
             "source": self.source,
             "source_session": self.source_session,
             "original_prompt": self.original_prompt,
+            "brain": self.brain,
         }
 
 
 def extract_playbook(
-    prompt: str, steps: Iterable[tuple[Any, Any]], final: str, *, source: str = "ask", session: str = ""
+    prompt: str,
+    steps: Iterable[tuple[Any, Any]],
+    final: str,
+    *,
+    source: str = "ask",
+    session: str = "",
+    brain: str = "",
 ) -> Playbook:
     """The canonical sequence of a run: `steps` are (planner decision, tool result) pairs, str or JSON-able."""
     sequence = [{"role": "user", "content": prompt.strip()}]
@@ -130,7 +143,7 @@ def extract_playbook(
         sequence.append({"role": "assistant", "content": _as_content(plan)})
         sequence.append({"role": "tool_result", "content": _as_content(result)})
     sequence.append({"role": "assistant", "content": final.strip()})
-    return Playbook(tuple(sequence), source=source, source_session=session)
+    return Playbook(tuple(sequence), source=source, source_session=session, brain=brain)
 
 
 # ---------------------------------------------------------------------------- the success heuristic
@@ -309,6 +322,7 @@ def _playbook_from(record: Mapping[str, Any]) -> Playbook:
         count=int(record.get("count", 1)),
         created_ts=int(record.get("created_ts", 0)),
         last_seen_ts=int(record.get("last_seen_ts", 0)),
+        brain=str(record.get("brain") or json.loads(record.get("metadata") or "{}").get("brain", "")),
     )
 
 
@@ -380,15 +394,19 @@ def select_playbooks(
     *,
     min_score: float = -1.0,
     enc: tiktoken.Encoding | None = None,
+    exclude_rules: bool = False,
 ) -> tuple[str, list[Playbook]]:
     """The `<mind_kb_playbooks>` block of the best-matching playbooks within `token_budget` tokens, and those playbooks.
 
     Playbooks go in best first; the last one that does not fit whole is cut (marked " …"), the
-    rest are left out. No playbook (or none that fits) gives ("", []).
+    rest are left out. No playbook (or none that fits) gives ("", []). `exclude_rules` leaves out
+    playbooks a rule brain made (an LLM prompt should learn from LLM runs); `enc` should be the
+    configured encoding (`encoder_for(cfg)`).
     """
     if k <= 0:
         return "", []
-    found = [p for p in store.search(query, k) if p.score is None or p.score >= min_score]
+    found = [p for p in store.search(query, k) if (p.score is None or p.score >= min_score)
+             and not (exclude_rules and p.from_rules)]  # fmt: skip
     enc = enc or encoder_for()
     head, tail = BLOCK_OPEN + "\n", BLOCK_CLOSE
     parts = [
@@ -414,7 +432,7 @@ def select_playbooks(
 def playbooks_block(store: PlaybookStore, query: str, k: int, token_budget: int, **options: Any) -> str:
     """`<mind_kb_playbooks>` with the best-matching playbooks, trimmed to `token_budget` tokens ("" when none fit).
 
-    `options` are select_playbooks' min_score and enc.
+    `options` are select_playbooks' min_score, enc and exclude_rules.
     """
     return select_playbooks(store, query, k, token_budget, **options)[0]
 
@@ -427,13 +445,14 @@ def record_agent_cycle_playbook(
     *,
     session: str = "",
     exited_early: bool = True,
+    brain: str = "",
 ) -> str | None:
     """Store an agent cycle's (plan, result) steps as a playbook when the success heuristic holds; its id or None."""
     steps = list(steps)
     if not is_success(RunSummary(exited_early, final, len(steps))):
         log.debug("agent cycle not stored in Mind-KB: not a success by the seed heuristic")
         return None
-    return store.add(extract_playbook(goal_prompt, steps, final, source="agent_cycle", session=session))
+    return store.add(extract_playbook(goal_prompt, steps, final, source="agent_cycle", session=session, brain=brain))
 
 
 __all__ = [

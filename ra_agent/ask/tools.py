@@ -207,6 +207,7 @@ class AskTools:
         self.store = store
         self.embedder = embedder
         self.enc = encoder_for(cfg)
+        self.result_tokens = cfg.ask.tool_result_tokens  # ask() lowers it so that every result fits the prompt budget
         self._vectors: VectorStore | None = None
 
     def vectors(self) -> VectorStore:
@@ -223,7 +224,7 @@ class AskTools:
             pmids = [item["pmid"] for item in result["data"]]
         else:
             pmids = [result["meta"]["pmid"]] if "meta" in result else []
-        shown = summarise_result(result, self.cfg.ask.tool_result_tokens, self.enc)
+        shown = summarise_result(result, self.result_tokens, self.enc)
         return ToolRun(action.tool, dict(action.args), result, shown, pmids, took)
 
     def find_similar(self, queries: list[str], k: int, filter: Mapping[str, Any] | None = None) -> dict[str, Any]:

@@ -80,6 +80,29 @@ def _cut(enc: tiktoken.Encoding, ids: list[int], n: int) -> str:
     return enc.decode(ids[:n]).rstrip("\ufffd")  # a cut inside a multi-byte character decodes to U+FFFD
 
 
+def prompt_budget(cfg: Config | None = None) -> int:
+    """Tokens one prompt may use: [tokens] token_soft_cap, lowered so that [llm] reply_tokens stay free under
+    [llm] num_ctx (Ollama silently drops the start of a prompt that overflows num_ctx: the system prompt)."""
+    cfg = cfg or Config()
+    return max(1, min(cfg.tokens.token_soft_cap, cfg.llm.num_ctx - cfg.llm.reply_tokens))
+
+
+def cap_tokens(text: str, n: int, enc: tiktoken.Encoding | None = None, what: str = "text") -> str:
+    """`text` within `n` tokens: unchanged when short enough, else cut with a line saying so (the line counts).
+
+    Only the first 64·n characters are encoded (no token is that long), so a 5 MB text costs no more
+    than a short one; the note counts the characters left out.
+    """
+    enc = enc or encoder_for()
+    head = text[: 64 * n + 64]
+    ids = enc.encode_ordinary(head)
+    if len(ids) <= n and len(head) == len(text):
+        return text
+    note = f"\n[… {what} cut to {n:,} tokens: {len(text):,} characters in all, the rest left out]"
+    kept = _cut(enc, ids, max(0, n - len(enc.encode_ordinary(note)) - 1))
+    return kept + note
+
+
 def sample_size(size: int, cfg: Config | None = None) -> int:
     """Papers to show the LLM from a cluster of `size` (technical memo §3).
 
@@ -147,6 +170,8 @@ def sample_for_prompt(
 
 __all__ = [
     "PromptSample",
+    "cap_tokens",
+    "prompt_budget",
     "count_tokens",
     "count_tokens_many",
     "encoder_for",

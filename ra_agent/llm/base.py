@@ -4,11 +4,20 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
+from ra_agent.config import ConfigError
+
 Message = dict[str, str]  # {"role": "system" | "user" | "assistant", "content": "..."}
 
 
 class BrainError(RuntimeError):
     """The brain could not answer (server unreachable, timeout, model missing, HTTP error)."""
+
+
+class BrainUnavailableError(BrainError, ConfigError):
+    """An explicitly configured LLM brain does not answer; the message says how to start it.
+
+    A ConfigError too, so `ra` prints it as one line (the setting is the user's to fix).
+    """
 
 
 @runtime_checkable
@@ -26,4 +35,4 @@ class Brain(Protocol):
         ...
 
 
-__all__ = ["Brain", "BrainError", "Message"]
+__all__ = ["Brain", "BrainError", "BrainUnavailableError", "Message"]

@@ -1,16 +1,16 @@
-"""OllamaBrain: the LLM brain over the official `ollama` client, and the choice between it and the rules."""
+"""OllamaBrain: the LLM brain over the official `ollama` client (native /api/chat)."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import ollama
 
 from ra_agent.config import Config
-from ra_agent.llm.base import Brain, BrainError, Message
+from ra_agent.llm.base import BrainError, Message
 
 log = logging.getLogger(__name__)
 
@@ -23,13 +23,23 @@ def _model_key(name: str) -> str:
     return name if ":" in name.rsplit("/", 1)[-1] else f"{name}:latest"
 
 
+def llm_options(cfg: Config) -> dict[str, Any]:
+    """Sampling options from [llm]: temperature, num_ctx and the seed when one is set (seed = -1: none)."""
+    options: dict[str, Any] = {"temperature": cfg.llm.temperature, "num_ctx": cfg.llm.num_ctx}
+    if cfg.llm.seed >= 0:
+        options["seed"] = cfg.llm.seed
+    return options
+
+
 class OllamaBrain:
     """Chat with `cfg.llm.model` on the Ollama server at `cfg.llm.ollama_host` (whole replies, or streamed)."""
 
     def __init__(self, cfg: Config, client: ollama.Client | None = None):
         self.host = cfg.llm.ollama_host
         self.model = cfg.llm.model
-        self.options = {"temperature": cfg.llm.temperature, "num_ctx": cfg.llm.num_ctx}
+        self.options = llm_options(cfg)
+        self.keep_alive = cfg.llm.keep_alive or None
+        self.json_mode = cfg.llm.json_mode
         self.probe_timeout_s = cfg.llm.probe_timeout_s
         self.name = f"ollama:{self.model}"
         self._client = client or ollama.Client(host=self.host, timeout=cfg.llm.timeout_s)
@@ -38,19 +48,29 @@ class OllamaBrain:
     def label(self) -> str:
         return f"{self.name} (LLM served by Ollama at {self.host})"
 
-    def chat(self, messages: list[Message]) -> str:
+    def how_to_start(self) -> str:
+        return f"start it with: ollama serve; ollama pull {self.model}"
+
+    def chat(self, messages: list[Message], *, json_mode: bool = False) -> str:
+        fmt = "json" if json_mode and self.json_mode else None
         try:
-            response = self._client.chat(model=self.model, messages=messages, options=self.options, stream=False)
+            response = self._client.chat(model=self.model, messages=messages, options=self.options, stream=False,
+                                         format=fmt, keep_alive=self.keep_alive)  # fmt: skip
         except _CLIENT_ERRORS as exc:
             raise BrainError(f"Ollama at {self.host} ({self.model}): {exc}") from exc
         self.last_stats = {key: getattr(response, key, None) for key in _STATS}
         self.last_stats["thinking"] = response.message.thinking
         return response.message.content or ""
 
+    def chat_json(self, messages: list[Message]) -> str:
+        """A reply that must be bare JSON (repair turns): Ollama's `format: "json"` when [llm] json_mode."""
+        return self.chat(messages, json_mode=True)
+
     def chat_stream(self, messages: list[Message]) -> Iterator[str]:
         """The reply in pieces as Ollama generates it (stream=True); `ra ask` streams its final answer so."""
         try:
-            for part in self._client.chat(model=self.model, messages=messages, options=self.options, stream=True):
+            for part in self._client.chat(model=self.model, messages=messages, options=self.options, stream=True,
+                                          keep_alive=self.keep_alive):  # fmt: skip
                 yield part.message.content or ""
         except _CLIENT_ERRORS as exc:
             raise BrainError(f"Ollama at {self.host} ({self.model}): {exc}") from exc
@@ -68,31 +88,18 @@ class OllamaBrain:
     def has_model(self, models: list[str]) -> bool:
         return _model_key(self.model) in {_model_key(m) for m in models}
 
+    def unavailable_reason(self) -> str | None:
+        """Why this brain cannot answer now (no server, no model), else None."""
+        models = self.installed_models()
+        if models is None:
+            return f"no Ollama server answers at {self.host}"
+        if not self.has_model(models):
+            return f"Ollama at {self.host} has no model {self.model!r} (run: ollama pull {self.model})"
+        return None
+
     def available(self) -> bool:
         """True when the server answers and has the configured model."""
-        models = self.installed_models()
-        return models is not None and self.has_model(models)
+        return self.unavailable_reason() is None
 
 
-def select_brain(cfg: Config, rules_factory: Callable[[], Brain], client: ollama.Client | None = None) -> Brain:
-    """The brain for this run: Ollama when [llm] brain is "ollama" or "auto" and the server has the model,
-    otherwise the deterministic rule-based brain from `rules_factory` (the reason is logged)."""
-    if cfg.llm.brain == "rules":
-        brain = rules_factory()
-        log.info('brain: %s ([llm] brain = "rules")', brain.label())
-        return brain
-    ollama_brain = OllamaBrain(cfg, client)
-    models = ollama_brain.installed_models()
-    if models is None:
-        reason = f"no Ollama server at {cfg.llm.ollama_host}"
-    elif not ollama_brain.has_model(models):
-        reason = f"Ollama at {cfg.llm.ollama_host} has no model {cfg.llm.model!r} (run: ollama pull {cfg.llm.model})"
-    else:
-        log.info("brain: %s", ollama_brain.label())
-        return ollama_brain
-    brain = rules_factory()
-    log.warning("%s: using the deterministic rule-based brain %s", reason, brain.name)
-    return brain
-
-
-__all__ = ["OllamaBrain", "select_brain"]
+__all__ = ["OllamaBrain", "llm_options"]

@@ -89,13 +89,34 @@ _MALFORMED = ("multiple_actions", "trailing_text", "missing_tool")
 _REJECTED = ("unknown_tool", "tool_not_allowed", "forbidden_change")
 _SCHEMA = ("missing_arg", "extra_arg", "extra_keys", "bad_arg")
 ERROR_KINDS = ("json_error", *_MALFORMED, *_REJECTED, *_SCHEMA)
+# A schema slip is not fatal (issue 13): it gets one repair turn naming the violation; when the repair
+# fails too, the cycle ends as an error event and the goal goes on (loop guards bound repeated failures).
 OUTCOMES: dict[str, Outcome] = {
     "no_action": Outcome("no_action", None, {"no_action": True}),
     "json_error": Outcome("json_error", None, {"json_error": True}),
     **{k: Outcome("no_action", None, {"error": k}) for k in _MALFORMED},
     **{k: Outcome("error", None, {"error": k}) for k in _REJECTED},
-    **{k: Outcome("error", "error", {"error": k}) for k in _SCHEMA},
+    **{k: Outcome("error", None, {"error": k}) for k in _SCHEMA},
 }
+# Kinds answered with one repair turn; tool_not_allowed and forbidden_change are policy refusals, not slips.
+REPAIRABLE = ("json_error", *_MALFORMED, "unknown_tool", *_SCHEMA)
+
+
+@dataclass(frozen=True)
+class ReplyLimits:
+    """Size and nesting limits on a reply (issue 13): checked before any JSON parser sees it."""
+
+    max_reply_chars: int = 200_000
+    max_json_depth: int = 32
+    max_arg_chars: int = 4000
+
+    @classmethod
+    def from_config(cls, llm: Any) -> ReplyLimits:
+        """The limits of an `[llm]` config section."""
+        return cls(llm.max_reply_chars, llm.max_json_depth, llm.max_arg_chars)
+
+
+DEFAULT_LIMITS = ReplyLimits()
 
 
 @dataclass(frozen=True)
@@ -173,11 +194,20 @@ REPAIR_PROMPT = (
     "FIX JSON ONLY. Return ONLY valid JSON for the prior message: the Action object "
     '{"tool": "<tool name>", "args": {...}} and no other text.'
 )
+SCHEMA_REPAIR_PROMPT = (
+    "FIX THE ACTION ONLY. Your Action was rejected: {problem}. Return ONLY the corrected Action object "
+    '{{"tool": "<tool name>", "args": {{...}}}} with the arguments the schema allows, and no other text.'
+)
+_RAW_CHARS = 2000  # characters of a faulty Action kept in an ActionError (history, logs)
 
 
-def _object_end(text: str) -> int | None:
-    """Index just past the JSON(5) object that starts text[0] == '{' (strings and escapes respected)."""
-    depth, quote, escaped = 0, "", False
+def _object_end(text: str, max_depth: int) -> tuple[int | None, int]:
+    """(index just past the JSON(5) object that starts text[0] == '{', deepest nesting seen).
+
+    Strings and escapes are respected; one linear pass. The scan stops with (None, depth) as soon as
+    the nesting ({ and [) goes deeper than `max_depth`, so no parser ever recurses that far.
+    """
+    depth, nest, quote, escaped = 0, 0, "", False
     for i, ch in enumerate(text):
         if quote:
             if escaped:
@@ -188,28 +218,46 @@ def _object_end(text: str) -> int | None:
                 quote = ""
         elif ch in "\"'":
             quote = ch
-        elif ch == "{":
-            depth += 1
-        elif ch == "}":
-            depth -= 1
-            if depth == 0:
-                return i + 1
-    return None
+        elif ch in "{[":
+            depth += ch == "{"
+            nest += 1
+            if nest > max_depth:
+                return None, nest
+        elif ch in "}]":
+            nest -= 1
+            if ch == "}":
+                depth -= 1
+                if depth == 0:
+                    return i + 1, nest
+    return None, nest
 
 
-def _parse_payload(payload: str) -> ParsedAction | ActionError:
+def _loads(raw: str) -> Any:
+    """Strict JSON first (C parser, fast on big objects), then json5 for the usual small-model slips."""
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return json5.loads(raw)
+
+
+def _parse_payload(payload: str, limits: ReplyLimits = DEFAULT_LIMITS) -> ParsedAction | ActionError:
     """Parse the text after `Action:` (or a bare repair reply): one JSON object, then nothing but fences."""
     text = _FENCE_OPEN_RE.sub("", payload.lstrip(), count=1).lstrip()
     if not text.startswith("{"):
-        return ActionError("json_error", "expected a JSON object after 'Action:'", raw=payload.strip())
-    end = _object_end(text)
+        return ActionError("json_error", "expected a JSON object after 'Action:'", raw=payload.strip()[:_RAW_CHARS])
+    end, depth = _object_end(text, limits.max_json_depth)
+    if end is None and depth > limits.max_json_depth:
+        message = f"the JSON nests deeper than {limits.max_json_depth} levels"
+        return ActionError("json_error", message, raw=text[:_RAW_CHARS])
     if end is None:
-        return ActionError("json_error", "the JSON object is not closed", raw=text)
+        return ActionError("json_error", "the JSON object is not closed", raw=text[:_RAW_CHARS])
     raw = text[:end]
     try:
-        obj = json5.loads(raw)
-    except ValueError as exc:
-        return ActionError("json_error", f"invalid JSON: {exc}", raw=raw)
+        obj = _loads(raw)
+    except (ValueError, RecursionError) as exc:
+        return ActionError("json_error", f"invalid JSON: {str(exc)[:300]}", raw=raw[:_RAW_CHARS])
+    if not isinstance(obj, dict):
+        return ActionError("json_error", "the Action must be a JSON object", raw=raw[:_RAW_CHARS])
     if not _TRAILER_RE.match(text[end:]):
         return ActionError("trailing_text", "the Action JSON must end the reply; text follows it", raw=raw)
     extra = sorted(set(obj) - {"tool", "args"})
@@ -225,39 +273,85 @@ def _parse_payload(payload: str) -> ParsedAction | ActionError:
     return ParsedAction(tool.strip(), dict(args), raw)
 
 
-def parse_action(reply: str) -> ParsedAction | NoAction | ActionError:
-    """Extract the single `Action:` JSON object that ends a reply (json5; code fences tolerated)."""
-    markers = list(_ACTION_RE.finditer(reply or ""))
+def parse_action(reply: str, limits: ReplyLimits = DEFAULT_LIMITS) -> ParsedAction | NoAction | ActionError:
+    """Extract the single `Action:` JSON object that ends a reply (json5; code fences tolerated).
+
+    A reply longer than `limits.max_reply_chars` is refused unread (json_error, so it gets the repair turn).
+    """
+    reply = reply or ""
+    if len(reply) > limits.max_reply_chars:
+        message = f"the reply is {len(reply):,} characters, over the {limits.max_reply_chars:,} the agent reads"
+        return ActionError("json_error", message, raw=reply[-_RAW_CHARS:])
+    markers = list(_ACTION_RE.finditer(reply))
     if not markers:
         return NoAction()
     if len(markers) > 1:
         return ActionError("multiple_actions", f"only one 'Action:' per reply; found {len(markers)}")
-    return _parse_payload(reply[markers[0].end() :])
+    return _parse_payload(reply[markers[0].end() :], limits)
 
 
-def _parse_repair_reply(reply: str) -> ParsedAction | NoAction | ActionError:
+def _parse_repair_reply(reply: str, limits: ReplyLimits = DEFAULT_LIMITS) -> ParsedAction | NoAction | ActionError:
     """A repair reply is bare JSON (fences tolerated) or a full `Action:` line."""
-    if _ACTION_RE.search(reply or ""):
-        return parse_action(reply)
-    return _parse_payload(reply or "")
+    reply = reply or ""
+    if len(reply) > limits.max_reply_chars or _ACTION_RE.search(reply):
+        return parse_action(reply, limits)
+    return _parse_payload(reply, limits)
 
 
-def parse_with_repair(reply: str, ask_repair: Callable[[str], str]) -> ParsedAction | NoAction | ActionError:
-    """parse_action, plus one "FIX JSON ONLY" turn on a JSON error (memo 80 §3); a second failure is json_error.
+def _repair_prompt(error: ActionError) -> str:
+    if error.kind == "json_error":
+        return f"{REPAIR_PROMPT} Problem: {error.message}."
+    return SCHEMA_REPAIR_PROMPT.format(problem=error.message.rstrip("."))
 
-    `ask_repair(prompt)` must send REPAIR_PROMPT as the next turn after the faulty reply and return the
-    brain's answer (see `repair_asker`). Errors other than json_error are never repaired.
+
+def resolve_action(
+    reply: str,
+    ask_repair: Callable[[str], str],
+    check: Callable[[ParsedAction], Any] = lambda p: p,
+    limits: ReplyLimits = DEFAULT_LIMITS,
+) -> Any:
+    """Parse a reply and `check` its Action, with one repair turn for any slip in REPAIRABLE (issue 13).
+
+    A JSON error gets memo 80's "FIX JSON ONLY" turn, a schema or tool-name slip a "FIX THE ACTION ONLY"
+    turn naming the violation; either way there is exactly one repair turn. The repaired Action is parsed
+    and checked again and its result returned (marked `repaired`). A repair turn the brain cannot answer
+    (timeout, HTTP error: BrainError) ends as json_error; the caller's goal goes on.
     """
-    first = parse_action(reply)
-    if not (isinstance(first, ActionError) and first.kind == "json_error"):
+    from ra_agent.llm.base import BrainError
+
+    first = parse_action(reply, limits)
+    if isinstance(first, ParsedAction):
+        first = check(first)
+    if not (isinstance(first, ActionError) and first.kind in REPAIRABLE):
         return first
-    log.info("Action JSON invalid (%s): sending one repair prompt", first.message)
-    second = _parse_repair_reply(ask_repair(REPAIR_PROMPT))
-    if isinstance(second, ParsedAction) or (isinstance(second, ActionError) and second.kind != "json_error"):
+    log.info("Action rejected (%s: %s): sending one repair prompt", first.kind, first.message[:200])
+    try:
+        answer = ask_repair(_repair_prompt(first))
+    except BrainError as exc:
+        log.warning("the repair turn failed: %s", exc)
+        message = f"the repair turn failed ({str(exc)[:300]}) after: {first.message[:300]}"
+        return ActionError("json_error", message, tool=first.tool, raw=first.raw, repaired=True)
+    second = _parse_repair_reply(answer, limits)
+    if isinstance(second, ParsedAction):
+        return check(replace(second, repaired=True))
+    if isinstance(second, ActionError) and second.kind != "json_error":
         return replace(second, repaired=True)
     detail = second.message if isinstance(second, ActionError) else "the repair reply holds no JSON object"
-    log.warning("Action JSON still invalid after the repair turn: %s", detail)
-    return ActionError("json_error", f"still invalid after one repair turn: {detail}", raw=first.raw, repaired=True)
+    log.warning("Action still invalid after the repair turn: %s", detail)
+    kind = "json_error" if first.kind == "json_error" or isinstance(second, ActionError) else first.kind
+    return ActionError(kind, f"still invalid after one repair turn: {detail}", tool=first.tool, raw=first.raw,
+                       repaired=True)  # fmt: skip
+
+
+def parse_with_repair(
+    reply: str, ask_repair: Callable[[str], str], limits: ReplyLimits = DEFAULT_LIMITS
+) -> ParsedAction | NoAction | ActionError:
+    """parse_action plus one repair turn (memo 80 §3) for a malformed reply; no schema is checked here.
+
+    `ask_repair(prompt)` sends the repair prompt as the next turn after the faulty reply and returns the
+    brain's answer (see `repair_asker`); callers with a schema use `resolve_action` instead.
+    """
+    return resolve_action(reply, ask_repair, limits=limits)
 
 
 def repair_messages(messages: list[dict[str, str]], reply: str, prompt: str = REPAIR_PROMPT) -> list[dict[str, str]]:
@@ -265,21 +359,62 @@ def repair_messages(messages: list[dict[str, str]], reply: str, prompt: str = RE
 
     Memo 80 phrases the instruction as a system line; it is sent as a user turn because chat templates
     (Gemma's among them) fold system text into user turns anyway and a mid-conversation system turn is
-    not portable.
+    not portable. A huge faulty reply is sent back cut to its head and tail (DEFAULT_LIMITS.max_arg_chars).
     """
+    if len(reply) > 2 * _RAW_CHARS:
+        reply = f"{reply[:_RAW_CHARS]}\n[… {len(reply) - 2 * _RAW_CHARS:,} characters omitted …]\n{reply[-_RAW_CHARS:]}"
     return [*messages, {"role": "assistant", "content": reply}, {"role": "user", "content": prompt}]
 
 
-def repair_asker(brain: Brain, messages: list[dict[str, str]], reply: str) -> Callable[[str], str]:
-    """An `ask_repair` for parse_with_repair that asks `brain` in the same conversation."""
-    return lambda prompt: brain.chat(repair_messages(messages, reply, prompt))
+@dataclass
+class RepairTurn:
+    """One repair turn as the cycle log shows it: the prompt sent and the reply (or why none came)."""
+
+    prompt: str
+    reply: str | None = None
+    error: str | None = None
+
+
+@dataclass
+class RepairAsker:
+    """An `ask_repair` that asks `brain` in the same conversation and keeps every turn in `turns`.
+
+    Uses the brain's JSON mode (`chat_json`) when it has one: a repair reply must be bare JSON.
+    """
+
+    brain: Brain
+    messages: list[dict[str, str]]
+    reply: str
+    turns: list[RepairTurn] = field(default_factory=list)
+
+    def __call__(self, prompt: str) -> str:
+        turn = RepairTurn(prompt)
+        self.turns.append(turn)
+        conversation = repair_messages(self.messages, self.reply, prompt)
+        chat = getattr(self.brain, "chat_json", None) or self.brain.chat
+        try:
+            answer: str = chat(conversation)
+        except Exception as exc:
+            turn.error = f"{type(exc).__name__}: {exc}"
+            raise
+        turn.reply = answer
+        return answer
+
+
+def repair_asker(brain: Brain, messages: list[dict[str, str]], reply: str) -> RepairAsker:
+    """An `ask_repair` for resolve_action / parse_with_repair that asks `brain` in the same conversation."""
+    return RepairAsker(brain, messages, reply)
 
 
 # ---------------------------------------------------------------------------- validation
 
-_PATH_TOKEN_RE = re.compile(r"""^(?:/|~[/\\]|\\\\|[A-Za-z]:[/\\])|\.\.[/\\]""")
+# A path token starts with "/" + a name character ("/etc/passwd", "/tmp"; a lone "/" in "7% / 53" is not),
+# "~/", "\\\\", a drive letter, or holds "../" anywhere.
+_PATH_TOKEN_RE = re.compile(r"""^(?:/[\w.~-]|~[/\\]|\\\\|[A-Za-z]:[/\\])|\.\.[/\\]""")
 _FILE_SCHEME_RE = re.compile(r"\bfile:", re.I)
-_URL_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>()]+")
+_SCHEME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-")
+_URL_REST_RE = re.compile(r"[^\s'\"<>()]+")
+_MAX_SCHEME = 32  # longer "schemes" are not URLs; bounds the backward scan so detection stays linear
 
 
 def _strings(value: Any) -> Iterator[str]:
@@ -293,13 +428,36 @@ def _strings(value: Any) -> Iterator[str]:
             yield from _strings(v)
 
 
+def find_urls(text: str) -> Iterator[str]:
+    """The URLs in `text` ("scheme://rest"), found in one linear pass.
+
+    Each "://" is located with str.find and its scheme read backwards (at most _MAX_SCHEME characters);
+    a regex starting at every letter would rescan long words and take quadratic time.
+    """
+    pos = text.find("://")
+    while pos != -1:
+        start = pos
+        while start > 0 and pos - start < _MAX_SCHEME and text[start - 1] in _SCHEME_CHARS:
+            start -= 1
+        while start < pos and not text[start].isalpha():
+            start += 1
+        rest = _URL_REST_RE.match(text, pos + 3)
+        end = rest.end() if rest else pos + 3
+        if start < pos:
+            yield text[start:end]
+        pos = text.find("://", max(end, pos + 3))
+
+
 def _security_problem(text: str, allowed_hosts: tuple[str, ...]) -> str | None:
-    """Why a string argument is refused (file path or foreign URL), else None."""
+    """Why a string argument is refused (file path or foreign URL), else None. Linear in len(text)."""
     if _FILE_SCHEME_RE.search(text) or any(_PATH_TOKEN_RE.search(tok) for tok in re.split(r"[\s'\"()\[\],;]+", text)):
         return "file paths are not accepted"
-    for url in _URL_RE.findall(text):
+    for url in find_urls(text):
         parts = urlsplit(url)
-        host = (parts.hostname or "").lower()
+        try:
+            host = (parts.hostname or "").lower()
+        except ValueError:
+            return f"URL {url[:80]!r} is malformed"
         if parts.scheme.lower() not in ("http", "https"):
             return f"URL scheme {parts.scheme!r} is not accepted"
         if not any(host == h or host.endswith("." + h) for h in allowed_hosts):
@@ -338,7 +496,9 @@ def _type_problem(value: Any, spec: ArgSpec) -> str | None:
     return None
 
 
-def _check_args(spec: ToolSpec, args: dict[str, Any], allowed_hosts: tuple[str, ...]) -> tuple[str, str] | None:
+def _check_args(
+    spec: ToolSpec, args: dict[str, Any], allowed_hosts: tuple[str, ...], max_chars: int
+) -> tuple[str, str] | None:
     """(kind, message) of the first argument problem, else None."""
     extra = sorted(set(args) - set(spec.args))
     if extra:
@@ -358,6 +518,11 @@ def _check_args(spec: ToolSpec, args: dict[str, Any], allowed_hosts: tuple[str, 
         if problem:
             return "bad_arg", f"{spec.name}.{name} {problem}"
     for text in _strings(given):
+        if len(text) > max_chars:
+            return (
+                "bad_arg",
+                f"{spec.name}: a string argument of {len(text):,} characters is over the cap of {max_chars:,}",
+            )
         problem = _security_problem(text, allowed_hosts)
         if problem:
             return "bad_arg", f"{spec.name}: {problem} ({text[:80]!r})"
@@ -365,9 +530,13 @@ def _check_args(spec: ToolSpec, args: dict[str, Any], allowed_hosts: tuple[str, 
 
 
 def check_call(
-    action: ParsedAction, specs: Mapping[str, ToolSpec], allowed_hosts: Sequence[str]
+    action: ParsedAction,
+    specs: Mapping[str, ToolSpec],
+    allowed_hosts: Sequence[str],
+    max_arg_chars: int = DEFAULT_LIMITS.max_arg_chars,
 ) -> ValidAction | ActionError:
-    """Check a parsed Action against `specs` (a known tool, its argument schema, the URL/path rules); fill defaults."""
+    """Check a parsed Action against `specs` (a known tool, its argument schema, the URL/path rules, the
+    per-string cap); fill defaults."""
 
     def error(kind: str, message: str) -> ActionError:
         return ActionError(kind, message, tool=action.tool, raw=action.raw, repaired=action.repaired)
@@ -375,7 +544,7 @@ def check_call(
     spec = specs.get(action.tool)
     if spec is None:
         return error("unknown_tool", f"unknown tool {action.tool!r} (known: {', '.join(specs)})")
-    problem = _check_args(spec, action.args, tuple(allowed_hosts))
+    problem = _check_args(spec, action.args, tuple(allowed_hosts), max_arg_chars)
     if problem:
         return error(*problem)
     args = {k: v for k, v in action.args.items() if v is not None}

@@ -1,12 +1,14 @@
-"""Cluster Audit #1 (memo 40 §3): cluster briefs, distinctive terms, the term auditor and decision validation."""
+"""Cluster Audit #1 (memo 40 §3): cluster briefs, distinctive terms, the LLM and term auditors, decision validation."""
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import numpy as np
 
@@ -15,6 +17,9 @@ from ra_agent.store.db import Store
 from ra_agent.topics.features import centroid
 from ra_agent.topics.formation import Formation
 from ra_agent.topics.metrics import ClusterMetrics, measure_cluster
+
+if TYPE_CHECKING:
+    from ra_agent.llm.base import Brain
 
 log = logging.getLogger(__name__)
 KEEP, MERGE_INTO, DISCARD = "keep", "merge_into", "discard"
@@ -262,3 +267,140 @@ def validate_decisions(decisions: Sequence[AuditDecision], n_clusters: int) -> d
             seen.add(j)
             j = by_idx[j].target_idx
     return groups
+
+
+# ----------------------------------------------------------------------------- the LLM auditor
+
+AUDIT_SYSTEM = """You audit provisional topic clusters of biomedical papers (Cluster Audit #1). For every cluster \
+decide one action:
+- "keep" with a "label" (at most 10 words naming the clinical question, e.g. "PPI vs H2RA healing of erosive \
+oesophagitis") and a "summary" (at most 50 words);
+- "merge_into" with "target_idx", when it is the same clinical question as another cluster;
+- "discard", when it has no coherent clinical question.
+Reply with ONLY a JSON array, one object per cluster, e.g.
+[{"idx": 0, "action": "keep", "label": "...", "summary": "..."}, {"idx": 1, "action": "merge_into", "target_idx": 0}, \
+{"idx": 2, "action": "discard"}]"""
+_FENCE_RE = re.compile(r"^```[A-Za-z0-9]*[ \t]*\n?|\n?```\s*$", re.M)
+LABEL_WORDS, SUMMARY_WORDS = 10, 50
+
+
+def _brief_text(brief: ClusterBrief) -> str:
+    m = brief.metrics
+    years = f"{brief.year_min}-{brief.year_max}" if brief.year_min is not None else "unknown"
+    facts = {
+        "ERS": getattr(m, "ers", None),
+        "CVGR": getattr(m, "cvgr", None),
+        "het_numeric": getattr(m, "het_numeric", None),
+    }
+    shown = ", ".join(f"{k} {v:.2f}" for k, v in facts.items() if isinstance(v, float))
+    return "\n".join([
+        f"## Cluster idx {brief.idx}: {brief.size} papers, years {years}{', ' + shown if shown else ''}",
+        f"Distinctive terms: {', '.join(brief.terms) or 'none'}",
+        f"MeSH: {', '.join(brief.mesh_terms) or 'none'}",
+        "Central titles:", *(f"- {t}" for t in brief.sample_titles),
+    ])  # fmt: skip
+
+
+def audit_messages(briefs: Sequence[ClusterBrief], cfg: Config) -> list[dict[str, str]]:
+    """The Audit #1 prompt within the prompt budget: each cluster's brief cut to an equal share of it."""
+    from ra_agent.embed.tokens import cap_tokens, count_tokens, encoder_for, prompt_budget
+
+    enc = encoder_for(cfg)
+    tail = f"Decide for all {len(briefs)} clusters (idx 0..{len(briefs) - 1}). JSON array only."
+    left = prompt_budget(cfg) - count_tokens(AUDIT_SYSTEM, enc) - count_tokens(tail, enc) - 64
+    share = max(24, left // max(1, len(briefs)) - 4)
+    blocks = [cap_tokens(_brief_text(b), share, enc, "cluster brief") for b in briefs]
+    return [{"role": "system", "content": AUDIT_SYSTEM}, {"role": "user", "content": "\n\n".join([*blocks, tail])}]
+
+
+def _words(text: Any, n: int) -> str:
+    return " ".join(str(text or "").split()[:n])
+
+
+def parse_decisions(reply: str, n_clusters: int, max_chars: int) -> list[AuditDecision]:
+    """The JSON array of an audit reply (fences, prose around it and json5 slips tolerated), validated;
+    AuditError says what is wrong (size, syntax, nesting, a bad decision)."""
+    import json5
+
+    if len(reply) > max_chars:
+        raise AuditError(f"the reply is {len(reply):,} characters, over the {max_chars:,} the agent reads")
+    text = _FENCE_RE.sub("", reply)
+    start, end = text.find("["), text.rfind("]")
+    if start == -1 or end < start:
+        raise AuditError("the reply holds no JSON array")
+    raw = text[start : end + 1]
+    try:
+        try:
+            items = json.loads(raw)
+        except ValueError:
+            items = json5.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise AuditError(f"invalid JSON: {str(exc)[:200]}") from exc
+    if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+        raise AuditError("the JSON must be an array of objects")
+    try:
+        decisions = [AuditDecision.from_dict(i) for i in items]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise AuditError(f"a decision lacks idx/action or has a non-integer idx: {exc}") from exc
+    decisions = [AuditDecision(d.idx, d.action, d.target_idx, _words(d.label, LABEL_WORDS), _words(d.summary, SUMMARY_WORDS))
+                 for d in decisions]  # fmt: skip
+    validate_decisions(decisions, n_clusters)
+    return decisions
+
+
+class LLMAuditor:
+    """Cluster Audit #1 by a language model (memo 40 §3): keep / merge_into / discard with labels and summaries.
+
+    The reply is validated (validate_decisions); a faulty one gets one repair turn naming the problem. When
+    the brain cannot answer or the repair fails too, the deterministic TermAuditor decides and `name` says so
+    (recorded as the manifest's audit_by). A kept cluster without a summary gets the term auditor's.
+    """
+
+    def __init__(self, brain: Brain, cfg: Config):
+        self.brain = brain
+        self.cfg = cfg
+        self.terms = TermAuditor(cfg)
+        self.name = f"{brain.name} (LLM audit)"
+        self.turns: list[tuple[str, str]] = []  # (prompt, reply) of every turn, for logs and tests
+
+    def audit(self, briefs: Sequence[ClusterBrief]) -> list[AuditDecision]:
+        from ra_agent.llm.base import BrainError
+        from ra_agent.llm.protocol import repair_messages
+
+        messages = audit_messages(briefs, self.cfg)
+        limit = self.cfg.llm.max_reply_chars
+        try:
+            reply = self.brain.chat(messages)
+            self.turns.append((messages[-1]["content"], reply))
+            try:
+                decisions = parse_decisions(reply, len(briefs), limit)
+            except AuditError as exc:
+                prompt = f"FIX JSON ONLY. Your audit was rejected: {exc}. Return ONLY the corrected JSON array."
+                chat = getattr(self.brain, "chat_json", None) or self.brain.chat
+                fixed = chat(repair_messages(messages, reply, prompt))
+                self.turns.append((prompt, fixed))
+                decisions = parse_decisions(fixed, len(briefs), limit)
+        except (BrainError, AuditError) as exc:
+            log.warning("LLM cluster audit by %s failed (%s): the term auditor decides", self.brain.name, exc)
+            self.name = f"{self.terms.name} (fallback: LLM audit failed)"
+            return self.terms.audit(briefs)
+        by_idx = {b.idx: b for b in briefs}
+        return [d if d.action != KEEP or d.summary else AuditDecision(d.idx, KEEP, label=d.label,
+                summary=self.terms.summary(by_idx[d.idx])) for d in decisions]  # fmt: skip
+
+
+def auditor_for(cfg: Config, brain: Brain | None = None) -> ClusterAuditor:
+    """The LLM auditor when [clustering] llm_audit and an LLM brain answers (the configured backend is probed
+    when no brain is given), else the labelled rule-based TermAuditor."""
+    if not cfg.clustering.llm_audit or cfg.llm.brain == "rules":
+        return TermAuditor(cfg)
+    if brain is None:
+        from ra_agent.llm.select import llm_brain
+
+        candidate = llm_brain(cfg)
+        reason = candidate.unavailable_reason()
+        if reason is not None:
+            log.info("Cluster Audit #1 by the term auditor: %s", reason)
+            return TermAuditor(cfg)
+        brain = candidate
+    return TermAuditor(cfg) if brain.name.startswith("rules") else LLMAuditor(brain, cfg)

@@ -71,6 +71,7 @@ class Candidate:
     pmid: int
     title: str
     cosine: float
+    abstract: str = ""  # already cut to [tokens] judge_abstract_tokens
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,10 @@ def judge_prompt(label: str, candidates: Sequence[Candidate], keep_hint: float) 
         "candidates": [{"pmid": c.pmid, "title": c.title, "cosine": round(c.cosine, 4)} for c in candidates],
         "keep_if_cosine_at_least": keep_hint,
     }
-    listing = "\n".join(f"- PMID {c.pmid} (cosine {c.cosine:.3f}): {c.title}" for c in candidates)
+    listing = "\n".join(
+        f"- PMID {c.pmid} (cosine {c.cosine:.3f}): {c.title}" + (f"\n  Abstract: {c.abstract}" if c.abstract else "")
+        for c in candidates
+    )
     user = (
         f"Cluster: {label}\n\nCandidates (cosine to the cluster centroid; as a rough guide, candidates below "
         f"{keep_hint} are usually off-topic):\n{listing}\n\n"
@@ -131,10 +135,6 @@ def ask_judge(judge: Any, label: str, candidates: Sequence[Candidate], keep_hint
 
 
 # ----------------------------------------------------------------------------- shared plumbing
-
-
-def _titles(store: Store, pmids: Iterable[int]) -> dict[int, str]:
-    return {p.pmid: p.title or p.abstract[:200] for p in store.papers(list(pmids))}
 
 
 def _halt_ram(cfg: Config, store: Store, cluster_id: str, where: str) -> None:
@@ -180,12 +180,22 @@ def _sample(rng: random.Random, pmids: Iterable[int], k: int) -> list[int]:
     return sorted(rng.sample(pool, min(k, len(pool))))
 
 
-def _judge(store: Store, judge: Any, label: str, shown: Sequence[int], cos: dict[int, float], hint: float) -> Verdict:
-    """ask_judge over the shown PMIDs (titles from the store); no prompt when nothing is shown."""
+def _judge(
+    store: Store, judge: Any, label: str, shown: Sequence[int], cos: dict[int, float], hint: float,
+    cfg: Config | None = None,
+) -> Verdict:  # fmt: skip
+    """ask_judge over the shown PMIDs (title + abstract cut to [tokens] judge_abstract_tokens); no prompt when none."""
+    from ra_agent.embed.tokens import encoder_for, truncate_tokens_many
+
     if not shown:
         return Verdict([])
-    titles = _titles(store, shown)
-    return ask_judge(judge, label, [Candidate(p, titles.get(p, ""), cos[p]) for p in shown], hint)
+    cfg = cfg or Config()
+    papers = {p.pmid: p for p in store.papers(list(shown))}
+    raw = [papers[p].abstract if p in papers else "" for p in shown]
+    cut = truncate_tokens_many(raw, cfg.tokens.judge_abstract_tokens, encoder_for(cfg))
+    candidates = [Candidate(p, (papers[p].title or r[:200]) if p in papers else "", cos[p], c + " …" if c != r else c)
+                  for p, r, c in zip(shown, raw, cut, strict=True)]  # fmt: skip
+    return ask_judge(judge, label, candidates, hint)
 
 
 def _admit(cfg: Config, store: Store, result: Any, keep: Sequence[int], vectors: Any, available_bytes: AvailableBytes,
@@ -303,7 +313,7 @@ def semantic_boundary(
             result.halted_by = EMPTY_POOL
             break
         shown = _sample(rng, pool, sem.boundary_batch_size)
-        verdict = _judge(store, judge, row["label"], shown, cos, sem.judge_keep_cosine)
+        verdict = _judge(store, judge, row["label"], shown, cos, sem.judge_keep_cosine, cfg)
         judged.update(shown)
         result.batches.append(BoundaryBatch(threshold, len(pool), shown, verdict.keep, verdict.error))
         if not _admit(cfg, store, result, verdict.keep, vectors, available_bytes, "before admitting a judged batch"):
@@ -514,7 +524,7 @@ def ripple(
         result.parents_unresolved = [p for p in ids if p not in cos]
         considered.update(cos)
         shown = sorted(cos)
-        verdict = _judge(store, judge, row["label"], shown, cos, up.tau_sem_child)
+        verdict = _judge(store, judge, row["label"], shown, cos, up.tau_sem_child, cfg)
         result.parents_judged, result.parents_accepted = shown, verdict.keep
         rejected = (len(shown) - len(verdict.keep)) / len(shown) if shown else 0.0
         log.info("ripple %s upstream: %d parents (coverage %.3f, alpha %.3f), %d judged, %d kept", cluster_id,
@@ -547,7 +557,7 @@ def ripple(
         considered.update(cos)
         passing = [p for p, c in cos.items() if c >= up.tau_sem_child]
         shown = _sample(rng, passing, sem.boundary_batch_size)
-        verdict = _judge(store, judge, row["label"], shown, cos, up.tau_sem_child)
+        verdict = _judge(store, judge, row["label"], shown, cos, up.tau_sem_child, cfg)
         result.rounds.append(RippleRound(generation, len(children), len(cos), len(passing), shown, verdict.keep,
                                          verdict.error))  # fmt: skip
         if not _admit(cfg, store, result, verdict.keep, vectors, available_bytes, "before admitting judged citers"):

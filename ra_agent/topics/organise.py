@@ -64,6 +64,9 @@ def organise(
         return out
     active = store.conn.execute("SELECT COUNT(*) FROM cluster_manifest WHERE status='active'").fetchone()[0]
     if active == 0:
+        from ra_agent.topics.audit import auditor_for
+
+        auditor = auditor or auditor_for(cfg)
         result = cluster_corpus(store, features, cfg, auditor, goal_id=goal_id)
         out.formed = len(result.cluster_ids)
         out.formation_noise_share = round(result.formation.noise_share, 4)

@@ -121,7 +121,8 @@ def test_repair_turn_is_sent_once_and_fixes_the_json():
     result = parse_with_repair('Action: {"tool": "prisma_check", "args": {"cluster_id": 07e3a1dca9b4}}', ask)
     assert isinstance(result, ParsedAction) and result.repaired
     assert result.args == {"cluster_id": "07e3a1dca9b4"}
-    assert ask.prompts == [REPAIR_PROMPT] and "FIX JSON ONLY" in REPAIR_PROMPT
+    (prompt,) = ask.prompts
+    assert prompt.startswith(REPAIR_PROMPT) and "Problem: invalid JSON" in prompt and "FIX JSON ONLY" in REPAIR_PROMPT
     assert "Return ONLY valid JSON for the prior message" in REPAIR_PROMPT
 
 
@@ -227,6 +228,7 @@ def test_file_paths_are_refused(text):
         "Epilepsy/diet therapy[MeSH] AND adult[MeSH]",
         "2015:2020[dp] AND randomized controlled trial[pt]",
         "profile: ketone ester",
+        "HbA1c 7% / 53 mmol/mol",  # a "/" between words is not a path
         "https://eutils.ncbi.nlm.nih.gov/entrez/eutils/esearch.fcgi?db=pubmed",
     ],
 )
@@ -307,10 +309,10 @@ def test_outcome_table_follows_the_memos():
     # memo 70 §4: unknown tool -> log {"error": "unknown_tool"}, no state change
     assert (OUTCOMES["unknown_tool"].event, OUTCOMES["unknown_tool"].status) == ("error", None)
     assert OUTCOMES["unknown_tool"].log == {"error": "unknown_tool"}
-    # memo 70 §4: missing arg key -> same, plus status error
-    assert (OUTCOMES["missing_arg"].event, OUTCOMES["missing_arg"].status) == ("error", "error")
-    # memo 60 §3: extra keys cause an executor error
-    assert OUTCOMES["extra_keys"].status == OUTCOMES["extra_arg"].status == "error"
+    # memo 70 §4 / memo 60 §3: a missing arg or extra keys are executor errors; issue 13: after the one
+    # repair turn they are logged and the goal goes on (no status change), like an unknown tool
+    assert (OUTCOMES["missing_arg"].event, OUTCOMES["missing_arg"].status) == ("error", None)
+    assert OUTCOMES["extra_keys"].status is None and OUTCOMES["extra_arg"].status is None
     # memo 80 §3: json_error after the repair -> no state change
     assert (OUTCOMES["json_error"].event, OUTCOMES["json_error"].status) == ("json_error", None)
     # memo 60 §7: malformed Action -> no_action, continue next cycle
@@ -335,3 +337,35 @@ def test_interpret_reply_end_to_end():
 def test_every_registered_tool_has_a_signature():
     for spec in REGISTRY_SPECS.values():
         assert spec.signature().startswith(f"{spec.name}(") and spec.description
+
+
+# ---------------------------------------------------------------------------- hostile sizes (issue 13)
+
+
+def test_find_urls_in_one_pass():
+    from ra_agent.llm.protocol import find_urls
+
+    text = "see https://eutils.ncbi.nlm.nih.gov/x?a=1, (ftp://h.example/y) and " + "a" * 80_000 + "://tail"
+    assert list(find_urls(text)) == ["https://eutils.ncbi.nlm.nih.gov/x?a=1,", "ftp://h.example/y",
+                                     "a" * 32 + "://tail"]  # fmt: skip
+    assert list(find_urls("no scheme ://here, 7% / 53 mmol/mol")) == []
+
+
+def test_a_string_over_the_cap_is_a_bad_arg_and_huge_or_deep_replies_a_json_error():
+    cfg = Config()
+    long = rejected(action("search_pubmed", query="a" * 5_000_000), "bad_arg", cfg=cfg)
+    assert "5,000,000 characters is over the cap of 4,000" in long.message
+    huge = parse_action("x" * 300_000 + GOOD)
+    assert isinstance(huge, ActionError) and huge.kind == "json_error" and "over the 200,000" in huge.message
+    deep = parse_action('Action: {"tool": "t", "args": ' + '{"a": ' * 5000 + "1" + "}" * 5001)
+    assert isinstance(deep, ActionError) and deep.kind == "json_error" and "deeper than 32 levels" in deep.message
+    assert len(deep.raw or "") <= 2000
+
+
+def test_schema_slips_get_one_repair_turn_naming_the_violation():
+    ask = Repairer('{"tool": "search_pubmed", "args": {"query": "ketone ester"}}')
+    reply = 'Thought.\nAction: {"tool": "search_pubmed", "args": {"query": "ketone ester", "reason": "gap"}}'
+    result = interpret_reply(reply, ask, cfg=Config())
+    assert isinstance(result, ValidAction) and result.repaired and result.args["query"] == "ketone ester"
+    (prompt,) = ask.prompts
+    assert prompt.startswith("FIX THE ACTION ONLY") and "takes no argument(s) ['reason']" in prompt

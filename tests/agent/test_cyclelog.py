@@ -60,7 +60,7 @@ def test_repair_turn_reasoning_and_measured_ram(cfg):
                prompt=[{"role": "user", "content": "short prompt"}]),
         WHEN,
     ).read_text()  # fmt: skip
-    assert '### Repair Turn (FIX JSON ONLY)\n\n> {"tool": "run_pico"}' in text
+    assert '### Repair Turn\n\nReply:\n\n> {"tool": "run_pico"}' in text
     assert "### Brain Reasoning\n\n> step 1" in text and "- json_status: repaired" in text
     assert "> [user]\n> short prompt" in text
     assert re.search(r"^RAM used: \d+ MiB|^RAM used: \d+\.\d GiB", text, re.M)  # the process RSS, measured

@@ -10,10 +10,12 @@ from replay.ollama_server import OllamaReplayServer
 
 from ra_agent.agent.actions import interpret_reply
 from ra_agent.agent.handbook import parse_handbook
+from ra_agent.config import ConfigError
 from ra_agent.llm.base import Brain, BrainError
-from ra_agent.llm.ollama_brain import OllamaBrain, select_brain
+from ra_agent.llm.ollama_brain import OllamaBrain
 from ra_agent.llm.protocol import REPAIR_PROMPT, ActionError, NoAction, ValidAction, repair_asker
 from ra_agent.llm.rules_brain import RulesBrain
+from ra_agent.llm.select import select_brain
 
 PROMPT = [
     {"role": "system", "content": "You are the planner of a literature-review agent."},
@@ -55,7 +57,7 @@ def test_malformed_then_repaired(ollama_cfg, ollama_server):
     assert first["messages"] == PROMPT
     assert repair["messages"][:-2] == PROMPT
     assert repair["messages"][-2] == {"role": "assistant", "content": broken}
-    assert repair["messages"][-1]["content"] == REPAIR_PROMPT and "FIX JSON ONLY" in REPAIR_PROMPT
+    assert repair["messages"][-1]["content"].startswith(REPAIR_PROMPT) and "FIX JSON ONLY" in REPAIR_PROMPT
     assert sum("FIX JSON ONLY" in m["content"] for r in ollama_server.chat_requests for m in r["messages"]) == 1
 
 
@@ -67,18 +69,21 @@ def test_malformed_twice_is_json_error(ollama_cfg, ollama_server):
 
 
 def test_unknown_tool(ollama_cfg, ollama_server):
-    result = cycle_turn(ollama_cfg, ollama_server, THOUGHT + 'Action: {"tool": "score_candidates", "args": {}}')
-    assert isinstance(result, ActionError) and result.kind == "unknown_tool"
+    bad = THOUGHT + 'Action: {"tool": "score_candidates", "args": {}}'
+    result = cycle_turn(ollama_cfg, ollama_server, bad, bad)
+    assert isinstance(result, ActionError) and result.kind == "unknown_tool" and result.repaired
     assert (result.outcome.event, result.outcome.status, dict(result.outcome.log)) == (
         "error", None, {"error": "unknown_tool"},
     )  # fmt: skip
-    assert len(ollama_server.chat_requests) == 1  # no repair for a well-formed action
+    assert len(ollama_server.chat_requests) == 2  # one repair turn naming the unknown tool
+    assert "unknown tool 'score_candidates'" in ollama_server.chat_requests[1]["messages"][-1]["content"]
 
 
 def test_missing_arg(ollama_cfg, ollama_server):
-    result = cycle_turn(ollama_cfg, ollama_server, THOUGHT + 'Action: {"tool": "find_existing_sr", "args": {}}')
+    bad = THOUGHT + 'Action: {"tool": "find_existing_sr", "args": {}}'
+    result = cycle_turn(ollama_cfg, ollama_server, bad, bad)
     assert isinstance(result, ActionError) and result.kind == "missing_arg"
-    assert result.outcome.status == "error" and "cluster_id" in result.message
+    assert result.outcome.status is None and "cluster_id" in result.message
 
 
 def test_no_action(ollama_cfg, ollama_server):
@@ -89,14 +94,14 @@ def test_no_action(ollama_cfg, ollama_server):
 
 def test_file_path_argument(ollama_cfg, ollama_server):
     reply = THOUGHT + 'Action: {"tool": "search_pubmed", "args": {"query": "../../data/ra.sqlite"}}'
-    result = cycle_turn(ollama_cfg, ollama_server, reply)
+    result = cycle_turn(ollama_cfg, ollama_server, reply, reply)
     assert isinstance(result, ActionError) and result.kind == "bad_arg"
-    assert "file paths are not accepted" in result.message and result.outcome.status == "error"
+    assert "file paths are not accepted" in result.message and result.outcome.status is None
 
 
 def test_foreign_url_argument(ollama_cfg, ollama_server):
     reply = THOUGHT + 'Action: {"tool": "search_pubmed", "args": {"query": "http://169.254.169.254/latest/meta-data"}}'
-    result = cycle_turn(ollama_cfg, ollama_server, reply)
+    result = cycle_turn(ollama_cfg, ollama_server, reply, reply)
     assert isinstance(result, ActionError) and result.kind == "bad_arg"
     assert "host '169.254.169.254' is not allowed" in result.message
 
@@ -144,14 +149,14 @@ def test_select_ollama_when_the_server_has_the_model(ollama_cfg, ollama_server):
 
 def test_select_rules_when_no_server_answers(cfg, caplog):
     offline = cfg.with_overrides(llm={"ollama_host": "http://127.0.0.1:9", "probe_timeout_s": 0.5})
-    with caplog.at_level(logging.WARNING, logger="ra_agent.llm.ollama_brain"):
+    with caplog.at_level(logging.WARNING, logger="ra_agent.llm.select"):
         brain = select_brain(offline, RulesBrain)
     assert brain.name == RulesBrain.name
-    assert "no Ollama server at http://127.0.0.1:9: using the deterministic rule-based brain" in caplog.text
+    assert "no Ollama server answers at http://127.0.0.1:9: using the deterministic rule-based brain" in caplog.text
 
 
 def test_select_rules_when_the_model_is_missing(ollama_cfg, caplog):
-    with caplog.at_level(logging.WARNING, logger="ra_agent.llm.ollama_brain"):
+    with caplog.at_level(logging.WARNING, logger="ra_agent.llm.select"):
         brain = select_brain(ollama_cfg.with_overrides(llm={"model": "gemma3:27b"}), RulesBrain)
     assert brain.name == RulesBrain.name and "ollama pull gemma3:27b" in caplog.text
 
@@ -161,9 +166,11 @@ def test_select_rules_when_configured_never_probes(ollama_cfg, ollama_server):
     assert brain.name == RulesBrain.name and ollama_server.requests == []
 
 
-def test_explicit_ollama_still_falls_back_when_unreachable(cfg):
+def test_explicit_ollama_that_does_not_answer_is_an_error_saying_how_to_start_it(cfg):
     offline = cfg.with_overrides(llm={"brain": "ollama", "ollama_host": "http://127.0.0.1:9", "probe_timeout_s": 0.5})
-    assert select_brain(offline, RulesBrain).name == RulesBrain.name
+    with pytest.raises(ConfigError, match=r"no Ollama server answers at http://127.0.0.1:9; start it with: ollama "
+                       r"serve; ollama pull gemma3n:e4b"):  # fmt: skip
+        select_brain(offline, RulesBrain)
 
 
 def test_untagged_model_name_means_latest(ollama_cfg):

@@ -27,6 +27,11 @@ def run_rules(cfg, store, embedder, question=ON_TOPIC, **kw):
     return ask(cfg, store, question, brain=AskRulesBrain(cfg), embedder=embedder, **kw)
 
 
+def top_hit(cfg, store, embedder, query: str) -> int:
+    """The PMID find_similar puts first for `query` (what a planner would cite after that search)."""
+    return AskTools(cfg, store, embedder).find_similar([query], k=cfg.ask.k)["data"][0]["pmid"]
+
+
 def requests_text(server) -> list[str]:
     return ["\n".join(m["content"] for m in r["messages"]) for r in server.chat_requests]
 
@@ -122,7 +127,7 @@ def test_two_iterations_without_new_pmids_stop_the_loop(ollama_cfg, store, embed
 
 
 def test_malformed_json_is_repaired_once(ollama_cfg, store, embedder, ollama_server):
-    pmid = store.all_pmids()[0]
+    pmid = top_hit(ollama_cfg, store, embedder, "omeprazole ranitidine")
     ollama_server.script(
         'Thought: search first.\nAction: {"tool": "find_similar", "args": {"queries": ["omeprazole ranitidine"]}',
         '{"tool": "find_similar", "args": {"queries": ["omeprazole ranitidine"]}}',
@@ -155,23 +160,35 @@ def test_schema_violation_twice_ends_with_an_error_answer(ollama_cfg, store, emb
     assert not result.success and recent_runs(store, 1)[0]["stop_reason"] == "schema_error"
 
 
-def test_fabricated_pmid_is_removed_and_reported(ollama_cfg, store, embedder, ollama_server):
-    real = store.all_pmids()[0]
+def test_only_pmids_a_tool_returned_in_this_run_may_be_cited(ollama_cfg, store, embedder, ollama_server):
+    query = "omeprazole ranitidine erosive oesophagitis"
+    real = top_hit(ollama_cfg, store, embedder, query)
+    returned = {
+        h["pmid"] for h in AskTools(ollama_cfg, store, embedder).find_similar([query], k=ollama_cfg.ask.k)["data"]
+    }
+    stored_not_returned = next(p for p in store.all_pmids() if p not in returned)
     ollama_server.script(
-        action("find_similar", queries=["omeprazole ranitidine erosive oesophagitis"]),
-        f"Final answer: Omeprazole healed more patients [PMID:{real}]. It also cured everyone [PMID:99999999].",
+        action("find_similar", queries=[query]),
+        f"Final answer: Omeprazole healed more patients [PMID:{real}]. Ranitidine was weaker "
+        f"[PMID:{stored_not_returned}]. It also cured everyone [PMID:99999999].",
     )
     result = ask(ollama_cfg, store, ON_TOPIC, brain=OllamaBrain(ollama_cfg), embedder=embedder)
-    assert result.citations == [real] and result.removed_citations == [99999999]
-    assert "99999999" not in result.answer and result.answer.endswith("It also cured everyone.")
-    assert result.playbook_id is None  # a run that cited a made-up paper is no playbook
-    assert recent_runs(store, 1)[0]["removed_citations"] == [99999999]
+    assert result.citations == [real] and result.removed_citations == [stored_not_returned, 99999999]
+    assert "99999999" not in result.answer and str(stored_not_returned) not in result.answer
+    assert result.answer.endswith("Ranitidine was weaker. It also cured everyone.")  # the sentences still read
+    assert result.playbook_id is None  # a run that cited a paper it never saw is no playbook
+    assert recent_runs(store, 1)[0]["removed_citations"] == [stored_not_returned, 99999999]
 
 
 def test_uncited_answer_says_the_corpus_holds_no_support(ollama_cfg, store, embedder, ollama_server):
     ollama_server.script(action("find_similar", queries=["black holes"]), "Final answer: Black holes are heavy.")
     result = ask(ollama_cfg, store, OFF_TOPIC, brain=OllamaBrain(ollama_cfg), embedder=embedder)
-    assert result.no_support and result.answer == f"Black holes are heavy.\n\n{NO_SUPPORT}"
+    best = max(r["score"] for r in result.retrieved)
+    # below the calibrated floor the LLM's unsupported text is not passed on, and no playbook is stored
+    assert best < ollama_cfg.ask.support_floor and result.no_support and result.playbook_id is None
+    assert (
+        result.answer == f"{NO_SUPPORT} (best similarity {best:.2f} < support_floor {ollama_cfg.ask.support_floor:.2f})"
+    )
 
 
 def test_unknown_pmid_in_read_note_is_a_failed_tool_call(ollama_cfg, store, embedder, ollama_server):
@@ -276,3 +293,16 @@ def test_ra_ask_command_streams_the_answer_and_prints_telemetry(cfg, embedder, t
     out = capsys.readouterr().out
     assert out.startswith("Extractive answer (rules:ask-v1, no LLM)") and "[PMID:" in out
     assert "\nCitations:\n  [PMID:" in out and "Telemetry: run 1, stop: answered, 3 turns, 2 tool calls" in out
+
+
+def test_every_planner_prompt_fits_the_token_budget(ollama_cfg, store, embedder, ollama_server):
+    from ra_agent.embed.tokens import prompt_budget
+
+    queries = ["omeprazole healing", "lansoprazole relapse", "pantoprazole maintenance", "rabeprazole heartburn",
+               "esomeprazole erosive", "ranitidine comparison", "famotidine reflux", "cisapride motility"]  # fmt: skip
+    ollama_server.script(*(action("find_similar", queries=[q], k=50) for q in queries), "Final answer: done.")
+    result = ask(ollama_cfg, store, ON_TOPIC, brain=OllamaBrain(ollama_cfg), embedder=embedder, max_tool_calls=8)
+    assert result.tool_calls >= 3
+    enc = encoder_for(ollama_cfg)
+    sizes = [count_tokens("\n".join(m["content"] for m in r["messages"]), enc) for r in ollama_server.chat_requests]
+    assert max(sizes) <= prompt_budget(ollama_cfg), sizes

@@ -30,7 +30,7 @@ from ra_agent.ask.rules import AskRulesBrain
 from ra_agent.embed.tokens import count_tokens, encoder_for
 from ra_agent.llm.ollama_brain import OllamaBrain
 
-from .test_ask import ON_TOPIC, action
+from .test_ask import ON_TOPIC, action, top_hit
 
 PLAN = {"tool": "find_similar", "args": {"queries": ["omeprazole ranitidine"], "k": 5}}
 RESULT = {"ok": True, "data": [{"pmid": 7766740, "score": 0.71, "title": "Lansoprazole vs ranitidine"}]}
@@ -109,7 +109,7 @@ def test_block_is_trimmed_to_the_token_budget(store, embedder):
 def test_identical_successful_runs_store_one_playbook_and_feed_the_next_prompt(
     ollama_cfg, store, embedder, ollama_server
 ):
-    pmid = store.all_pmids()[0]
+    pmid = top_hit(ollama_cfg, store, embedder, "omeprazole ranitidine oesophagitis")
     replies = [action("find_similar", queries=["omeprazole ranitidine oesophagitis"], k=5),
                f"Final answer: Omeprazole healed more patients than ranitidine [PMID:{pmid}]."]  # fmt: skip
     books = SqlitePlaybookStore(store, embedder)
@@ -126,6 +126,18 @@ def test_identical_successful_runs_store_one_playbook_and_feed_the_next_prompt(
     (prompt,) = [m["content"] for m in run2 if BLOCK_OPEN in m["content"]]
     assert f"Playbook for: {ON_TOPIC}" in prompt and BLOCK_CLOSE in prompt
     assert second.playbooks_used == [first.playbook_id]
+
+
+def test_rule_brain_playbooks_are_marked_and_left_out_of_llm_prompts(store, embedder):
+    books = SqlitePlaybookStore(store, embedder)
+    books.add(playbook(brain="rules:ask-v1"))
+    books.add(playbook(final="Lansoprazole heals as well [PMID:7766740].", brain="ollama:gemma3n:e4b"))
+    stored = {b.brain: b.from_rules for b in books.top(5)}
+    assert stored == {"rules:ask-v1": True, "ollama:gemma3n:e4b": False}
+    enc = encoder_for()
+    _, for_llm = select_playbooks(books, ON_TOPIC, 5, 10_000, enc=enc, exclude_rules=True)
+    _, for_rules = select_playbooks(books, ON_TOPIC, 5, 10_000, enc=enc)
+    assert [b.brain for b in for_llm] == ["ollama:gemma3n:e4b"] and len(for_rules) == 2
 
 
 def test_rules_runs_use_the_configured_store(cfg, store, embedder):

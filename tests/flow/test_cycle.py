@@ -92,16 +92,18 @@ def test_garbage_twice_is_a_json_error_without_side_effects(llm, goal, ollama_se
 @pytest.mark.parametrize(
     ("reply", "event", "status"),
     [
-        (action("delete_everything"), "error", "in_progress"),  # unknown tool: logged, no state change
-        (action("prisma_check"), "error", "error"),  # missing arg: error status (memo 70)
-        (action("search_pubmed", query="/etc/passwd"), "error", "error"),  # a file path
-        (action("search_pubmed", query="see https://evil.example.com/x"), "error", "error"),  # foreign URL
+        # issue 13: each slip gets one repair turn (here answered with the same slip), then is logged and
+        # the goal goes on
+        (action("delete_everything"), "error", "in_progress"),  # unknown tool
+        (action("prisma_check"), "error", "in_progress"),  # missing arg
+        (action("search_pubmed", query="/etc/passwd"), "error", "in_progress"),  # a file path
+        (action("search_pubmed", query="see https://evil.example.com/x"), "error", "in_progress"),  # foreign URL
         ("I think we should wait and read more.", "no_action", "in_progress"),
     ],
 )
 def test_rejected_replies_follow_the_memo_tables(llm, goal, ollama_server, reply, event, status):
     cfg, brain = llm
-    ollama_server.script(reply)
+    ollama_server.script(reply, reply)
     outcome, state, calls = cycle(cfg, goal, brain)
     assert (outcome.event, state.status) == (event, status)
     assert calls == [] and outcome.requests == [] and state.pending_asset_requests == []

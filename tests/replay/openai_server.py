@@ -1,0 +1,102 @@
+"""Loopback OpenAI-compatible server: /v1/models and /v1/chat/completions in the OpenAI wire format, scripted replies.
+
+The bodies follow the OpenAI chat-completions API as llama.cpp's server, vLLM, LM Studio and Ollama's /v1
+serve it: a non-streaming answer is a `chat.completion` object with choices[0].message and usage; a
+streaming answer is server-sent events (`data: {chat.completion.chunk}` lines, then `data: [DONE]`);
+errors are `{"error": {"message", "type", "code"}}`. `json_mode=False` makes the server refuse
+`response_format` with a 400, as servers without JSON mode do. Every chat request body is recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable
+
+from .base import ReplayServer, Reply
+
+JSON_TYPE = "application/json"
+SSE_TYPE = "text/event-stream"
+
+
+def _error(status: int, message: str, kind: str = "invalid_request_error") -> Reply:
+    doc = {"error": {"message": message, "type": kind, "param": None, "code": None}}
+    return Reply(status, json.dumps(doc).encode(), JSON_TYPE)
+
+
+class OpenAIReplayServer(ReplayServer):
+    """Serves scripted assistant replies for `models` under /v1; `script()` queues more."""
+
+    def __init__(self, models: Iterable[str] = ("gemma3n:e4b",), replies: Iterable[str] = (), json_mode: bool = True):
+        super().__init__()
+        self.models = list(models)
+        self.json_mode = json_mode
+        self._replies: deque[str] = deque(replies)
+        self.chat_requests: list[dict] = []
+        self._body = threading.local()
+
+    def __enter__(self) -> OpenAIReplayServer:
+        self.start()
+        return self
+
+    @property
+    def base_url(self) -> str:
+        return f"{self.root_url}/v1"
+
+    def script(self, *replies: str) -> None:
+        with self._lock:
+            self._replies.extend(replies)
+
+    @property
+    def unused_replies(self) -> int:
+        with self._lock:
+            return len(self._replies)
+
+    def _dispatch(self, handler, method: str) -> None:
+        length = int(handler.headers.get("Content-Length") or 0)
+        self._body.raw = handler.rfile.read(length) if length else b""
+        del handler.headers["Content-Length"]
+        super()._dispatch(handler, method)
+
+    def respond(self, method: str, path: str, params: dict[str, list[str]]) -> Reply:
+        if method == "GET" and path == "/v1/models":
+            data = [{"id": m, "object": "model", "created": 1751362212, "owned_by": "library"} for m in self.models]
+            return Reply(200, json.dumps({"object": "list", "data": data}).encode(), JSON_TYPE)
+        if method == "POST" and path == "/v1/chat/completions":
+            return self._chat(json.loads(self._body.raw or b"{}"))
+        return _error(404, f"Unexpected endpoint or method. ({method} {path})")
+
+    def _chat(self, body: dict) -> Reply:
+        with self._lock:
+            self.chat_requests.append(body)
+            model = body.get("model", "")
+            if model not in self.models:
+                return _error(404, f"model '{model}' not found", "not_found_error")
+            if "response_format" in body and not self.json_mode:
+                return _error(400, "response_format is not supported by this server")
+            if not self._replies:
+                return _error(500, "replay server: no scripted reply left", "server_error")
+            content = self._replies.popleft()
+        created = int(time.time())
+        prompt_chars = sum(len(m.get("content", "")) for m in body.get("messages", []))
+        usage = {"prompt_tokens": max(1, prompt_chars // 4), "completion_tokens": max(1, len(content) // 4)}
+        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        head = {"id": f"chatcmpl-{created}", "created": created, "model": model, "system_fingerprint": "b6123-replay"}
+        if not body.get("stream"):
+            choice = {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+            doc = {**head, "object": "chat.completion", "choices": [choice], "usage": usage}
+            return Reply(200, json.dumps(doc).encode(), JSON_TYPE)
+        events = []
+        for i in range(0, len(content), 48):
+            delta = {"content": content[i : i + 48]}
+            events.append({**head, "object": "chat.completion.chunk",
+                           "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})  # fmt: skip
+        events.append({**head, "object": "chat.completion.chunk",
+                       "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})  # fmt: skip
+        payload = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events) + b"data: [DONE]\n\n"
+        return Reply(200, payload, SSE_TYPE)
+
+
+__all__ = ["OpenAIReplayServer"]
