@@ -135,7 +135,7 @@ class ReviewCompliance:
 
     pmid: int
     status: str
-    text: str  # what was read: "PMC<id> full text" or "abstract only (<why no full text>)"
+    text: str  # what was read: "PMC<id> full text" or "abstract only: <why no full text>"
     missing: list[int]
     judged_by: str
 
@@ -255,7 +255,7 @@ def review_compliance(
     if found is not None:
         text, read = f"{paper.title}\n{found.text}", why
     else:
-        text, read = review_text(paper), f"abstract only ({why})"
+        text, read = review_text(paper), f"abstract only: {why}"
     doc = rule_evidence(text, items, f"PMID {paper.pmid}", paper.pmid)
     (compliant, missing), judged_by, notes = _judge(cfg, brain, items, doc, f"[PMID {paper.pmid}] {text}", draft=False)
     status = COMPLIANT if compliant else NOT_COMPLIANT if found is not None else UNDETERMINED

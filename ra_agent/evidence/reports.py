@@ -123,8 +123,11 @@ def gap_verdict(
                    f"{sr.threshold}); they could have included {sr.trials_covered} of {sr.trials_total} trials: "
                    f"overlap {sr.overlap:.3f} {'>' if sr.covered else '≤'} pivot {sr.pivot_at}.")  # fmt: skip
     if sr.covered:
+        newer = sr.trials_total - sr.trials_covered
         return Verdict("covered by an existing review", f"Covered by {_reviews(sr.sr_pmids, sr)} → pivot: propose an "
-                       "alternative PICO from the trials these reviews leave out.", reasons, caveats)  # fmt: skip
+                       "alternative PICO from the trials these reviews leave out"
+                       + (f" ({newer} trial(s) no covering review could have included; an update may be warranted)."
+                          if newer else "."), reasons, caveats)  # fmt: skip
     if not enough:
         return Verdict("too few trials", "Not a gap yet: the cluster lacks the trials a review would need.",
                        reasons, caveats)  # fmt: skip

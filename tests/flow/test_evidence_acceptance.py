@@ -41,14 +41,21 @@ def section(markdown: str, title: str) -> str:
 
 def test_seek_gap_dossier_lists_the_reviews_checked_is_provisional_offline_and_counts_no_review(demo, demo_project):
     state = run(demo, demo_project, "handbooks/seek_gap_ppi_gerd.md")
-    assert state.status == "stopped" and state.success_clusters
-    (dossier,) = reports_of(demo, state, "gap_dossier")
+    assert state.status == "stopped"
+    written = [h for h in state.events("report_written") if h["kind"] == "gap_dossier"]
+    dossier = reports_of(demo, state, "gap_dossier")[0]
     text = dossier.read_text(encoding="utf-8")
-    (cluster_id,) = state.success_clusters
+    cluster_id = written[0]["cluster_id"]
     sr = load_sr_overlap(demo, cluster_id)
     assert sr is not None and sr.offline and sr.n_reviews >= 1
     verdict = section(text, "Verdict")
     assert "(provisional)" in verdict and "local corpus" in verdict  # local-only SR search, said so
+    if sr.covered:  # the goal pivoted: the dossier names the covering review(s) and says pivot
+        assert "covered by an existing review" in verdict and "pivot" in verdict
+        assert all(f"[PMID:{p}]" in verdict for p in sr.sr_pmids)
+        assert any(h["cluster_id"] == cluster_id for h in state.events("alternative_proposed"))
+    else:
+        assert cluster_id in state.success_clusters and "Verdict: evidence gap" in verdict
     reviews = section(text, "Existing systematic reviews")
     assert "local corpus only (offline)" in reviews and "Overlap definition" in reviews
     listed = {int(p) for p in re.findall(r"^\| \[PMID:(\d+)\]", reviews, re.M)}

@@ -63,7 +63,7 @@ def test_offline_without_full_text_a_review_is_undetermined(demo):
     demo.store.upsert_papers([paper], source="test:pmc_oa")
     result = prisma_check(demo.cfg, demo.store, demo.trials_cluster, RulesBrain(), sr_pmids=[paper.pmid])
     (review,) = result.reviews
-    assert review.text == "abstract only (PMC3574550 not fetched (offline))"
+    assert review.text == "abstract only: PMC3574550 not fetched (offline)"
     assert review.status == "undetermined" and result.undetermined == [paper.pmid] and not result.compliant
     assert any("undetermined" in note for note in result.notes)
     bare = record_of(JATS, with_pmc=False)
