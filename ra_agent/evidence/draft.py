@@ -52,11 +52,11 @@ FLOW_DPI = 110
 class PrismaFlow:
     """PRISMA 2020 flow counts of a cluster, computed from the store and the expansion log."""
 
-    identified: int  # cluster members + expansion candidates that did not become members
-    from_cluster: int
-    from_expansion: int
+    identified: int  # every record ra holds (the corpus: imports, searches, expansion fetches)
+    from_cluster: int  # members of the topic cluster
+    from_expansion: int  # expansion candidates that did not become members
     screened: int
-    excluded_screening: int  # expansion candidates below the cosine frontier or rejected by the judge
+    excluded_screening: int  # records outside the topic cluster, expansion rejects included
     assessed: int  # members (title/abstract level)
     no_pico: int
     not_randomised: int
@@ -67,13 +67,16 @@ class PrismaFlow:
     def rows(self) -> list[dict[str, Any]]:
         return [
             {"stage": "Records identified", "n": self.identified,
-             "detail": f"{self.from_cluster} cluster members + {self.from_expansion} other expansion candidates"},
-            {"stage": "Records screened (title/abstract)", "n": self.screened, "detail": ""},
+             "detail": "every record in the corpus (search exports, PubMed searches, expansion fetches)"},
+            {"stage": "Records screened (title/abstract)", "n": self.screened,
+             "detail": "by topic: embedding clusters audited by rules, then the cosine-frontier expansion"},
             {"stage": "Records excluded at screening", "n": self.excluded_screening,
-             "detail": "expansion candidates outside the cosine frontier or rejected by the boundary judge"},
-            {"stage": "Reports assessed for eligibility", "n": self.assessed, "detail": "cluster members"},
+             "detail": f"outside this topic cluster ({self.from_expansion} of them expansion candidates rejected "
+                       "by the cosine frontier or the boundary judge)"},
+            {"stage": "Reports assessed for eligibility", "n": self.assessed,
+             "detail": "cluster members (abstracts; no full text)"},
             {"stage": "Excluded: no PICO record", "n": self.no_pico, "detail": ""},
-            {"stage": "Excluded: not randomised", "n": self.not_randomised, "detail": ""},
+            {"stage": "Excluded: not randomised", "n": self.not_randomised, "detail": "reviews included"},
             {"stage": "Excluded: randomised, P/I/O not stated", "n": self.missing_pio, "detail": ""},
             {"stage": "Eligible trials", "n": self.eligible, "detail": ""},
             {"stage": "Studies included in the synthesis", "n": self.included, "detail": ""},
@@ -86,14 +89,16 @@ def prisma_flow(cfg: Config, store: Store, ev: ClusterEvidence) -> PrismaFlow:
     for run in expansion_history(cfg, ev.cluster_id):
         candidates.update(run.get("candidates", []))
     outside = candidates - members
+    corpus = store.conn.execute("SELECT COUNT(*) FROM paper").fetchone()[0]
+    identified = corpus + len(outside - store.existing_pmids(outside))  # candidates never stored count too
     no_pico = sum(p.pmid not in ev.records for p in ev.papers)
     randomised = [p for p in ev.papers if p.pmid in ev.records and is_rct(p, ev.records[p.pmid])]
     return PrismaFlow(
-        identified=len(members) + len(outside),
+        identified=identified,
         from_cluster=len(members),
         from_expansion=len(outside),
-        screened=len(members) + len(outside),
-        excluded_screening=len(outside),
+        screened=identified,
+        excluded_screening=identified - len(members),
         assessed=len(members),
         no_pico=no_pico,
         not_randomised=len(members) - no_pico - len(randomised),
@@ -115,14 +120,14 @@ def prisma_flow_png(flow: PrismaFlow, path: Path) -> Path:
     ax.set_ylim(1.2, 9.8)
     ax.axis("off")
     main = [
-        (8.8, f"Records identified\n(n = {flow.identified}: {flow.from_cluster} cluster members,\n"
-              f"{flow.from_expansion} expansion candidates)"),
-        (6.6, f"Records screened\n(n = {flow.screened})"),
-        (4.4, f"Reports assessed for eligibility\n(n = {flow.assessed})"),
+        (8.8, f"Records identified\n(n = {flow.identified}: every record in the corpus)"),
+        (6.6, f"Records screened by topic\n(n = {flow.screened})"),
+        (4.4, f"Reports assessed for eligibility\n(n = {flow.assessed} cluster members)"),
         (2.2, f"Eligible trials (n = {flow.eligible})\nIncluded in synthesis (n = {flow.included})"),
     ]  # fmt: skip
     side = {
-        1: f"Excluded at screening\n(n = {flow.excluded_screening})",
+        1: f"Excluded at screening (n = {flow.excluded_screening}):\noutside this topic cluster\n"
+        f"({flow.from_expansion} expansion rejects)",
         2: f"Excluded (n = {flow.assessed - flow.eligible}):\nno PICO record {flow.no_pico}\n"
         f"not randomised {flow.not_randomised}\nP/I/O not stated {flow.missing_pio}",
     }
@@ -133,7 +138,7 @@ def prisma_flow_png(flow: PrismaFlow, path: Path) -> Path:
             ax.annotate("", xy=(3.2, y + 0.75), xytext=(3.2, main[i - 1][0] - 0.75),
                         arrowprops={"arrowstyle": "->"})  # fmt: skip
         if i in side:
-            ax.text(8.0, y, side[i], ha="center", va="center", fontsize=8.5, bbox=box)
+            ax.text(8.4, y, side[i], ha="center", va="center", fontsize=8.5, bbox=box)
             ax.annotate("", xy=(6.4, y), xytext=(5.4, y), arrowprops={"arrowstyle": "->"})
     ax.set_title("PRISMA 2020 flow (computed by ra)", fontsize=11)
     with atomic_writer(path) as fh:
@@ -145,18 +150,21 @@ def prisma_flow_png(flow: PrismaFlow, path: Path) -> Path:
 
 
 def _sources(store: Store, papers: Sequence[Paper]) -> list[str]:
-    counts = Counter(p.source for p in papers)
+    """Each source of the corpus with its record count, and how many of them are in this cluster."""
+    mine = Counter(p.source for p in papers)
+    counts = Counter(dict(store.conn.execute("SELECT source, COUNT(*) FROM paper GROUP BY source").fetchall()))
     names = []
-    for source, n in counts.most_common():
+    for source, total in counts.most_common():
+        n = f"{total} records ({mine.get(source, 0)} in this topic cluster)"
         kind, _, name = source.partition(":")
         if kind == "efetch":
-            names.append(f"PubMed/MEDLINE via NCBI E-utilities (esearch/efetch): {n} records")
+            names.append(f"PubMed/MEDLINE via NCBI E-utilities (esearch/efetch): {n}")
         elif kind == "baseline":
-            names.append(f"PubMed/MEDLINE baseline or update file {name}: {n} records")
+            names.append(f"PubMed/MEDLINE baseline or update file {name}: {n}")
         elif kind == "import":
-            names.append(f"search export {name} (PubMed records identified by PMID): {n} records")
+            names.append(f"search export {name} (PubMed records identified by PMID): {n}")
         else:
-            names.append(f"{source or 'unknown source'}: {n} records")
+            names.append(f"{source or 'unknown source'}: {n}")
     return names
 
 

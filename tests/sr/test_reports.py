@@ -126,7 +126,9 @@ def test_sr_draft_after_expansion_passes_prisma(demo):
         set(grown.to_dict()["no_vector"]) | {p for b in grown.batches for p in b.shown} | set(demo.unassigned())
     )
     assert flow.assessed == len(members) and flow.eligible == eligible_count(demo, cid) == flow.included
-    assert flow.identified == len(members) + flow.from_expansion and flow.from_expansion <= len(judged_out)
+    corpus = demo.store.conn.execute("SELECT COUNT(*) FROM paper").fetchone()[0]
+    assert flow.identified == flow.screened == corpus  # every record ra holds, expansion candidates included
+    assert flow.excluded_screening == corpus - len(members) and flow.from_expansion <= len(judged_out)
     assert flow.no_pico + flow.not_randomised + flow.missing_pio + flow.eligible == flow.assessed
     assert flow.no_pico == len(grown.accepted)  # admitted by the expansion after run_pico
     table = section(text, "Study selection")
