@@ -173,7 +173,11 @@ def decide(state: dict[str, Any]) -> Decision:
                         "find_existing_sr", {"cluster_id": cid})  # fmt: skip
     if _conduct_sr(state):
         return _conduct_sr_step(state, focus, why)
-    if focus.get("PRISMA_compliant") is None and _allowed(state, "prisma_check"):
+    # seek_gap judges the covering reviews: a stored check of ra's own draft (conduct_SR) does not count
+    prior_checked = focus.get("prisma_checked") in ("prior_sr", "none") or (
+        "prisma_checked" not in focus and focus.get("PRISMA_compliant") is not None
+    )
+    if not prior_checked and _allowed(state, "prisma_check"):
         overlap = focus.get("sr_overlap") or 0.0
         return Decision([why, f"Existing reviews cover {overlap:.0%} of its eligible trials (≤ {pivot_at:.0%}); "
                          "check whether a covering review is PRISMA-compliant (items 4–8)."],
