@@ -149,6 +149,8 @@ def prisma_section(prisma: PrismaResult | None, metrics: Mapping[str, Any]) -> s
         stored = metrics.get("prisma_compliant")
         state = "not run" if stored is None else f"compliant = {bool(stored)} (stored metric; details not available)"
         return f"prisma_check: {state}."
+    if prisma.source == "none":
+        return "- No covering review to check: " + "; ".join(prisma.notes)
     lines = [
         f"- Result: **{'compliant' if prisma.compliant else 'not compliant'}** "
         f"(PRISMA 2020 items checked: {', '.join(map(str, prisma.checked_items))}; judged by {prisma.judged_by})",

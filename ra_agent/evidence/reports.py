@@ -141,7 +141,9 @@ def gap_verdict(
         return Verdict("compliant review exists", "Not a gap: a PRISMA-compliant review covers part of the cluster; "
                        "an update of that review may still be warranted.", reasons, caveats)  # fmt: skip
     elif not sr.sr_pmids:
-        reasons.append("No review covers the cluster, so no compliant review exists.")
+        nearest = (f" (nearest: {cite(sr.reviews[0])}, cosine {sr.cosines[sr.reviews[0]]:.2f} < {sr.threshold})"
+                   if sr.reviews else "")  # fmt: skip
+        reasons.append(f"No review covers the cluster{nearest}, so no compliant review exists.")
     else:
         reasons.append("No covering review passes the PRISMA check"
                        + (f" (most complete misses items {prisma.missing_items})" if prisma and prisma.missing_items
