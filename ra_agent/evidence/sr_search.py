@@ -174,11 +174,6 @@ class SrOverlap:
         return OVERLAP_DEFINITION.format(threshold=self.threshold)
 
     @property
-    def local_only(self) -> bool:
-        """The review search covered only the local corpus (offline): any verdict built on it is provisional."""
-        return self.offline
-
-    @property
     def covered(self) -> bool:
         """overlap > sr_overlap_pivot: an existing review covers the topic and the agent should pivot."""
         return self.overlap > self.pivot_at
