@@ -6,9 +6,11 @@ import shutil
 from pathlib import Path
 
 import pytest
+from replay import Fault
 
 from ra_agent.evidence.fulltext import FullTextError, cache_path, full_text, parse_jats, pmcid_of
 from ra_agent.evidence.prisma import prisma_check, rule_evidence
+from ra_agent.ingest.eutils import EutilsClient
 from ra_agent.llm.rules_brain import RulesBrain
 from ra_agent.models import Paper
 
@@ -68,3 +70,18 @@ def test_offline_without_full_text_a_review_is_undetermined(demo):
     assert any("undetermined" in note for note in result.notes)
     bare = record_of(JATS, with_pmc=False)
     assert full_text(demo.cfg, demo.store, bare) == (None, "no PMC id in the record")
+
+
+def test_online_the_full_text_is_fetched_with_efetch_db_pmc_and_cached(demo, eutils_server):
+    # the server answers efetch with NCBI's recorded efetch db=pmc reply for PMC8435807 (PMID 34527728)
+    eutils_server.inject("/entrez/eutils/efetch.fcgi", Fault.recorded(PMC_SET, 200, "text/xml; charset=UTF-8"))
+    cfg = demo.cfg.with_overrides(ingest={"eutils_base_url": eutils_server.base_url, "retry_attempts": 1,
+                                          "request_timeout_s": 2.0})  # fmt: skip
+    paper = Paper(34527728, "a record naming its PMC id", other_ids={"pmc": "PMC8435807"})
+    found, why = full_text(cfg, demo.store, paper, EutilsClient(cfg))
+    assert found is not None and found.pmid == 34527728 and why == "PMC8435807 full text"
+    (sent,) = [r for r in eutils_server.requests if r.path.endswith("efetch.fcgi")]
+    assert sent.params["db"] == ["pmc"] and sent.params["id"] == ["8435807"]
+    assert cache_path(cfg, "8435807").read_bytes() == PMC_SET.read_bytes()
+    again, _ = full_text(cfg, demo.store, paper, EutilsClient(cfg))  # from the cache: no second request
+    assert again == found and len([r for r in eutils_server.requests if r.path.endswith("efetch.fcgi")]) == 1
