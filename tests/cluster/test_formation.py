@@ -7,7 +7,6 @@ import re
 import numpy as np
 import pytest
 
-from ra_agent.store.vectors import ACTIVE
 from ra_agent.topics.audit import (
     AuditDecision,
     AuditError,
@@ -22,6 +21,7 @@ from ra_agent.topics.features import NOISE, PICO_SPACE, Features, decode_centroi
 from ra_agent.topics.formation import form_clusters
 from ra_agent.topics.lifecycle import apply_audit, show_noise
 from ra_agent.topics.map import cluster_map_png
+from ra_agent.topics.members import ACTIVE
 from ra_agent.topics.metrics import ClusterMetrics, manifest_table, markdown_table
 
 from .conftest import NOW, ROOT

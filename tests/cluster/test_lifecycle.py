@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ra_agent.store.vectors import ACTIVE
 from ra_agent.topics.audit import TermAuditor, describe_clusters
 from ra_agent.topics.features import cosine_distances, decode_centroid, tau_assign
 from ra_agent.topics.formation import Formation
@@ -17,7 +16,7 @@ from ra_agent.topics.lifecycle import (
     show_noise,
     split_cluster,
 )
-from ra_agent.topics.members import DROPPED, MERGED, SPLIT
+from ra_agent.topics.members import ACTIVE, DROPPED, MERGED, SPLIT
 from ra_agent.topics.metrics import compute_metrics, manifest_table
 
 from .conftest import NOW

@@ -128,25 +128,25 @@ def test_garbage_twice_falls_back_to_rules_for_the_batch(trials, caplog):
         records = extractor.extract(trials)
     assert len(brain.calls) == 2  # the prompt and one repair turn, nothing more
     assert [r.pmid for r in records] == TRIALS
-    assert all(r.extractor == "rules:pico-cues-v1 (llm json_error)" for r in records)
+    assert all(r.extractor == "rules:pico-cues-v2 (llm json_error)" for r in records)
     expected = RuleExtractor().extract(trials)
     assert [r.fields() for r in records] == [r.fields() for r in expected]
     assert len(extractor.failures) == 1 and "json_error" in extractor.failures[0]
-    assert "falling back to rules:pico-cues-v1" in caplog.text
+    assert "falling back to rules:pico-cues-v2" in caplog.text
 
 
 def test_json_without_records_is_a_schema_error(trials):
     brain = ScriptedBrain('{"answer": "no abstracts found"}', "[1, 2, 3]")
     records = LlmExtractor(brain).extract(trials)
     assert len(brain.calls) == 2
-    assert {r.extractor for r in records} == {"rules:pico-cues-v1 (llm schema_error)"}
+    assert {r.extractor for r in records} == {"rules:pico-cues-v2 (llm schema_error)"}
 
 
 def test_brain_error_falls_back_without_retrying(trials):
     brain = ScriptedBrain(BrainError("Ollama at http://127.0.0.1:9 (gemma3n:e4b): connection refused"))
     records = LlmExtractor(brain).extract(trials)
     assert len(brain.calls) == 1
-    assert {r.extractor for r in records} == {"rules:pico-cues-v1 (llm brain_error)"}
+    assert {r.extractor for r in records} == {"rules:pico-cues-v2 (llm brain_error)"}
     assert all(r.P for r in records)  # the rules still filled the batch
 
 
@@ -240,7 +240,7 @@ def test_run_pico_writes_one_valid_line_per_pmid(demo_papers, tmp_path):
     assert [o["pmid"] for o in objects] == [p.pmid for p in papers]
     assert [r.to_json() for r in read_pico(out)] == objects
     assert (result.status, result.papers, result.path) == ("ok", 50, str(out))
-    assert result.extractor == "rules:pico-cues-v1" and result.extractor_counts == {"rules:pico-cues-v1": 50}
+    assert result.extractor == "rules:pico-cues-v2" and result.extractor_counts == {"rules:pico-cues-v2": 50}
     assert result.extracted == sum(any(o[k] for k in SCHEMA_KEYS) for o in objects)
     assert set(result.fill_rates) == set(SCHEMA_KEYS)
     assert result.fill_rates["StudyDesign"] == sum(bool(o["StudyDesign"]) for o in objects) / 50
@@ -422,9 +422,9 @@ def test_eligible_needs_an_rct_and_p_i_o(xml_papers, demo_papers):
 
 
 def test_count_eligible_over_rule_records(demo_papers):
-    papers = [demo_papers[p] for p in (10950032, 10871975, 10559084, 8580272, 7654116, 8917326)]
+    papers = [demo_papers[p] for p in (10950032, 10102945, 10559084, 8580272, 7654116, 8917326)]
     records = RuleExtractor().extract(papers)
-    # 10950032, 10871975 and 10559084 are stated randomised trials with P, I and O found; 8580272 is a blinded
+    # 10950032, 10102945 and 10559084 are stated randomised trials with P, I and O found; 8580272 is a blinded
     # trial without stated randomisation, 7654116 a non-randomised comparison, 8917326 a narrative review
     assert count_eligible(papers, records) == 3
     assert count_eligible(papers, {r.pmid: r for r in records[:1]}) == 1  # papers without a record don't count

@@ -19,9 +19,12 @@ from ra_agent.evidence.pico.quality import PROXY_NOTE, evaluate, markdown_report
 RCT_VS_SCREENING = {"precision": 0.25, "recall": 0.55, "f1": 0.35}
 MIN_LIFT_OVER_PREVALENCE = 1.3
 RCT_RECALL_ON_INCLUSIONS = 0.70
-# Gold-set token F1 per field, measured: P 0.574, I 0.665, C 0.698, O 0.467, StudyDesign 0.830,
-# PopulationAge 0.931, SampleSize 0.862; design class accuracy 0.897; SampleSize exact 0.862.
-GOLD_F1 = {"P": 0.53, "I": 0.62, "C": 0.65, "O": 0.42, "StudyDesign": 0.78, "PopulationAge": 0.88, "SampleSize": 0.80}
+# Gold-set token F1 per field, measured (rules:pico-cues-v2): P 0.574, I 0.554, C 0.634, O 0.377, StudyDesign 0.830,
+# PopulationAge 0.931, SampleSize 0.862; design class accuracy 0.897; SampleSize exact 0.862. v1 scored I 0.665,
+# C 0.698, O 0.467 on these 29 records it was tuned on; v2 trades that for value precision on the 960 EBM-NLP
+# abstracts (I 0.60 -> 0.72, O 0.53 -> 0.70, see bench/eval_pico.py): it drops dosing parentheses and result
+# clauses from arms and fills O from result sentences when the methods name no outcome.
+GOLD_F1 = {"P": 0.53, "I": 0.52, "C": 0.60, "O": 0.36, "StudyDesign": 0.78, "PopulationAge": 0.88, "SampleSize": 0.80}
 GOLD_DESIGN_CLASS_ACCURACY = 0.85
 GOLD_SAMPLE_SIZE_EXACT = 0.80
 
@@ -114,4 +117,6 @@ def test_report_and_bench_script(quality, monkeypatch, capsys):
     monkeypatch.setattr(pico_eval, "evaluate", lambda *args, **kwargs: quality)
     monkeypatch.setattr(sys, "argv", ["eval_pico.py"])
     runpy.run_path(str(ROOT / "bench" / "eval_pico.py"), run_name="__main__")
-    assert capsys.readouterr().out.strip() == report.strip()
+    out = capsys.readouterr().out
+    assert out.startswith(report.strip())
+    assert "| baseline:section-lead | even (469) |" in out and "| rules:pico-cues-v2 | odd (491) |" in out

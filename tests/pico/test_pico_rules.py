@@ -164,9 +164,14 @@ def test_blinded_trial_without_stated_randomisation_is_not_called_rct(demo_paper
 
 
 def test_abstract_without_any_cue_stays_empty():
-    record = rules.extract_one(Paper(pmid=1, title="Editorial note.", abstract=""))
+    record = rules.extract_one(Paper(pmid=1, title="Notes from the clinic.", abstract=""))
     assert record.fields() == dict.fromkeys(record.fields(), "")
     assert record.evidence == {}
+
+
+def test_a_title_alone_can_name_a_non_trial_publication():
+    record = rules.extract_one(Paper(pmid=1, title="Editorial note.", abstract=""))
+    assert record.StudyDesign == "editorial" and record.evidence["StudyDesign"] == "title: 'Editorial'"
 
 
 def test_extraction_is_deterministic(demo_papers):

@@ -60,12 +60,13 @@ MESH_QUALIFIERS = (
 )
 
 _NOT_RANDOM = r"(?<!non-)(?<!non)(?<!not )(?<!quasi-)"
+
 # Text cues for the design class, most specific first: (class, pattern, where) with where "title" or "any".
 DESIGN_CUES: tuple[tuple[str, str, str], ...] = (
-    ("meta-analysis", r"\bmeta-?analys[ie]s\b|\bpooled analysis\b", "title"),
+    ("meta-analysis", r"\bmeta[- ]?analys[ie]s\b|\bpooled analysis\b", "title"),
     (
         "meta-analysis",
-        r"^(?:a |this )?meta-?analysis\b|\bmeta-?analysis of \d+|\bwe (?:performed|conducted|undertook) a meta-?analysis",
+        r"^(?:a |this )?meta[- ]?analysis\b|\bmeta[- ]?analysis of \d+|\bwe (?:performed|conducted|undertook) a meta[- ]?analysis",
         "any",
     ),
     ("systematic review", r"\bsystematic (?:literature )?review\b", "title"),
@@ -127,13 +128,88 @@ DESIGN_CUES: tuple[tuple[str, str, str], ...] = (
     ),
 )
 _DESIGN_RES = tuple((cls, re.compile(p, re.I | re.M), where) for cls, p, where in DESIGN_CUES)
+
 # A weak publication-type class is replaced by a text class from its family.
 _REFINES = {
     "clinical trial": {"RCT", "controlled trial"},
     "observational study": {"cohort", "case-control", "cross-sectional"},
 }
 _TRIAL_CLASSES = {"RCT", "controlled trial", "clinical trial"}
-_NO_QUALIFIERS = {"meta-analysis", "systematic review", "narrative review", "case report", "guideline"}
+
+# Publication kinds that report no trial of their own, whatever trials they mention.
+NON_TRIAL_CLASSES = frozenset(
+    {"meta-analysis", "systematic review", "narrative review", "protocol", "editorial", "letter", "comment",
+     "guideline", "case report"}
+)  # fmt: skip
+_NO_QUALIFIERS = NON_TRIAL_CLASSES
+
+# What a title says the publication is (checked before any trial cue, so "a review of … randomised trials" is a review).
+TITLE_KINDS: tuple[tuple[str, str], ...] = (
+    ("meta-analysis", r"\bmeta[- ]?analys[ie]s\b|\bpooled analysis of (?:\w+ ){0,3}(?:trials|studies)\b"),
+    ("systematic review", r"\bsystematic (?:literature )?review\b|\bcochrane review\b"),
+    ("protocol", r"\b(?:study|trial) protocol\b|\bprotocol (?:for|of) (?:a|an|the)\b|\brationale and design\b|"
+     r"\bdesign and rationale\b|:\s*(?:a |the )?protocol\b"),
+    ("editorial", r"^editorial\b|\beditorial\W*$"),
+    ("letter", r"^(?:letter|correspondence|re)\s*:|\bletter to the editor\b|\bin reply\b|\breply to\b"),
+    ("comment", r"^comments?\b|\bcomments? on\b|\bcommentary\b"),
+    ("guideline", r"\bguidelines? (?:for|on|of)\b|^(?:[\w-]+ ){0,3}guidelines?\b|\bpractice guidelines?\b|\bguidelines?\W*$|"
+     r"\bconsensus (?:statement|conference|report)\b|\bposition (?:statement|paper)\b|\brecommendations (?:for|on|of)\b"),
+    ("case report", r"\bcase reports?\b|(?:^|:\s*)(?:an? )?(?:[\w-]+ )?case of\b|\breport of (?:a|an|one|two|three) cases?\b"),
+    ("narrative review",
+     r"(?<!chart )(?<!record )(?<!retrospective )(?<!case )(?<!peer )\breview\b(?! of (?:\w+ )?(?:records|charts|cases))|"
+     r"\boverview\b|\bupdate on\b|\bcurrent concepts\b|\bstate of the art\b"),
+)  # fmt: skip
+_TITLE_KIND_RES = tuple((cls, re.compile(p, re.I)) for cls, p in TITLE_KINDS)
+
+# A title phrase that is about a guideline or review rather than being one ("adherence to the guidelines for …").
+_ABOUT_KIND = re.compile(
+    r"(?:adherence to|compliance with|implementation of|implications of|impact of|according to|based on|use of|"
+    r"following|concordance with|effect of)\s+(?:the\s+)?(?:[\w-]+\s+){0,4}$",
+    re.I,
+)
+# How an abstract says it reviews rather than reports a trial: literature searches (systematic), review aims (narrative).
+REVIEW_TEXT = (
+    (
+        "systematic review",
+        r"\b(?:searches|a search) of (?:the )?(?:medline|pubmed|embase)\b|\b(?:medline|pubmed|embase) search(?:es)?\b|"
+        r"\bwe searched\b|\bliterature search\b|\b(?:articles|studies|trials|reports) were (?:identified|obtained|located|"
+        r"retrieved) (?:through|by|via|from)\b",
+    ),
+    (
+        "narrative review",
+        r"^(?:objectives?:?\s+|purpose:?\s+|aims?:?\s+)?to (?:review|summari[sz]e)\b|\b(?:this|the present|our|in this) "
+        r"(?:\w+ )?review\b|\bwe (?:review|summari[sz]e)\b|\b(?:a )?review of the literature\b|\bliterature review\b|"
+        r"\bthis (?:article|paper) (?:reviews|summari[sz]es|discusses)\b",
+    ),
+)
+_REVIEW_TEXT_RES = tuple((cls, re.compile(p, re.I | re.M)) for cls, p in REVIEW_TEXT)
+_TITLE_TRIAL = re.compile(
+    _NOT_RANDOM + r"\brandomi[sz]ed\b(?! (?:controlled |clinical )?trials\b)|\b(?:double|single|triple)[- ]blind|"
+    r"\bplacebo[- ]controlled\b|\bcontrolled (?:clinical )?trial\b|\bphase (?:I{1,3}V?|IV|[1-4])[ab]? (?:\w+ )?(?:trial|study)\b",
+    re.I,
+)
+
+
+def publication_kind(title: str) -> tuple[str, str] | None:
+    """(non-trial class, cue) when the title names a review, meta-analysis, protocol, editorial, letter, comment,
+    guideline or case report."""
+    for cls, rx in _TITLE_KIND_RES:
+        for m in rx.finditer(title):
+            if not _ABOUT_KIND.search(title[: m.start()]):
+                return cls, f"title: '{_snippet(m.group(0), 60)}'"
+    return None
+
+
+def review_by_text(title: str, text: str) -> tuple[str, str] | None:
+    """(review class, cue) when an abstract whose title names no trial searches or reviews the literature."""
+    if _TITLE_TRIAL.search(title):
+        return None
+    for cls, rx in _REVIEW_TEXT_RES:
+        m = rx.search(text)
+        if m:
+            return cls, f"text: '{_snippet(m.group(0), 60)}'"
+    return None
+
 
 QUALIFIER_CUES = (
     ("double-blind", r"\bdouble[- ]blind"),
@@ -201,7 +277,25 @@ def design_qualifiers(cls: str, text: str, paper: Paper) -> list[str]:
 
 
 def find_design(doc: Doc) -> Found | None:
-    """Design class (publication type, else text cues or MeSH, else the DESIGN section) and its qualifiers."""
+    """Design class: a non-trial publication kind first (title or review phrasing), then publication type, text
+    cues or MeSH, else the DESIGN section; with its qualifiers."""
+    paper = doc.paper
+    by_type = design_from_pub_types(paper.pub_types)
+    if by_type and by_type[0] in NON_TRIAL_CLASSES:
+        return Found(by_type[0], f"pub_type: {by_type[1]}")
+    kind = publication_kind(doc.title)
+    if kind:
+        return Found(*kind)
+    found = _study_design(doc)
+    if found is None or design_class(found.value) in _TRIAL_CLASSES:
+        review = review_by_text(doc.title, "\n".join(s.text for s in doc.sentences))
+        if review:
+            return Found(*review)
+    return found
+
+
+def _study_design(doc: Doc) -> Found | None:
+    """The design class a trial or observational study reports (publication type, text cues, MeSH, DESIGN section)."""
     paper = doc.paper
     design_text = doc.labelled.get("StudyDesign", "")
     by_type = design_from_pub_types(paper.pub_types)
@@ -227,15 +321,25 @@ def find_design(doc: Doc) -> Found | None:
 
 RCT_DESIGN = re.compile(r"\bRCTs?\b|" + _NOT_RANDOM + r"\brandomi[sz]ed\b|\brandomly\b", re.I)
 
+# A StudyDesign string that opens with a non-trial kind ("Systematic review of RCTs") names no trial of its own.
+_NON_TRIAL_DESIGN = re.compile(
+    r"^\W*(?:an? |the )?(?:systematic |narrative |literature |critical )?(?:review|meta[- ]?analysis|pooled analysis|"
+    r"(?:study |trial )?protocol|editorial|letter|comment|guideline|consensus|case report)",
+    re.I,
+)
+
 
 def is_rct_design(design: str) -> bool:
-    """True when a StudyDesign string (rules or LLM) names a randomised trial."""
-    return bool(design) and not re.search(r"\bnon-?randomi[sz]ed\b", design, re.I) and bool(RCT_DESIGN.search(design))
+    """True when a StudyDesign string (rules or LLM) names a randomised trial (not a review or protocol of them)."""
+    if not design or _NON_TRIAL_DESIGN.search(design) or re.search(r"\bnon-?randomi[sz]ed\b", design, re.I):
+        return False
+    return bool(RCT_DESIGN.search(design))
 
 
 def design_class(design: str) -> str:
     """The design class of any StudyDesign string ("" when none is recognised), for comparisons."""
     if is_rct_design(design):
         return "RCT"
-    found = design_from_text(design)
+    found = publication_kind(design) if _NON_TRIAL_DESIGN.search(design) else None
+    found = found or design_from_text(design)
     return found[0] if found else design.split("(")[0].strip().lower()

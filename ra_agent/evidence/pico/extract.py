@@ -16,7 +16,7 @@ import json5
 from ra_agent.config import Config, SrConfig, TokensConfig
 from ra_agent.embed.tokens import count_tokens, truncate_tokens
 from ra_agent.evidence.pico import rules as pico_rules
-from ra_agent.evidence.pico.design import design_class, is_rct_design
+from ra_agent.evidence.pico.design import NON_TRIAL_CLASSES, design_class, is_rct_design
 from ra_agent.evidence.pico.rules import RULES_NAME
 from ra_agent.fileio import atomic_write
 from ra_agent.llm.base import BrainError
@@ -378,7 +378,11 @@ def consistency_warnings(records: Iterable[PicoRecord], papers: Iterable[Paper] 
 
 
 def is_rct(paper: Paper | None, record: PicoRecord | None) -> bool:
-    """Randomised by publication type or by the extracted StudyDesign."""
+    """Randomised by publication type or by the extracted StudyDesign, unless the StudyDesign names a publication
+    that reports no trial of its own (review, meta-analysis, protocol, editorial, letter, comment, guideline, case
+    report), whatever its publication types say."""
+    if record is not None and design_class(record.StudyDesign) in NON_TRIAL_CLASSES:
+        return False
     by_type = paper is not None and bool(RCT_PUB_TYPES & set(paper.pub_types))
     return by_type or (record is not None and is_rct_design(record.StudyDesign))
 

@@ -223,9 +223,20 @@ class PicoQuality:
     trial_vs_screening: Detection
     demo_fill: dict[str, float]
     gold: GoldScore
+    demo_rct: int = 0  # demo records is_rct calls randomised
+    demo_trials: int = 0  # demo records whose StudyDesign class is a trial (RCT, controlled or clinical trial)
+    # (pmid, StudyDesign, title) of demo records called RCT or trial although their title words name a review,
+    # meta-analysis, protocol, editorial, letter, comment, guideline, consensus, overview or case report
+    trials_titled_non_trial: list[tuple[int, str, str]] = field(default_factory=list)
 
 
 TRIAL_CLASSES = frozenset({"RCT", "controlled trial", "clinical trial"})
+# A plain word check on titles, independent of the design rules, to audit what they call a trial.
+NON_TRIAL_TITLE_WORDS = re.compile(
+    r"\breview\b|\bmeta[- ]?analys|\bprotocol\b|\beditorial\b|\bletter\b|\bcomment|\bguideline|\bconsensus\b|"
+    r"\boverview\b|\bcase reports?\b",
+    re.I,
+)
 
 
 def evaluate(
@@ -241,6 +252,11 @@ def evaluate(
     gold = load_gold(gold_jsonl)
     papers = gold_papers(gold, root)
     gold_records = {r.pmid: r for r in extractor.extract([papers[g.pmid] for g in gold])}
+    flagged = [
+        (p.pmid, demo_records[p.pmid].StudyDesign, p.title)
+        for p in demo
+        if (rct[p.pmid] or trial[p.pmid]) and NON_TRIAL_TITLE_WORDS.search(p.title)
+    ]
     return PicoQuality(
         extractor=extractor.name,
         demo_papers=len(demo),
@@ -249,6 +265,9 @@ def evaluate(
         trial_vs_screening=detection(trial, {k: v["screening"] for k, v in labels.items()}),
         demo_fill=fill_rates(list(demo_records.values())),
         gold=score_gold(gold_records, gold),
+        demo_rct=sum(rct.values()),
+        demo_trials=sum(trial.values()),
+        trials_titled_non_trial=flagged,
     )
 
 
@@ -279,6 +298,11 @@ def markdown_report(q: PicoQuality) -> str:
         *_table(("detector vs proxy label", "TP", "FP", "FN", "prevalence", "precision", "recall", "F1"), det_rows),
         "",
         f"> {PROXY_NOTE}",
+        "",
+        f"Called RCT: {q.demo_rct} · trial class (RCT / controlled / clinical): {q.demo_trials} · of these, titled as a "
+        f"review, meta-analysis, protocol, editorial, letter, comment, guideline, consensus, overview or case report: "
+        f"{len(q.trials_titled_non_trial)}",
+        *(f"- {pmid} `{design}` {title}" for pmid, design, title in q.trials_titled_non_trial),
         "",
         "## Fill rates on the demo corpus",
         "",

@@ -164,6 +164,17 @@ class Doc:
     def labelled(self) -> dict[str, str]:
         return labelled_fields(self.sections)
 
+    @cached_property
+    def _word_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for w in re.findall(r"[a-z][\w-]*", f"{self.title} {self.body}".lower()):
+            counts[w] = counts.get(w, 0) + 1
+        return counts
+
+    def mentions(self, word: str) -> int:
+        """How often `word` (lower case) occurs in the title and abstract."""
+        return self._word_counts.get(word, 0)
+
 
 def _clip_words(text: str, n: int = 30) -> str:
     text = _STOP_WORDS_AFTER.split(text, maxsplit=1)[0]

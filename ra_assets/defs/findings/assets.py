@@ -18,7 +18,7 @@ from ra_assets.resources import BrainResource, EmbedderResource, EutilsResource,
     partitions_def=cluster_partitions,
     group_name="findings",
     kinds={"python", "json"},
-    code_version="pico-cues-v1",
+    code_version="pico-cues-v2",
     pool="llm",
     check_specs=[dg.AssetCheckSpec("pico_jsonl_valid", asset="pico_extractions", blocking=True)],
 )
