@@ -81,6 +81,7 @@ def observe(cfg: Config, store: Store, state: GoalState, handbook: Handbook) -> 
             "sr_overlap": overlap,
             "eligible_trials": row.get("eligible_trials"),
             "PRISMA_compliant": None if prisma is None else bool(prisma),
+            "prisma_checked": _prisma_source(cfg, cid),  # "draft", "prior_sr", "none" or None (never ran)
             "trial_candidates": trial_candidates(store, members),
             "search_hits": len(hits.intersection(members)),
             "pico_done": pico_path(cfg, cid).exists(),
@@ -125,6 +126,14 @@ def observe(cfg: Config, store: Store, state: GoalState, handbook: Handbook) -> 
         "clusters": clusters,
         "last_results": [h for h in state.history if h["event"] in ("tool_call", "tool_result")][-3:],
     }
+
+
+def _prisma_source(cfg: Config, cluster_id: str) -> str | None:
+    """What the cluster's last prisma_check read: ra's own "draft", the covering reviews ("prior_sr"), "none"."""
+    from ra_agent.agent.reporting import load_prisma
+
+    found = load_prisma(cfg, cluster_id)
+    return found.source if found is not None else None
 
 
 def metrics_of(cluster: dict[str, Any]) -> dict[str, Any]:

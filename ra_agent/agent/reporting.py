@@ -23,10 +23,7 @@ def prisma_result_path(cfg: Config, cluster_id: str) -> Path:
 def save_prisma(cfg: Config, cluster_id: str, result) -> None:
     """Keep prisma_check's full answer for a cluster (read back by the SR draft)."""
     path = prisma_result_path(cfg, cluster_id)
-    data = {"cluster_id": cluster_id, "compliant": result.compliant, "missing_items": result.missing_items,
-            "evidence": {str(k): v for k, v in result.evidence.items()}, "judged_by": result.judged_by,
-            "checked_items": result.checked_items, "source": result.source, "notes": result.notes}  # fmt: skip
-    atomic_write(path, json.dumps(data, ensure_ascii=False, indent=2))
+    atomic_write(path, json.dumps({"cluster_id": cluster_id, **result.to_json()}, ensure_ascii=False, indent=2))
 
 
 def load_prisma(cfg: Config, cluster_id: str):
@@ -35,9 +32,7 @@ def load_prisma(cfg: Config, cluster_id: str):
     path = prisma_result_path(cfg, cluster_id)
     if not path.exists():
         return None
-    data = json.loads(path.read_text(encoding="utf-8"))
-    return PrismaResult(data["compliant"], data["missing_items"], {int(k): v for k, v in data["evidence"].items()},
-                        data["judged_by"], data["checked_items"], data["source"], notes=data["notes"])  # fmt: skip
+    return PrismaResult.from_json(json.loads(path.read_text(encoding="utf-8")))
 
 
 def write_goal_reports(cfg: Config, store: Store) -> list[Path]:

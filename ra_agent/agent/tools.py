@@ -105,18 +105,84 @@ def find_existing_sr(ctx: ToolContext, cluster_id: str) -> ToolEffect:
 
 
 def prisma_check(ctx: ToolContext, cluster_id: str) -> ToolEffect:
+    """seek_gap: PRISMA status of each review covering the cluster (PMC full text when online, else the
+    abstract). conduct_SR: ra writes its own SR draft first, checks it, regenerates it once with explicit
+    statements of the items found missing, and keeps the checked draft with its PRISMA 2020 checklist."""
     from ra_agent.agent.reporting import save_prisma
     from ra_agent.evidence.prisma import prisma_check as check
+    from ra_agent.evidence.reports import ReportError
     from ra_agent.evidence.sr_search import load_sr_overlap
 
+    if ctx.goal.primary_goal == "conduct_SR":
+        try:
+            return _check_own_draft(ctx, cluster_id)
+        except ReportError as exc:
+            return ToolEffect({"cluster_id": cluster_id, "error": "no_draft", "message": str(exc)[:300]})
     found = load_sr_overlap(ctx.cfg, cluster_id)
-    draft = Workspace.of(ctx.cfg).reports_dir / f"sr_draft_{cluster_id}.md"
-    draft_text = draft.read_text(encoding="utf-8") if ctx.goal.primary_goal == "conduct_SR" and draft.exists() else None
-    result = check(ctx.cfg, ctx.store, cluster_id, ctx.brain, draft_text=draft_text,
-                   sr_pmids=found.sr_pmids if found else [])  # fmt: skip
+    result = check(ctx.cfg, ctx.store, cluster_id, ctx.brain, sr_pmids=found.sr_pmids if found else [],
+                   eutils=_eutils(ctx))  # fmt: skip
     save_prisma(ctx.cfg, cluster_id, result)
     return ToolEffect({"cluster_id": cluster_id, **result.as_dict(), "judged_by": result.judged_by,
-                       "source": result.source})  # fmt: skip
+                       "source": result.source, "undetermined": result.undetermined,
+                       "reviews": {str(r.pmid): r.status for r in result.reviews}})  # fmt: skip
+
+
+def _eutils(ctx: ToolContext):
+    """An E-utilities client for PMC full texts, or None offline."""
+    if ctx.cfg.ingest.offline or ctx.store.api_state("eutils")["offline"]:
+        return None
+    from ra_agent.ingest.eutils import EutilsClient
+
+    return EutilsClient(ctx.cfg, store=ctx.store)
+
+
+def _covered_dossier(ctx: ToolContext, cluster_id: str) -> None:
+    """seek_gap pivots away from a cluster covered by prior reviews: write its dossier first (verdict "covered
+    by review X → pivot", the reviews checked with their PRISMA status) so the judgement is on record."""
+    from ra_agent.evidence.prisma import review_statuses
+    from ra_agent.evidence.reports import ReportError, gap_dossier
+    from ra_agent.evidence.sr_search import load_sr_overlap
+
+    sr = load_sr_overlap(ctx.cfg, cluster_id)
+    if sr is None or not sr.covered or ctx.goal.primary_goal != "seek_gap":
+        return
+    prisma = review_statuses(ctx.cfg, ctx.store, sr.sr_pmids, ctx.brain, _eutils(ctx))
+    try:
+        path = gap_dossier(ctx.cfg, ctx.store, cluster_id, goal_id=ctx.goal.goal_id, brain_name=ctx.brain.name,
+                           sr=sr, prisma=prisma)  # fmt: skip
+    except ReportError as exc:
+        log.warning("dossier of covered cluster %s not written: %s", cluster_id, exc)
+        return
+    ctx.goal.record("report_written", kind="gap_dossier", cluster_id=cluster_id, path=str(path), verdict="covered")
+
+
+def _check_own_draft(ctx: ToolContext, cluster_id: str) -> ToolEffect:
+    """Write ra's SR draft, judge it, fill the missing items once, write the final draft with its checklist."""
+    from ra_agent.agent.reporting import save_prisma
+    from ra_agent.evidence.checklist import checked_text
+    from ra_agent.evidence.draft import sr_draft
+    from ra_agent.evidence.prisma import prisma_check as check
+
+    def draft(prisma=None, fill=()):
+        return sr_draft(ctx.cfg, ctx.store, cluster_id, goal_id=ctx.goal.goal_id, brain_name=ctx.brain.name,
+                        prisma=prisma, fill=fill)  # fmt: skip
+
+    def judge(path):
+        return check(ctx.cfg, ctx.store, cluster_id, ctx.brain, draft_text=checked_text(path.read_text("utf-8")))
+
+    result = judge(draft())
+    first_missing = list(result.missing_items)
+    if first_missing:  # regenerate with explicit statements of the missing items, then judge again
+        result = judge(draft(fill=first_missing))
+        result.filled = first_missing
+    save_prisma(ctx.cfg, cluster_id, result)
+    path = draft(prisma=result)
+    checklist = path.with_name(f"{path.stem}_prisma_checklist.md")
+    flow = path.with_name(f"{path.stem}_prisma_flow.png")
+    ctx.goal.record("report_written", kind="sr_draft", cluster_id=cluster_id, path=str(path))
+    return ToolEffect({"cluster_id": cluster_id, **result.as_dict(), "judged_by": result.judged_by,
+                       "source": "draft", "missing_first_check": first_missing, "draft": path.name,
+                       "checklist": checklist.name, "flow_diagram": flow.name})  # fmt: skip
 
 
 def propose_alternative_pico(ctx: ToolContext, exclude_pmids: list[int]) -> ToolEffect:
@@ -126,6 +192,8 @@ def propose_alternative_pico(ctx: ToolContext, exclude_pmids: list[int]) -> Tool
     from ra_agent.evidence.alternative import propose_alternative_pico as propose
 
     cluster_id = _cluster_of(ctx.cfg, ctx.store, exclude_pmids) or ctx.goal.cluster_id
+    if cluster_id:
+        _covered_dossier(ctx, cluster_id)
     try:
         alt = propose(ctx.cfg, ctx.store, ctx.brain, exclude_pmids, cluster_id=cluster_id)
     except ValueError as exc:

@@ -32,7 +32,8 @@ GENERIC_PICO_WORDS = frozenset(
     "mg mcg µg ml kg daily day days week weeks month months year years twice once dose doses dosing bid od qd tid "
     "patients patient subjects participants people group groups arm arms randomized randomised study studies trial "
     "trials mean versus vs compared comparison hours hour h min treatment treated therapy regimen regimens given "
-    "received receiving oral orally intravenous iv total rate rates efficacy effect effects results".split()
+    "received receiving oral orally intravenous iv total rate rates efficacy effect effects results "
+    "double-blind single-blind open-label placebo-controlled once-daily twice-daily low high".split()
 )
 _CONTENT_WORD = re.compile(r"[a-z][a-z0-9-]{3,}")
 
@@ -68,7 +69,7 @@ def pico_field_terms(
     """Per P/I/C/O field, up to `n_terms` terms frequent in `records` and not dominant in `contrast`.
 
     Terms are class-based TF-IDF terms of the field values (cluster.distinctive_terms: records vs
-    contrast), without dose/schedule/arm words (GENERIC_PICO_WORDS), kept only when more of `records`
+    contrast), without dose/schedule/arm/blinding words (GENERIC_PICO_WORDS), kept only when more of `records`
     than of `contrast` mention them. With no contrast this is plain document frequency.
     """
     out: dict[str, list[str]] = {}

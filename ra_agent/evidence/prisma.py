@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -121,9 +121,46 @@ def review_text(paper: Paper) -> str:
     return f"{paper.title}\n{body}".strip()
 
 
+COMPLIANT, NOT_COMPLIANT, UNDETERMINED = "true", "false", "undetermined"
+
+
+@dataclass(frozen=True)
+class ReviewCompliance:
+    """PRISMA compliance of one prior review, from what its record holds.
+
+    `status`: "true" when the text read reports every checked item; "false" when its full text (PMC)
+    was read and misses some; "undetermined" when only the abstract was read and it misses some
+    (abstracts rarely state eligibility, sources, search and selection, so silence proves nothing).
+    """
+
+    pmid: int
+    status: str
+    text: str  # what was read: "PMC<id> full text" or "abstract only: <why no full text>"
+    missing: list[int]
+    judged_by: str
+
+    @property
+    def full_text(self) -> bool:
+        return self.text.endswith("full text")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"pmid": self.pmid, "status": self.status, "text": self.text, "missing": self.missing,
+                "judged_by": self.judged_by}  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ReviewCompliance:
+        return cls(int(data["pmid"]), str(data["status"]), str(data["text"]), [int(i) for i in data["missing"]],
+                   str(data.get("judged_by", "")))  # fmt: skip
+
+
 @dataclass
 class PrismaResult:
-    """prisma_check's answer; `as_dict()` is the memo-70 shape {"compliant": bool, "missing_items": [4, 7]}."""
+    """prisma_check's answer; `as_dict()` is the memo-70 shape {"compliant": bool, "missing_items": [4, 7]}.
+
+    For prior reviews `reviews` holds each review's status; `compliant` is True when one of them is
+    compliant, else False, and `undetermined` lists the reviews whose compliance the record cannot show
+    (a verdict that needs "no compliant review" is then provisional).
+    """
 
     compliant: bool
     missing_items: list[int]
@@ -133,14 +170,30 @@ class PrismaResult:
     source: str = "none"  # "draft", "prior_sr" or "none"
     documents: list[DocumentCheck] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    reviews: list[ReviewCompliance] = field(default_factory=list)
+    filled: list[int] = field(default_factory=list)  # draft: items the draft was regenerated to state explicitly
+
+    @property
+    def undetermined(self) -> list[int]:
+        return [r.pmid for r in self.reviews if r.status == UNDETERMINED]
 
     def as_dict(self) -> dict[str, Any]:
         return {"compliant": self.compliant, "missing_items": self.missing_items}
 
+    def to_json(self) -> dict[str, Any]:
+        """Everything needed to rebuild the result (`from_json`) except the per-document rule evidence."""
+        return {"compliant": self.compliant, "missing_items": self.missing_items,
+                "evidence": {str(k): v for k, v in self.evidence.items()}, "judged_by": self.judged_by,
+                "checked_items": self.checked_items, "source": self.source, "notes": self.notes,
+                "reviews": [r.as_dict() for r in self.reviews], "undetermined": self.undetermined,
+                "filled": self.filled}  # fmt: skip
 
-def _best(documents: Sequence[DocumentCheck]) -> DocumentCheck:
-    """The most complete document (fewest missing items; the first among equals)."""
-    return min(documents, key=lambda d: len(d.missing))
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> PrismaResult:
+        return cls(data["compliant"], data["missing_items"], {int(k): v for k, v in data["evidence"].items()},
+                   data["judged_by"], data["checked_items"], data["source"], notes=data["notes"],
+                   reviews=[ReviewCompliance.from_dict(r) for r in data.get("reviews", [])],
+                   filled=[int(i) for i in data.get("filled", [])])  # fmt: skip
 
 
 def _prisma_prompt(items: Sequence[int], texts: Sequence[str], draft: bool) -> list[dict[str, str]]:
@@ -148,8 +201,8 @@ def _prisma_prompt(items: Sequence[int], texts: Sequence[str], draft: bool) -> l
     what = (
         "the draft systematic review below"
         if draft
-        else "the abstracts of prior systematic reviews below ('compliant' is true when at least one of them "
-        "reports every item; 'missing_items' are the items missing from the most complete one)"
+        else "the prior systematic review below (its full text, or its abstract when that is all there is; "
+        "'compliant' is true when it reports every item, 'missing_items' are the items it does not report)"
     )
     user = (
         f"Check {what} against these PRISMA 2020 items:\n{listing}\n\n"
@@ -172,6 +225,43 @@ def _parse_verdict(reply: str, items: Sequence[int]) -> tuple[bool, list[int]] |
     return obj["compliant"] and not missing, missing
 
 
+def _judge(
+    cfg: Config, brain: Any, items: Sequence[int], doc: DocumentCheck, text: str, *, draft: bool
+) -> tuple[tuple[bool, list[int]], str, list[str]]:
+    """(compliant, missing), judged_by and notes for one text: the rule evidence with the rules brain, else
+    the LLM's verdict (the rule verdict, labelled, when the LLM gives none)."""
+    rules_verdict = (not doc.missing, list(doc.missing))
+    if _is_rules(brain):
+        return rules_verdict, f"{RULES_PRISMA} (rule evidence only; brain {getattr(brain, 'name', 'none')})", []
+    verdict, why = _llm_prisma(cfg, brain, items, [text], draft=draft)
+    if verdict is None:
+        return rules_verdict, f"{RULES_PRISMA} (fallback: {why})", [why]
+    notes = (
+        []
+        if verdict == rules_verdict
+        else [f"{doc.source}: rule cues disagree: compliant={rules_verdict[0]}, missing={rules_verdict[1]}"]
+    )
+    return verdict, brain.name, notes
+
+
+def review_compliance(
+    cfg: Config, store: Store, paper: Paper, items: Sequence[int], brain: Any, eutils: Any = None
+) -> tuple[ReviewCompliance, DocumentCheck, list[str]]:
+    """PRISMA status of one prior review from its PMC full text when ra can read it, else its abstract
+    (see ReviewCompliance for how the status follows from what was read)."""
+    from ra_agent.evidence.fulltext import full_text
+
+    found, why = full_text(cfg, store, paper, eutils)
+    if found is not None:
+        text, read = f"{paper.title}\n{found.text}", why
+    else:
+        text, read = review_text(paper), f"abstract only: {why}"
+    doc = rule_evidence(text, items, f"PMID {paper.pmid}", paper.pmid)
+    (compliant, missing), judged_by, notes = _judge(cfg, brain, items, doc, f"[PMID {paper.pmid}] {text}", draft=False)
+    status = COMPLIANT if compliant else NOT_COMPLIANT if found is not None else UNDETERMINED
+    return ReviewCompliance(paper.pmid, status, read, missing, judged_by), doc, notes
+
+
 def prisma_check(
     cfg: Config,
     store: Store,
@@ -180,6 +270,7 @@ def prisma_check(
     *,
     draft_text: str | None = None,
     sr_pmids: Sequence[int] | None = None,
+    eutils: Any = None,
 ) -> PrismaResult:
     """PRISMA 2020 items 4-8 ([sr] prisma_mandatory_items) for a cluster; prisma_compliant (0/1) is written
     into its latest metrics row.
@@ -187,78 +278,72 @@ def prisma_check(
     PRISMA edition: PRISMA 2020 (Page et al., BMJ 2021): 4 objectives, 5 eligibility criteria,
     6 information sources, 7 search strategy, 8 selection process.
 
-    - conduct_SR: `draft_text` (the SR draft) is checked.
-    - seek_gap: the abstracts of the cluster's prior SRs (`sr_pmids`, default: the overlapping reviews
-      find_existing_sr stored) are checked; compliant when one of them reports every item.
-    - Neither: compliant False, every item missing, and the evidence says why.
+    - conduct_SR: `draft_text` (ra's own SR draft) is checked.
+    - seek_gap: each prior SR covering the cluster (`sr_pmids`, default: the covering reviews
+      find_existing_sr stored) gets a status true/false/undetermined (`review_compliance`: PMC full text
+      when ra has it or can fetch it, else the abstract). The cluster is compliant when one review is;
+      otherwise not, and the reviews left undetermined are listed (the verdict is then provisional).
+    - Neither: compliant False (no review exists to comply), every item missing, and a note says why.
 
     Rule evidence (`rule_evidence`: text cues per item) is always computed. With an LLM brain its
-    verdict decides (one prompt, one repair turn; on failure the rule verdict is used and labelled);
-    with the rules brain (or none) the rule evidence decides and `judged_by` says so.
+    verdict decides (one prompt per text, one repair turn; on failure the rule verdict is used and
+    labelled); with the rules brain (or none) the rule evidence decides and `judged_by` says so.
     """
     cluster_row(store, cluster_id)
     items = checked_items(cfg)
     if draft_text is not None:
-        documents, source, texts = [rule_evidence(draft_text, items, "draft")], "draft", [draft_text]
+        doc = rule_evidence(draft_text, items, "draft")
+        (compliant, missing), judged_by, notes = _judge(cfg, brain, items, doc, draft_text, draft=True)
+        evidence = {i: f"draft: {text}" for i, text in doc.found.items()}
+        result = PrismaResult(compliant, missing, evidence, judged_by, list(items), "draft", [doc], notes)
     else:
         if sr_pmids is None:
             found = load_sr_overlap(cfg, cluster_id)
             sr_pmids = found.sr_pmids if found else []
-        papers = store.papers(sr_pmids)
-        documents = [rule_evidence(review_text(p), items, f"PMID {p.pmid}", p.pmid) for p in papers]
-        source, texts = ("prior_sr" if papers else "none"), [f"[PMID {p.pmid}] {review_text(p)}" for p in papers]
-    if not documents:
-        result = PrismaResult(
-            compliant=False,
-            missing_items=list(items),
-            evidence={},
-            judged_by=RULES_PRISMA,
-            checked_items=list(items),
-            source="none",
-            notes=[
-                "no prior systematic review overlaps this cluster and no draft was given: nothing reports "
-                "any PRISMA item"
-            ],  # fmt: skip
-        )
-    else:
-        best = _best(documents)
-        evidence = {i: f"{best.source}: {text}" for i, text in best.found.items()}
-        rules_verdict = (not best.missing, list(best.missing))
-        notes: list[str] = []
-        if _is_rules(brain):
-            verdict, judged_by = (
-                rules_verdict,
-                f"{RULES_PRISMA} (rule evidence only; brain {getattr(brain, 'name', 'none')})",
-            )
-        else:
-            verdict, why = _llm_prisma(cfg, brain, items, texts, draft=source == "draft")
-            if verdict is None:
-                verdict, judged_by = rules_verdict, f"{RULES_PRISMA} (fallback: {why})"
-                notes.append(why)
-            else:
-                judged_by = brain.name
-                if verdict != rules_verdict:
-                    notes.append(f"rule cues disagree: compliant={rules_verdict[0]}, missing={rules_verdict[1]}")
-        result = PrismaResult(verdict[0], verdict[1], evidence, judged_by, list(items), source, documents, notes)
+        result = review_statuses(cfg, store, sr_pmids, brain, eutils)
     set_cluster_metrics(store, cluster_id, prisma_compliant=result.compliant)
-    log.info("prisma_check %s (%s, %d texts): compliant=%s missing=%s [%s]", cluster_id, result.source,
-             len(result.documents), result.compliant, result.missing_items, result.judged_by)  # fmt: skip
+    log.info("prisma_check %s (%s, %d texts): compliant=%s missing=%s undetermined=%s [%s]", cluster_id,
+             result.source, len(result.documents), result.compliant, result.missing_items, result.undetermined,
+             result.judged_by)  # fmt: skip
     return result
+
+
+def review_statuses(cfg: Config, store: Store, pmids: Sequence[int], brain: Any, eutils: Any = None) -> PrismaResult:
+    """The PRISMA status of each review in `pmids` and the cluster-level answer, without writing any metric
+    (prisma_check writes it; a dossier of a covered cluster only lists the statuses)."""
+    items = checked_items(cfg)
+    return _prior_result(items, [review_compliance(cfg, store, p, items, brain, eutils) for p in store.papers(pmids)])
+
+
+def _prior_result(
+    items: Sequence[int], checked: Sequence[tuple[ReviewCompliance, DocumentCheck, list[str]]]
+) -> PrismaResult:
+    """The cluster's answer from its reviews' statuses: compliant when one review is; the most complete
+    review's missing items and evidence otherwise."""
+    if not checked:
+        note = "no prior systematic review covers this cluster and no draft was given: no review exists to comply"
+        return PrismaResult(False, list(items), {}, RULES_PRISMA, list(items), "none", notes=[note])
+    reviews = [c[0] for c in checked]
+    best = next((c for c in checked if c[0].status == COMPLIANT), None) or min(checked, key=lambda c: len(c[0].missing))
+    evidence = {i: f"{best[1].source}: {text}" for i, text in best[1].found.items()}
+    notes = [n for c in checked for n in c[2]]
+    undetermined = [r.pmid for r in reviews if r.status == UNDETERMINED]
+    if undetermined:
+        notes.append(
+            f"compliance undetermined for PMID {', '.join(map(str, undetermined))}: only the abstract was "
+            "read, and an abstract's silence on an item does not show the full report misses it"
+        )
+    judges = sorted({r.judged_by for r in reviews})
+    compliant = best[0].status == COMPLIANT
+    return PrismaResult(compliant, [] if compliant else list(best[0].missing), evidence, "; ".join(judges),
+                        list(items), "prior_sr", [c[1] for c in checked], notes, reviews)  # fmt: skip
 
 
 def _llm_prisma(
     cfg: Config, brain: Any, items: Sequence[int], texts: Sequence[str], *, draft: bool
 ) -> tuple[tuple[bool, list[int]] | None, str]:
+    """The LLM's verdict on one text (truncated to the prompt's token budget)."""
     overhead = count_tokens(_prisma_prompt(items, [], draft)[1]["content"])
     budget = max(cfg.tokens.token_soft_cap - overhead, 1)
-    if draft:
-        shown = [truncate_tokens(texts[0], budget)]
-    else:  # fit whole abstracts, best-covering first, until the budget is used
-        shown, used = [], 0
-        for text in texts:
-            n = count_tokens(text)
-            if shown and used + n > budget:
-                break
-            shown.append(truncate_tokens(text, budget - used))
-            used += n
+    shown = [truncate_tokens(texts[0], budget)]
     return _ask(brain, _prisma_prompt(items, shown, draft), lambda r: _parse_verdict(r, items))

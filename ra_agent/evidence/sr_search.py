@@ -112,12 +112,42 @@ def review_reason(paper: Paper) -> str | None:
     return None
 
 
+OVERLAP_DEFINITION = (
+    "sr_overlap = share of the cluster's eligible trials that at least one covering review could have included "
+    "(a covering review has cosine >= {threshold} to the cluster centroid; it could include a trial its reference "
+    "list cites when ra holds that list, else a trial published no later than the review); 0 when no review covers"
+)
+
+
+@dataclass(frozen=True)
+class CoveringReview:
+    """A review at or above the cosine threshold and what it could have included of the cluster's trials."""
+
+    pmid: int
+    year: int | None
+    title: str
+    cosine: float
+    basis: str  # "reference list" (ra holds the review's references) or "publication year"
+    trials_covered: list[int]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"pmid": self.pmid, "year": self.year, "title": self.title, "cosine": self.cosine,
+                "basis": self.basis, "trials_covered": self.trials_covered}  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CoveringReview:
+        return cls(int(data["pmid"]), data.get("year"), str(data.get("title", "")), float(data["cosine"]),
+                   str(data.get("basis", "")), [int(p) for p in data.get("trials_covered", [])])  # fmt: skip
+
+
 @dataclass
 class SrOverlap:
-    """find_existing_sr's answer: reviews found for a cluster and the share of them that overlap its centroid.
+    """find_existing_sr's answer: the reviews found for a cluster, those covering it, and the overlap.
 
     `reviews` are all reviews found (best cosine first); `sr_pmids` those at or above `threshold`
-    (the prior SRs that cover the cluster); `overlap` = len(sr_pmids) / n_reviews (0.0 without reviews).
+    (the prior SRs that cover the cluster), detailed in `covering`; `overlap` = trials_covered /
+    trials_total, the share of the cluster's eligible trials the covering reviews could have included
+    (OVERLAP_DEFINITION; 0.0 when no review covers or the cluster has no trial).
     """
 
     cluster_id: str
@@ -134,6 +164,14 @@ class SrOverlap:
     centroid_source: str = ""
     error: str = ""
     reasons: dict[int, str] = field(default_factory=dict)  # offline: why each paper counts as a review
+    covering: list[CoveringReview] = field(default_factory=list)
+    trials_total: int = 0
+    trials_covered: int = 0
+    trial_basis: str = ""  # which papers count as the cluster's trials (see `cluster_trials`)
+
+    @property
+    def definition(self) -> str:
+        return OVERLAP_DEFINITION.format(threshold=self.threshold)
 
     @property
     def covered(self) -> bool:
@@ -157,18 +195,24 @@ class SrOverlap:
             "centroid_source": self.centroid_source,
             "error": self.error,
             "reasons": {str(k): v for k, v in self.reasons.items()},
+            "covering": [c.as_dict() for c in self.covering],
+            "trials_total": self.trials_total,
+            "trials_covered": self.trials_covered,
+            "trial_basis": self.trial_basis,
+            "definition": self.definition,
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SrOverlap:
         values = {k: data[k] for k in ("cluster_id", "query", "overlap", "sr_pmids", "n_reviews", "offline")}
-        extra = {k: data[k] for k in ("reviews", "threshold", "pivot_at", "searched", "centroid_source", "error")
-                 if k in data}  # fmt: skip
+        extra = {k: data[k] for k in ("reviews", "threshold", "pivot_at", "searched", "centroid_source", "error",
+                                      "trials_total", "trials_covered", "trial_basis") if k in data}  # fmt: skip
         return cls(
             **values,
             **extra,
             cosines={int(k): float(v) for k, v in data.get("cosines", {}).items()},
             reasons={int(k): str(v) for k, v in data.get("reasons", {}).items()},
+            covering=[CoveringReview.from_dict(c) for c in data.get("covering", [])],
         )
 
 
@@ -209,6 +253,47 @@ def _local_reviews(cfg: Config, store: Store, query: str) -> tuple[list[Paper], 
     return found, reasons
 
 
+def cluster_trials(cfg: Config, store: Store, cluster_id: str, exclude: Sequence[int] = ()) -> tuple[list[Paper], str]:
+    """The papers sr_overlap counts as the cluster's trials, and which rule chose them.
+
+    With PICO records (run_pico has run): the eligible trials (`evidence.pico` eligibility: randomised,
+    population, intervention and outcome stated; never a review). Without them: every member that
+    `review_reason` does not call a review. Papers in `exclude` (the reviews found) are never trials.
+    """
+    from ra_agent.evidence.pico.extract import is_eligible_trial, read_pico
+    from ra_agent.topics.view import member_pmids, pico_path
+
+    skip = set(exclude)
+    papers = [p for p in store.papers(member_pmids(store, cluster_id)) if p.pmid not in skip]
+    path = pico_path(cfg, cluster_id)
+    if path.exists():
+        records = {r.pmid: r for r in read_pico(path)}
+        return [p for p in papers if is_eligible_trial(p, records.get(p.pmid))], "eligible trials (PICO records)"
+    return [p for p in papers if review_reason(p) is None], "cluster members that are not reviews (no PICO records yet)"
+
+
+def _cited_by(store: Store, review: int) -> set[int]:
+    return {r[0] for r in store.conn.execute("SELECT dst FROM ref WHERE src=? AND dst>0", (review,))}
+
+
+def covering_reviews(
+    store: Store, papers: Sequence[Paper], cosines: Mapping[int, float], trials: Sequence[Paper]
+) -> list[CoveringReview]:
+    """What each covering review could have included of `trials`: the trials its reference list cites
+    when ra holds the list, else the trials published no later than the review (a trial or review
+    without a year is never counted as included)."""
+    out = []
+    for paper in papers:
+        cited = _cited_by(store, paper.pmid)
+        if cited:
+            basis, covered = "reference list", [t.pmid for t in trials if t.pmid in cited]
+        else:
+            basis = "publication year"
+            covered = [t.pmid for t in trials if t.year is not None and paper.year is not None and t.year <= paper.year]
+        out.append(CoveringReview(paper.pmid, paper.year, paper.title, cosines[paper.pmid], basis, covered))
+    return out
+
+
 def find_existing_sr(
     cfg: Config,
     store: Store,
@@ -230,9 +315,10 @@ def find_existing_sr(
     3. The reviews' titles are embedded and compared (cosine) with the cluster's E-space vector: the
        frozen centroid when the cluster was frozen on E vectors, else the centroid of its members' E
        vectors recomputed now (see `e_query_vector`, reported as `centroid_source`).
-    4. overlap = share of reviews with cosine >= [sr] sr_cosine_threshold (0.0 without reviews);
-       written as sr_overlap into the cluster's latest cluster_metrics row, and the whole answer to
-       <data_dir>/sr/<cluster_id>.json.
+    4. Reviews at cosine >= [sr] sr_cosine_threshold cover the cluster. overlap = share of the cluster's
+       trials (`cluster_trials`) that a covering review could have included (`covering_reviews`; 0.0 when
+       none covers), written as sr_overlap into the cluster's latest cluster_metrics row, and the whole
+       answer to <data_dir>/sr/<cluster_id>.json.
     """
     from ra_agent.store.vectors import open_active
 
@@ -265,7 +351,11 @@ def find_existing_sr(
     ranked = sorted(cosines, key=lambda pmid: (-cosines[pmid], pmid))
     threshold = cfg.sr.sr_cosine_threshold
     covering = [pmid for pmid in ranked if cosines[pmid] >= threshold]
-    overlap = len(covering) / len(ranked) if ranked else 0.0
+    trials, trial_basis = cluster_trials(cfg, store, cluster_id, exclude=ranked)
+    by_pmid = {p.pmid: p for p in kept}
+    details = covering_reviews(store, [by_pmid[p] for p in covering], cosines, trials)
+    included = {pmid for review in details for pmid in review.trials_covered}
+    overlap = len(included) / len(trials) if trials else 0.0
     result = SrOverlap(
         cluster_id=cluster_id,
         query=query if not offline else local_sr_query(terms),
@@ -281,12 +371,17 @@ def find_existing_sr(
         centroid_source=q.source,
         error=error,
         reasons={p: reasons[p] for p in ranked if p in reasons},
+        covering=details,
+        trials_total=len(trials),
+        trials_covered=len(included),
+        trial_basis=trial_basis,
     )
     set_cluster_metrics(store, cluster_id, sr_overlap=result.overlap)
     atomic_write(sr_result_path(cfg, cluster_id), json.dumps(result.as_dict(), indent=2) + "\n")
     log.info(
-        "find_existing_sr %s (%s, %s): %d reviews, %d at cosine >= %.2f, overlap %.3f%s",
-        cluster_id, row["label"], result.searched, result.n_reviews, len(covering), threshold, result.overlap,
+        "find_existing_sr %s (%s, %s): %d reviews, %d at cosine >= %.2f covering %d of %d trials, overlap %.3f%s",
+        cluster_id, row["label"], result.searched, result.n_reviews, len(covering), threshold, len(included),
+        len(trials), result.overlap,
         " -> covered, pivot" if result.covered else "",
     )  # fmt: skip
     return result

@@ -95,10 +95,16 @@ def _allowed(state: dict[str, Any], tool: str) -> bool:
     return tool in state["handbook"]["tools_allowed"]
 
 
+def _conduct_sr(state: dict[str, Any]) -> bool:
+    return state["goal"].get("primary_goal") == "conduct_SR"
+
+
 def _ranked_clusters(state: dict[str, Any]) -> list[dict[str, Any]]:
     """Open clusters, most promising first: most of the goal's own search hits (on topic), then most
-    trial candidates, then recency (ERS), then size."""
-    open_clusters = [c for c in state["clusters"] if not c.get("covered_by_sr") and not c.get("rejected")]
+    trial candidates, then recency (ERS), then size. For conduct_SR a cluster covered by prior reviews
+    stays open (the review cites them rather than abandoning the topic)."""
+    open_clusters = [c for c in state["clusters"] if not c.get("rejected")
+                     and (_conduct_sr(state) or not c.get("covered_by_sr"))]  # fmt: skip
     return sorted(
         open_clusters,
         key=lambda c: (-(c.get("search_hits") or 0), -(c.get("trial_candidates") or 0), -(c.get("ers") or 0.0),
@@ -123,7 +129,7 @@ def decide(state: dict[str, Any]) -> Decision:
     pivot_at = state["thresholds"]["sr_overlap_pivot"]
     for covered in state["clusters"]:
         if covered.get("covered_by_sr") and not covered.get("alternative_proposed") and not covered.get("rejected"):
-            if _allowed(state, "propose_alternative_pico"):
+            if _allowed(state, "propose_alternative_pico") and not _conduct_sr(state):
                 return Decision(
                     [f"Cluster {covered['cluster_id']} ({covered['label']!r}) is covered by existing reviews "
                      f"(overlap {covered['sr_overlap']:.2f} > {pivot_at}).",
@@ -165,8 +171,16 @@ def decide(state: dict[str, Any]) -> Decision:
     if focus.get("sr_overlap") is None and _allowed(state, "find_existing_sr"):
         return Decision([why, f"{eligible} eligible trials; check whether a systematic review already covers it."],
                         "find_existing_sr", {"cluster_id": cid})  # fmt: skip
-    if focus.get("PRISMA_compliant") is None and _allowed(state, "prisma_check"):
-        return Decision([why, "No covering review found; check PRISMA items 4–8 for this cluster."],
+    if _conduct_sr(state):
+        return _conduct_sr_step(state, focus, why)
+    # seek_gap judges the covering reviews: a stored check of ra's own draft (conduct_SR) does not count
+    prior_checked = focus.get("prisma_checked") in ("prior_sr", "none") or (
+        "prisma_checked" not in focus and focus.get("PRISMA_compliant") is not None
+    )
+    if not prior_checked and _allowed(state, "prisma_check"):
+        overlap = focus.get("sr_overlap") or 0.0
+        return Decision([why, f"Existing reviews cover {overlap:.0%} of its eligible trials (≤ {pivot_at:.0%}); "
+                         "check whether a covering review is PRISMA-compliant (items 4–8)."],
                         "prisma_check", {"cluster_id": cid})  # fmt: skip
     if goal.get("primary_goal") == "seek_gap" and handbook.get("primary_goal") == "conduct_SR":
         return Decision([why, "The handbook asks for a full review of this gap."], "update_goal",
@@ -176,3 +190,18 @@ def decide(state: dict[str, Any]) -> Decision:
         "update_goal",
         {"changes": {"cluster_id": cid}},
     )
+
+
+def _conduct_sr_step(state: dict[str, Any], focus: dict[str, Any], why: str) -> Decision:
+    """conduct_SR: ra's own draft is written and judged by prisma_check (which fills what it can); a draft
+    that passes leaves the decision to the success test, one that still misses items stops the goal."""
+    cid = focus["cluster_id"]
+    if focus.get("prisma_checked") != "draft" and _allowed(state, "prisma_check"):
+        return Decision([why, "Write the SR draft (PICO table, PRISMA flow diagram, checklist) and check it "
+                         "against PRISMA 2020 items 4–8."], "prisma_check", {"cluster_id": cid})  # fmt: skip
+    if focus.get("PRISMA_compliant") is False:
+        return Decision([why, "The SR draft still misses PRISMA items after its missing items were filled from "
+                         "the data; stop with the draft and its checklist for a human reviewer."],
+                        "update_goal", {"changes": {"status": "stopped"}})  # fmt: skip
+    return Decision([why, "The SR draft is written and passes the PRISMA check; the success test decides now."],
+                    "update_goal", {"changes": {"cluster_id": cid}})  # fmt: skip

@@ -28,6 +28,7 @@ def write_config(project: Path) -> Path:
     path.write_text(
         f'[workspace]\ndata_dir = "data"\ndemo_corpus = "{DEMO}"\n'
         '[ingest]\noffline = true\n[goal]\nloop_delay_s = 0\n[llm]\nbrain = "rules"\n'
+        "[sr]\nsr_cosine_threshold = 0.85\n"  # no demo review covers a cluster at 0.85: the gap path, with reports
     )
     return path
 

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import pytest
 
+from ra_agent.evidence.checklist import checked_text, prisma_checklist
 from ra_agent.evidence.pico.extract import count_eligible, read_pico
-from ra_agent.evidence.prisma import prisma_check
+from ra_agent.evidence.prisma import prisma_check, rule_evidence
 from ra_agent.evidence.reports import (
     ReportError,
     cited_pmids,
     cluster_evidence,
     gap_dossier,
+    gap_verdict,
     prisma_flow,
     sr_draft,
     verify_citations,
@@ -65,12 +68,36 @@ def test_gap_dossier(demo, embedder):
     pico_rows = re.findall(r"^\| \[PMID:(\d+)\]", section(text, "PICO of the eligible trials"), re.M)
     assert pico_rows == listed
     reviews = section(text, "Existing systematic reviews")
-    assert sr.query in reviews and f"{sr.overlap:.3f}" in reviews
+    assert sr.query in reviews and f"{sr.overlap:.3f}" in reviews and sr.definition in reviews
     assert {int(p) for p in re.findall(r"\[PMID:(\d+)\]", reviews)} == set(sr.reviews)
-    why = section(text, "Why this is a gap")
-    assert f"{expected} eligible randomised trials" in why
+    verdict = section(text, "Verdict")
+    assert f"{expected} eligible randomised trials" in verdict
+    assert "(provisional)" in verdict and "local corpus" in verdict  # the review search ran offline
     gap = expected >= demo.cfg.sr.min_eligible_trials and not sr.covered and not prisma.compliant
-    assert ("Verdict: evidence gap" in why) == gap
+    assert ("Verdict: evidence gap" in verdict) == gap
+    for pmid in prisma.undetermined if gap else []:  # a gap over a review of undetermined compliance says so
+        assert f"[PMID:{pmid}]" in verdict.split("Provisional because:")[1]
+
+
+def test_verdict_names_the_covering_review_and_pivots(demo, embedder):
+    cid = demo.trials_cluster
+    probe = find_existing_sr(demo.cfg, demo.store, cid, embedder=embedder)
+    top = probe.reviews[0]
+    one = demo.cfg.with_overrides(sr={"sr_cosine_threshold": probe.cosines[top], "sr_overlap_pivot": 0.0})
+    sr = find_existing_sr(one, demo.store, cid, embedder=embedder)
+    assert sr.covered and sr.overlap > 0
+    verdict = gap_verdict(sr.trials_total, 6, sr, None, {})
+    assert verdict.kind == "covered by an existing review" and f"[PMID:{top}]" in verdict.headline
+    assert "pivot" in verdict.headline and verdict.provisional  # offline search
+    online = dataclasses.replace(sr, offline=False)
+    assert not gap_verdict(sr.trials_total, 6, online, None, {}).provisional
+    none_cover = dataclasses.replace(online, overlap=0.0, sr_pmids=[], covering=[])
+    prisma = prisma_check(demo.cfg, demo.store, cid, RulesBrain(), sr_pmids=[])
+    gap = gap_verdict(6, 6, none_cover, prisma, {})
+    assert gap.kind == "evidence gap" and not gap.provisional
+    assert any("No review covers the cluster" in r for r in gap.reasons)
+    assert gap_verdict(5, 6, none_cover, prisma, {}).kind == "too few trials"
+    assert gap_verdict(6, 6, None, None, {}).kind == "not judged"
 
 
 def test_gap_dossier_needs_pico(demo):
@@ -99,7 +126,9 @@ def test_sr_draft_after_expansion_passes_prisma(demo):
         set(grown.to_dict()["no_vector"]) | {p for b in grown.batches for p in b.shown} | set(demo.unassigned())
     )
     assert flow.assessed == len(members) and flow.eligible == eligible_count(demo, cid) == flow.included
-    assert flow.identified == len(members) + flow.from_expansion and flow.from_expansion <= len(judged_out)
+    corpus = demo.store.conn.execute("SELECT COUNT(*) FROM paper").fetchone()[0]
+    assert flow.identified == flow.screened == corpus  # every record ra holds, expansion candidates included
+    assert flow.excluded_screening == corpus - len(members) and flow.from_expansion <= len(judged_out)
     assert flow.no_pico + flow.not_randomised + flow.missing_pio + flow.eligible == flow.assessed
     assert flow.no_pico == len(grown.admitted)  # joined the cluster (tau_assign intake) after run_pico
     table = section(text, "Study selection")
@@ -114,8 +143,29 @@ def test_sr_draft_after_expansion_passes_prisma(demo):
     found = re.search(rf"^- \[PMID:{first}\] \(\w+\): (.+)$", synthesis, re.M)
     paper = demo.store.paper(first)
     assert found and paper and found.group(1).rstrip("…")[:60] in paper.abstract  # quoted, not invented
-    # the draft reports PRISMA items 4-8, so a check of the draft passes
-    check = prisma_check(demo.cfg, demo.store, cid, brain, draft_text=text)
+    # the draft reports PRISMA items 4-8, so a check of the draft (above its checklist) passes
+    check = prisma_check(demo.cfg, demo.store, cid, brain, draft_text=checked_text(text))
     assert check.as_dict() == {"compliant": True, "missing_items": []} and check.source == "draft"
     again = sr_draft(demo.cfg, demo.store, cid, goal_id="g-test", brain_name=brain.name, prisma=check)
     assert "**compliant**" in section(again.read_text(encoding="utf-8"), "PRISMA check")
+
+
+def test_sr_draft_checklist_is_read_off_the_draft_and_fill_states_missing_items(demo):
+    cid = demo.trials_cluster
+    path = sr_draft(demo.cfg, demo.store, cid, goal_id="g", brain_name="b", prisma=None)
+    text = path.read_text(encoding="utf-8")
+    items = {i.item: i for i in prisma_checklist(text)}
+    assert sorted(items) == list(range(1, 28))
+    assert all(items[i].met for i in (1, 2, 3, 4, 5, 6, 7, 8, 13, 16, 17, 23, 24, 27))
+    assert not any(items[i].met for i in (11, 12, 14, 15, 18, 21, 22))  # never assessed: honestly missing
+    listed = path.with_name(f"sr_draft_{cid}_prisma_checklist.md").read_text(encoding="utf-8")
+    assert listed.count("| missing |") == sum(not i.met for i in items.values()) == text.count("| missing |")
+    # a draft without its Search strategy section misses item 7; fill=[7] states it from the search log
+    body = checked_text(text)
+    cut = re.sub(r"^### Search strategy.*?(?=^### )", "", body, flags=re.S | re.M)
+    assert 7 in rule_evidence(cut, [7], "draft").missing
+    filled = sr_draft(demo.cfg, demo.store, cid, goal_id="g", brain_name="b", prisma=None, fill=[7])
+    statement = [
+        line for line in filled.read_text(encoding="utf-8").splitlines() if line.startswith("Search strategy:")
+    ]
+    assert len(statement) == 1 and "published" in statement[0]

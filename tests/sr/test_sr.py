@@ -14,7 +14,7 @@ from ra_agent.agent.handbook import load_handbook
 from ra_agent.agent.spawn import spawn_handbook
 from ra_agent.config import Config
 from ra_agent.evidence.alternative import RULES_ALT_PICO, propose_alternative_pico
-from ra_agent.evidence.pico.extract import read_pico
+from ra_agent.evidence.pico.extract import is_eligible_trial, read_pico
 from ra_agent.evidence.prisma import PRISMA_ITEMS, RULES_PRISMA, prisma_check, review_text, rule_evidence
 from ra_agent.evidence.sr_search import (
     SrOverlap,
@@ -121,19 +121,68 @@ def test_offline_find_existing_sr_finds_real_reviews_and_writes_overlap(demo, em
     expected = float(embedder.encode([demo.store.paper(first).title])[0] @ centroid)
     assert result.cosines[first] == pytest.approx(expected, abs=1e-3)
     above = [p for p in result.reviews if result.cosines[p] >= demo.cfg.sr.sr_cosine_threshold]
-    assert result.sr_pmids == above
-    assert result.overlap == pytest.approx(len(above) / result.n_reviews, abs=1e-4)
+    assert result.sr_pmids == above == [c.pmid for c in result.covering]
+    assert result.overlap == pytest.approx(expected_overlap(demo, cid, result), abs=1e-4)
     assert metric(demo, cid, "sr_overlap") == pytest.approx(result.overlap)
     stored = load_sr_overlap(demo.cfg, cid)
     assert stored is not None and stored.as_dict() == result.as_dict()
     assert json.loads(sr_result_path(demo.cfg, cid).read_text())["sr_pmids"] == result.sr_pmids
 
 
+def expected_overlap(world, cluster_id: str, result: SrOverlap) -> float:
+    """The memo-70 overlap recomputed from the store: share of the cluster's eligible trials published no later
+    than the newest covering review (the demo records carry no reference lists)."""
+    records = {r.pmid: r for r in read_pico(pico_path(world.cfg, cluster_id))}
+    trials = [p for p in world.store.papers(world.members(cluster_id))
+              if p.pmid not in result.reviews and is_eligible_trial(p, records.get(p.pmid))]  # fmt: skip
+    assert result.trials_total == len(trials) and result.trial_basis.startswith("eligible trials")
+    years = [p.year for p in world.store.papers(result.sr_pmids) if p.year]
+    if not years or not trials:
+        return 0.0
+    return sum(1 for t in trials if t.year and t.year <= max(years)) / len(trials)
+
+
+def test_overlap_counts_the_trials_a_covering_review_could_include(demo, embedder):
+    """Issue 11: one review at cosine >= threshold used to give overlap 1/9 = 0.11 ("gap"); now it covers
+    every eligible trial published no later than itself."""
+    cid = demo.trials_cluster
+    probe = find_existing_sr(demo.cfg, demo.store, cid, embedder=embedder)
+    top = probe.reviews[0]
+    one = demo.cfg.with_overrides(sr={"sr_cosine_threshold": probe.cosines[top]})
+    result = find_existing_sr(one, demo.store, cid, embedder=embedder)
+    assert result.sr_pmids == [top] and result.n_reviews == probe.n_reviews > 1
+    (review,) = result.covering
+    year = demo.store.paper(top).year
+    assert review.basis == "publication year" and review.year == year
+    trials = {p.pmid: p for p in demo.store.papers(review.trials_covered)}
+    assert all(p.year is not None and p.year <= year for p in trials.values())
+    assert result.trials_covered == len(review.trials_covered)
+    assert result.overlap == pytest.approx(result.trials_covered / result.trials_total, abs=1e-4)
+    assert result.overlap > 1 / result.n_reviews  # no longer the share of reviews found
+    assert "could have included" in result.definition
+
+
+def test_a_review_reference_list_decides_what_it_covers(demo, embedder):
+    cid = demo.trials_cluster
+    probe = find_existing_sr(demo.cfg, demo.store, cid, embedder=embedder)
+    top = probe.reviews[0]
+    one = demo.cfg.with_overrides(sr={"sr_cosine_threshold": probe.cosines[top]})
+    trials = find_existing_sr(one, demo.store, cid, embedder=embedder).covering[0].trials_covered
+    cited = sorted(trials)[:2]
+    demo.store.conn.executemany("INSERT INTO ref (src, dst, prov) VALUES (?, ?, 1)", [(top, t) for t in cited])
+    result = find_existing_sr(one, demo.store, cid, embedder=embedder)
+    (review,) = result.covering
+    assert review.basis == "reference list" and review.trials_covered == cited
+    assert result.overlap == pytest.approx(len(cited) / result.trials_total, abs=1e-4)
+
+
 def test_pivot_semantics_follow_the_thresholds(demo, embedder):
     cid = demo.trials_cluster
     loose = demo.cfg.with_overrides(sr={"sr_cosine_threshold": -1.0})
     everything = find_existing_sr(loose, demo.store, cid, embedder=embedder)
-    assert everything.overlap == 1.0 and everything.covered  # 1.0 > sr_overlap_pivot 0.6
+    assert everything.sr_pmids == everything.reviews
+    assert everything.overlap == pytest.approx(expected_overlap(demo, cid, everything), abs=1e-4)
+    assert everything.covered == (everything.overlap > demo.cfg.sr.sr_overlap_pivot)
     strict = demo.cfg.with_overrides(sr={"sr_cosine_threshold": 1.0})
     nothing = find_existing_sr(strict, demo.store, cid, embedder=embedder)
     assert nothing.overlap == 0.0 and not nothing.covered and nothing.sr_pmids == []
@@ -154,7 +203,10 @@ def test_live_find_existing_sr_fetches_and_stores_reviews(medline, embedder, eut
     assert result.reviews == [31207565]  # the recorded PubMed systematic review matching two label terms
     paper = medline.store.paper(31207565)
     assert paper is not None and paper.source == "efetch" and "systematic review" in paper.title.lower()
-    assert result.overlap == (1.0 if result.cosines[31207565] >= cfg.sr.sr_cosine_threshold else 0.0)
+    if result.cosines[31207565] >= cfg.sr.sr_cosine_threshold:
+        assert result.overlap == pytest.approx(result.trials_covered / max(result.trials_total, 1), abs=1e-4)
+    else:
+        assert result.overlap == 0.0 and result.covering == []
     assert metric(medline, cid, "sr_overlap") == result.overlap
 
 
@@ -196,6 +248,12 @@ def test_prisma_check_rules_brain_on_prior_reviews(demo):
     assert result.judged_by.startswith(RULES_PRISMA) and "rule evidence only" in result.judged_by
     best = min(result.documents, key=lambda d: len(d.missing))
     assert result.missing_items == best.missing and result.compliant == (not best.missing)
+    # abstracts only (no PMC full text offline): a review is compliant or undetermined, never "false"
+    assert [r.pmid for r in result.reviews] == [d.pmid for d in result.documents]
+    for review, doc in zip(result.reviews, result.documents, strict=True):
+        assert review.text.startswith("abstract only") and review.missing == doc.missing
+        assert review.status == ("true" if not doc.missing else "undetermined")
+    assert result.undetermined == [r.pmid for r in result.reviews if r.status == "undetermined"]
     assert result.as_dict() == {"compliant": result.compliant, "missing_items": result.missing_items}
     assert metric(demo, cid, "prisma_compliant") == int(result.compliant)
 

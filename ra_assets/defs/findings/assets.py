@@ -75,18 +75,31 @@ def sr_overlap(
 ) -> dg.MaterializeResult:
     """Overlap of one cluster with existing systematic reviews: a `systematic[sb]` search built from
     its label (the local corpus when offline), review titles embedded and compared with the frozen
-    centroid; overlap = share of reviews at cosine ≥ 0.75."""
+    centroid; reviews at cosine ≥ [sr] sr_cosine_threshold cover the cluster, and overlap = share of
+    its eligible trials a covering review could have included (memo 70 §2.5)."""
+    from ra_agent.agent.reporting import load_prisma
+
     cfg = ra.get_config()
     with store.get_client() as db:
         found = run_sr_overlap(cfg, db, context.partition_key, embedder=embedder.get_client(),
                                eutils=None if cfg.ingest.offline else eutils.get_client(db))  # fmt: skip
+    prisma = load_prisma(cfg, context.partition_key)
+    status = {r.pmid: r.status for r in prisma.reviews} if prisma is not None else {}
+    covering = [{"pmid": c.pmid, "year": c.year, "title": c.title[:120], "cosine": c.cosine, "basis": c.basis,
+                 "trials_covered": len(c.trials_covered), "prisma": status.get(c.pmid, "not checked")}
+                for c in found.covering]  # fmt: skip
     return dg.MaterializeResult(
         metadata={
             "query": found.query,
             "overlap": found.overlap,
+            "definition": found.definition,
+            "trials": f"{found.trials_covered} of {found.trials_total} ({found.trial_basis})",
             "reviews": found.n_reviews,
             "offline": found.offline,
+            "searched": found.searched
+            + (" (local only: verdicts built on it are provisional)" if found.offline else ""),
             "sr_pmids": str(found.sr_pmids[:20]),
+            "covering_reviews": dg.MetadataValue.json(covering),
         }  # fmt: skip
     )
 
