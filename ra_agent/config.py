@@ -167,6 +167,7 @@ class GoalConfig:
     paused_api_after_h: float = _knob(24, 0, 100000)
     max_cycles: int = _knob(50, 1, 1_000_000)
     rules_split_share: float = _knob(0.50, 0, 1)
+    max_spawn_depth: int = _knob(2, 0, 100)
 
 
 @dataclass(frozen=True)

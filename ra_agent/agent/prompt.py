@@ -83,6 +83,7 @@ def observe(cfg: Config, store: Store, state: GoalState, handbook: Handbook) -> 
             "PRISMA_compliant": None if prisma is None else bool(prisma),
             "trial_candidates": trial_candidates(store, members),
             "search_hits": len(hits.intersection(members)),
+            "owned": cid in state.owned_clusters,  # agent/ownership.py: Success reads only these
             "pico_done": pico_path(cfg, cid).exists(),
             "covered_by_sr": overlap is not None and overlap > pivot,
             "rejected": cid in state.rejected_clusters,
@@ -101,6 +102,7 @@ def observe(cfg: Config, store: Store, state: GoalState, handbook: Handbook) -> 
             "topic": state.topic,
             "status": state.status,
             "cluster_id": state.cluster_id,
+            "owned_clusters": state.owned_clusters,
             "rejected_clusters": state.rejected_clusters,
             "pending_queries": state.pending_queries,
             "cycle": state.cycle,
@@ -167,7 +169,8 @@ def build_messages(
     The token soft cap ([tokens] token_soft_cap) is shared between the clusters shown; sample
     titles come newest first and are trimmed to fit.
     """
-    shown = sorted(observation["clusters"], key=lambda c: (-(c["trial_candidates"] or 0), -c["size"]))
+    shown = sorted(observation["clusters"],
+                   key=lambda c: (not c.get("owned"), -(c["trial_candidates"] or 0), -c["size"]))  # fmt: skip
     shown = shown[:PROMPT_CLUSTERS]
     per_cluster = cfg.tokens.token_soft_cap // max(2 * len(shown), 1)
     blocks = []
@@ -189,6 +192,8 @@ def build_messages(
             f'Handbook says Primary_goal = "{hb["primary_goal"]}" (goal now: {goal["primary_goal"]}, '
             f"focus cluster: {goal['cluster_id'] or 'none'}).\n"
             f"Seed query: {hb['seed_query'] or '(none)'}; searches done: {searched}.\n"
+            f"This goal's clusters (hold its search hits or were chosen by it): "
+            f"{', '.join(goal.get('owned_clusters') or []) or 'none yet'}; Success is judged on these only.\n"
             f"Success requires: {hb['success']} (for {hb['stop_after']} cluster(s)).\n"
             f"Pivot when Existing_SR_overlap > {observation['thresholds']['sr_overlap_pivot']}.",
             handbook.prose.strip(),

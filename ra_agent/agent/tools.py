@@ -40,6 +40,7 @@ class ToolContext:
     handbook: Handbook
     brain: Any
     embedder_factory: Callable[[], Any]
+    reply: str = ""  # the brain's reply this cycle (its reasoning explains a stop)
 
 
 @dataclass
@@ -105,12 +106,12 @@ def find_existing_sr(ctx: ToolContext, cluster_id: str) -> ToolEffect:
 
 
 def prisma_check(ctx: ToolContext, cluster_id: str) -> ToolEffect:
-    from ra_agent.agent.reporting import save_prisma
+    from ra_agent.agent.reporting import goal_reports_dir, save_prisma
     from ra_agent.evidence.prisma import prisma_check as check
     from ra_agent.evidence.sr_search import load_sr_overlap
 
     found = load_sr_overlap(ctx.cfg, cluster_id)
-    draft = Workspace.of(ctx.cfg).reports_dir / f"sr_draft_{cluster_id}.md"
+    draft = goal_reports_dir(ctx.cfg, ctx.goal.goal_id) / f"sr_draft_{cluster_id}.md"
     draft_text = draft.read_text(encoding="utf-8") if ctx.goal.primary_goal == "conduct_SR" and draft.exists() else None
     result = check(ctx.cfg, ctx.store, cluster_id, ctx.brain, draft_text=draft_text,
                    sr_pmids=found.sr_pmids if found else [])  # fmt: skip
@@ -126,21 +127,46 @@ def propose_alternative_pico(ctx: ToolContext, exclude_pmids: list[int]) -> Tool
     from ra_agent.evidence.alternative import propose_alternative_pico as propose
 
     cluster_id = _cluster_of(ctx.cfg, ctx.store, exclude_pmids) or ctx.goal.cluster_id
+    limit = ctx.cfg.goal.max_spawn_depth
+    if ctx.goal.spawn_depth >= limit:  # guard against endless spawning: goals of goals of goals...
+        message = f"spawn depth {ctx.goal.spawn_depth} reached [goal] max_spawn_depth = {limit}"
+        ctx.goal.record("alternative_failed", cluster_id=cluster_id, message=message)
+        return ToolEffect({"error": "max_spawn_depth", "cluster_id": cluster_id, "message": message})
     try:
         alt = propose(ctx.cfg, ctx.store, ctx.brain, exclude_pmids, cluster_id=cluster_id)
     except ValueError as exc:
         ctx.goal.record("alternative_failed", cluster_id=cluster_id, message=str(exc)[:300])
         return ToolEffect({"error": "no_alternative", "cluster_id": cluster_id, "message": str(exc)[:300]})
+    earlier = _goal_on_theme(ctx.goals, alt.seed_query)
+    if earlier is not None:  # one spawned goal per theme, whichever goal proposed it first
+        message = f"theme {alt.seed_query!r} already has goal {earlier}"
+        ctx.goal.record("alternative_failed", cluster_id=cluster_id, message=message, existing_goal=earlier)
+        return ToolEffect({"error": "theme_has_a_goal", "cluster_id": cluster_id, "existing_goal": earlier,
+                           "seed_query": alt.seed_query})  # fmt: skip
     out_dir = Workspace.of(ctx.cfg).root / "handbooks"
     handbook_path = spawn_handbook(ctx.cfg, ctx.handbook.path, alt.seed_query, out_dir, new_pico=alt.new_PICO)
     spawned = load_handbook(handbook_path)
     child = ctx.goals.create(str(handbook_path), spawned.primary_goal, alt.new_PICO, brain=ctx.brain.name)
-    child.record("spawned_from", parent_goal=ctx.goal.goal_id, new_PICO=alt.new_PICO)
+    child.parent_goal, child.spawn_depth = ctx.goal.goal_id, ctx.goal.spawn_depth + 1
+    child.record("spawned_from", parent_goal=ctx.goal.goal_id, new_PICO=alt.new_PICO, seed_query=alt.seed_query,
+                 depth=child.spawn_depth)  # fmt: skip
     ctx.goals.save(child)
     ctx.goal.record("alternative_proposed", cluster_id=cluster_id, new_goal=child.goal_id,
                     new_PICO=alt.new_PICO, handbook=handbook_path.name)  # fmt: skip
+    log.info("goal %s spawned goal %s on %r (seed query %r, handbook %s)", ctx.goal.goal_id, child.goal_id,
+             alt.new_PICO, alt.seed_query, handbook_path)  # fmt: skip
     return ToolEffect({"new_PICO": alt.new_PICO, "seed_query": alt.seed_query, "new_goal": child.goal_id,
                        "judged_by": alt.judged_by})  # fmt: skip
+
+
+def _goal_on_theme(goals: GoalStore, seed_query: str) -> str | None:
+    """The goal already spawned on this seed query (compared case- and space-insensitively), if any."""
+    wanted = " ".join(seed_query.lower().split())
+    for state in goals.states():
+        for h in state.events("spawned_from"):
+            if " ".join(str(h.get("seed_query", "")).lower().split()) == wanted:
+                return state.goal_id
+    return None
 
 
 def _cluster_of(cfg: Config, store: Store, pmids: list[int]) -> str | None:
@@ -220,7 +246,17 @@ def show_noise(ctx: ToolContext, limit: int) -> ToolEffect:
 
 def update_goal(ctx: ToolContext, changes: dict[str, Any]) -> ToolEffect:
     entries = apply_llm_mutation(ctx.goal, changes)
+    for entry in entries:  # a stop by the brain carries its own words as the reason (not yet persisted)
+        if entry["event"] == "stopped":
+            entry["reason"] = f"the brain stopped the goal: {reasoning_tail(ctx.reply)}"
     return ToolEffect({"changed": sorted(changes), "events": [e["event"] for e in entries]})
+
+
+def reasoning_tail(reply: str, lines: int = 2, limit: int = 300) -> str:
+    """The last reasoning lines of a reply (before its Action line), for a history reason."""
+    text = reply.rsplit("Action:", 1)[0]
+    kept = [ln.strip().lstrip("-• ").strip() for ln in text.splitlines() if ln.strip()][-lines:]
+    return (" ".join(kept) or "no reasoning given")[:limit]
 
 
 TOOLS: dict[str, Callable[..., ToolEffect]] = {

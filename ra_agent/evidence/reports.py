@@ -209,8 +209,9 @@ def gap_dossier(
     brain_name: str,
     sr: SrOverlap | None,
     prisma: PrismaResult | None,
+    out_dir: Path | None = None,
 ) -> Path:
-    """Write <data_dir>/reports/gap_dossier_<cluster_id>.md: metrics, PICO table and list of the eligible trials,
+    """Write <out_dir>/gap_dossier_<cluster_id>.md (default <data_dir>/reports/): metrics, PICO table and list of the eligible trials,
     the prior-SR evidence, the PRISMA check and a "Why this is a gap" verdict computed from those numbers.
 
     `sr` defaults to the stored find_existing_sr answer. Every cited PMID is checked against the store.
@@ -231,7 +232,7 @@ def gap_dossier(
         "## PRISMA check of prior reviews\n\n" + _prisma_section(prisma, ev.metrics),
         "## Why this is a gap\n\n" + _gap_reasoning(len(ev.eligible), need, sr, prisma, ev.metrics),
     ]
-    path = Workspace.of(cfg).reports_dir / f"gap_dossier_{cluster_id}.md"
+    path = (out_dir or Workspace.of(cfg).reports_dir) / f"gap_dossier_{cluster_id}.md"
     return _publish(store, path, "\n\n".join(parts) + "\n")
 
 
@@ -450,8 +451,9 @@ def sr_draft(
     goal_id: str,
     brain_name: str,
     prisma: PrismaResult | None,
+    out_dir: Path | None = None,
 ) -> Path:
-    """Write <data_dir>/reports/sr_draft_<cluster_id>.md and its PRISMA flow PNG next to it.
+    """Write <out_dir>/sr_draft_<cluster_id>.md (default <data_dir>/reports/) and its PRISMA flow PNG next to it.
 
     Sections follow PRISMA 2020: objectives (from the included trials' most frequent PICO terms),
     eligibility criteria, information sources (the stored records' provenance), search strategy (the
@@ -462,7 +464,7 @@ def sr_draft(
     ev = cluster_evidence(cfg, store, cluster_id)
     if not ev.eligible:
         raise ReportError(f"cluster {cluster_id} has no eligible trial to synthesise")
-    reports = Workspace.of(cfg).reports_dir
+    reports = out_dir or Workspace.of(cfg).reports_dir
     flow = prisma_flow(cfg, store, ev)
     png = prisma_flow_png(flow, reports / f"sr_draft_{cluster_id}_prisma_flow.png")
     included = [ev.records[p.pmid] for p in ev.eligible]
