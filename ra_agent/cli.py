@@ -256,7 +256,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("run", cmd_run, "run a handbook's goal cycle by cycle without Dagster (local runner)")
     p.add_argument("handbook")
     p.add_argument("--goal", help="continue this existing goal instead of starting a new one")
-    p.add_argument("--max-cycles", type=int, help="cap on cycles this run (default [goal] max_cycles)")
+    p.add_argument(
+        "--max-cycles", type=int, help="cap on the cycles of this run ([goal] max_cycles caps the goal in total)"
+    )
     for name, text in (("stop", "stop a goal after its current cycle (STOP file)"),
                        ("pause", "pause a goal until resumed (PAUSE file)"),
                        ("resume", "resume a paused or stopped-by-hand goal; retry a goal in error or crashed")):  # fmt: skip

@@ -46,13 +46,18 @@ def goal_reports_dir(cfg: Config, goal_id: str) -> Path:
     return Workspace.of(cfg).reports_dir / goal_id
 
 
-def workspace_relative(cfg: Config, path: str | Path) -> str:
-    """A path as goal histories and status lines keep it: relative to the workspace when inside it."""
+def relative_posix(path: str | Path, base: str | Path) -> str:
+    """`path` relative to `base` when inside it, else absolute; POSIX separators."""
     resolved = Path(path).resolve()
     try:
-        return resolved.relative_to(Path(cfg.data_dir).resolve()).as_posix()
+        return resolved.relative_to(Path(base).resolve()).as_posix()
     except ValueError:
         return resolved.as_posix()
+
+
+def workspace_relative(cfg: Config, path: str | Path) -> str:
+    """A path as goal histories and status lines keep it: relative to the workspace when inside it."""
+    return relative_posix(path, cfg.data_dir)
 
 
 def write_goal_reports(cfg: Config, store: Store, goal_id: str | None = None) -> list[Path]:

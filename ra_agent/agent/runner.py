@@ -10,12 +10,14 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ra_agent.agent.cycle import CycleOutcome, run_cycle
 from ra_agent.agent.goal import GoalState, GoalStore
 from ra_agent.agent.guards import pause_requested, stop_requested
 from ra_agent.agent.handbook import load_handbook
 from ra_agent.agent.loopguard import GoalLock
+from ra_agent.agent.reporting import relative_posix
 from ra_agent.agent.stages import StageRequest, perform
 from ra_agent.config import Config
 from ra_agent.embed.index import embed_all
@@ -29,11 +31,7 @@ MIN_POLL_S = 0.05  # PAUSE polling never spins faster than this, even with loop_
 
 def handbook_ref(cfg: Config, handbook: str | Path) -> str:
     """The handbook path as goals record it: relative to the project root when inside it."""
-    path = Path(handbook).resolve()
-    try:
-        return path.relative_to(Path(cfg.root).resolve()).as_posix()
-    except ValueError:
-        return path.as_posix()
+    return relative_posix(handbook, cfg.root)
 
 
 def start_goal(cfg: Config, store: Store, handbook: str | Path, brain_name: str = "") -> GoalState:
@@ -129,19 +127,11 @@ def spawned_goals(cfg: Config, store: Store, state: GoalState) -> list[str]:
 
 
 def run_with_spawned(
-    cfg: Config,
-    store: Store,
-    goal_id: str,
-    brain,
-    *,
-    max_cycles: int | None = None,
-    embedder_factory: Callable | None = None,
-    on_cycle: Callable[[CycleOutcome], None] | None = None,
-    on_goal: Callable[[GoalState, GoalState | None], None] | None = None,
+    cfg: Config, store: Store, goal_id: str, brain, *, on_goal: Callable | None = None, **run_options: Any
 ) -> list[GoalState]:
     """Run a goal, then each goal it spawned (breadth first, each once); returns the final states in run order.
 
-    `on_goal(state, parent)` is called before each spawned goal starts (parent None for the first goal)."""
+    `on_goal(state, parent)` is called before each spawned goal starts; `run_options` go to run_goal."""
     goals = GoalStore(cfg.data_dir, store)
     queue: list[tuple[str, GoalState | None]] = [(goal_id, None)]
     done: list[GoalState] = []
@@ -155,8 +145,7 @@ def run_with_spawned(
             log.info("goal %s: running goal %s spawned by %s", parent.goal_id, current, parent.goal_id)
             if on_goal:
                 on_goal(goals.load(current), parent)
-        state = run_goal(cfg, store, current, brain, max_cycles=max_cycles, embedder_factory=embedder_factory,
-                         on_cycle=on_cycle)  # fmt: skip
+        state = run_goal(cfg, store, current, brain, **run_options)
         done.append(state)
         queue += [(child, state) for child in spawned_goals(cfg, store, state) if goals.exists(child)]
     return done

@@ -128,16 +128,7 @@ def test_dagster_path_gives_the_local_runner_history(project, defs, demo_templat
     goal_id = new_goal(project)
     cfg = load_config(project / "config.toml")
     with dg.instance_for_test() as instance:
-        cursor = None
-        for _ in range(40):
-            result, ctx = tick(instance, project, cursor)
-            if isinstance(result, dg.SkipReason):
-                break
-            cursor = result.cursor
-            for request in result.dynamic_partitions_requests:
-                instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
-            for request in result.run_requests:
-                execute(defs, instance, request)
+        drive(defs, instance, project)
         wanted = ("pubmed_search", "clusters", "pico_extractions", "sr_overlap", "reports", "mind_kb")
         materialized = {k for k in wanted if instance.get_latest_materialization_event(dg.AssetKey(k))}
     with open_store(cfg) as store:

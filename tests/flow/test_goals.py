@@ -141,17 +141,20 @@ def test_a_stage_that_dies_marks_the_goal_crashed_and_ra_resume_retries_it(demo,
     assert not (goals.goal_dir(goal.goal_id) / LOCK_FILE).exists()  # released on the way out
 
     with open_store(demo) as store:  # drop the bad request: the retry then runs the goal
+        goals = GoalStore(demo.data_dir, store)
         state = goals.load(goal.goal_id)
         state.pending_asset_requests = []
         goals.save(state)
-    assert main(["--config", str(config), "resume", goal.goal_id, "--no-run"]) == 0
+    config.write_text(config.read_text().replace("[goal]\n", "[goal]\nmax_cycles = 1\n"))  # one cycle is enough
+    assert main(["--config", str(config), "resume", goal.goal_id]) == 0
     out = capsys.readouterr().out
-    assert f"goal {goal.goal_id}: crashed -> in_progress" in out
+    assert f"goal {goal.goal_id}: crashed -> in_progress" in out and "retrying now" in out
+    assert "  cycle 1: tool_call search_pubmed -> in_progress" in out
     with open_store(demo) as store:
-        resumed = GoalStore(demo.data_dir, store).load(goal.goal_id)
-    assert (
-        resumed.status == "in_progress" and "was crashed: stage pico[no_such_cluster]" in resumed.history[-1]["reason"]
-    )
+        retried = GoalStore(demo.data_dir, store).load(goal.goal_id)
+    resumed = retried.events("resumed")[-1]
+    assert "was crashed: stage pico[no_such_cluster]" in resumed["reason"]
+    assert retried.cycle == 1 and retried.stop_reason() == "max_cycles reached (1 cycles)"
 
 
 def test_a_second_ra_run_of_a_running_goal_exits_2(demo, demo_project, capsys):
