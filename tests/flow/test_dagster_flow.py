@@ -216,3 +216,31 @@ def test_max_cycles_binds_the_dagster_path_like_the_local_runner(project, defs, 
         state = start_goal(local_cfg, store, local / HANDBOOK, RulesBrain.name)
         local_state = run_goal(local_cfg, store, state.goal_id, RulesBrain())
     assert history_shape(local_state, labels_of(local_cfg)) == history_shape(dagster_state, labels_of(cfg))
+
+
+def test_a_failed_stage_run_marks_the_goal_crashed(project, defs):
+    from ra_agent.agent.stages import StageRequest
+
+    goal_id = new_goal(project)
+    cfg = load_config(project / "config.toml")
+    with open_store(cfg) as store:
+        goals = GoalStore(cfg.data_dir, store)
+        state = goals.load(goal_id)
+        state.pending_asset_requests = [StageRequest("pico", "no_such_cluster", "test").to_dict()]
+        goals.save(state)
+    with dg.instance_for_test() as instance:
+        first, _ = tick(instance, project)
+        (request,) = first.run_requests
+        assert request.job_name == "agent_pico_job"
+        instance.add_dynamic_partitions("cluster", ["no_such_cluster"])
+        job = defs.resolve_job_def(request.job_name)
+        failed = job.execute_in_process(instance=instance, partition_key=request.partition_key, raise_on_error=False,
+                                        tags={**request.tags, "dagster/run_key": request.run_key})  # fmt: skip
+        assert not failed.success
+        skipped, _ = tick(instance, project)
+    assert isinstance(skipped, dg.SkipReason) and f"{goal_id}: crashed: stage pico[no_such_cluster]" in str(
+        skipped.skip_message
+    )
+    with open_store(cfg) as store:
+        crashed = GoalStore(cfg.data_dir, store).load(goal_id)
+    assert crashed.status == "crashed" and crashed.stop_reason().startswith("stage pico[no_such_cluster]: run ")
