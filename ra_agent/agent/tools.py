@@ -254,8 +254,9 @@ def update_goal(ctx: ToolContext, changes: dict[str, Any]) -> ToolEffect:
 
 def reasoning_tail(reply: str, lines: int = 2, limit: int = 300) -> str:
     """The last reasoning lines of a reply (before its Action line), for a history reason."""
-    text = reply.rsplit("Action:", 1)[0]
-    kept = [ln.strip().lstrip("-• ").strip() for ln in text.splitlines() if ln.strip()][-lines:]
+    text = [ln.strip() for ln in reply.rsplit("Action:", 1)[0].splitlines() if ln.strip()]
+    bullets = [ln for ln in text if ln[:1] in "-•*"]  # a bulleted reasoning: its points, not its header
+    kept = [ln.lstrip("-•* ").strip() for ln in (bullets or text)[-lines:]]
     return (" ".join(kept) or "no reasoning given")[:limit]
 
 

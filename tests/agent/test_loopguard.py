@@ -98,3 +98,13 @@ def test_rules_brain_never_repeats_its_last_call_with_nothing_new():
     reported = [call, {"event": "tool_result", "stage": "sr_overlap"}]  # a stage reported back since
     assert without_noop(rules_state(goal, reported), decision) is decision
     assert json.loads(decision.reply().rsplit("Action:", 1)[1])["tool"] == "prisma_check"
+
+
+def test_a_stop_by_the_brain_keeps_its_last_reasons():
+    from ra_agent.agent.tools import reasoning_tail
+
+    reply = Decision(["Cluster c1 is covered.", "No open cluster is left."], "update_goal",
+                     {"changes": {"status": "stopped"}}).reply()  # fmt: skip
+    assert reasoning_tail(reply) == "Cluster c1 is covered. No open cluster is left."
+    assert reasoning_tail("Nothing more to search.\nAction: {}") == "Nothing more to search."
+    assert reasoning_tail('Action: {"tool": "update_goal"}') == "no reasoning given"
