@@ -222,8 +222,32 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_goals(cfg: Config, store: Store, goal_id: str, brain, max_cycles: int | None) -> None:
+    """Run a goal, then the goals it spawned, printing each cycle, each goal's end, reason and reports."""
+    from ra_agent.agent.loopguard import GoalLocked
+    from ra_agent.agent.runner import run_with_spawned
+
+    def on_goal(state, parent) -> None:
+        print(f"goal {state.goal_id} spawned by {parent.goal_id}: {state.topic!r} "
+              f"(handbook {state.handbook_path}); running it now")  # fmt: skip
+
+    try:
+        states = run_with_spawned(cfg, store, goal_id, brain, max_cycles=max_cycles, on_goal=on_goal,
+                                  on_cycle=lambda o: print(f"  cycle {o.cycle}: {o.event}"
+                                                           f"{' ' + o.tool if o.tool else ''} -> {o.status}"))  # fmt: skip
+    except GoalLocked as exc:
+        raise CliError(str(exc)) from None
+    for state in states:
+        reason = state.stop_reason()
+        print(f"goal {state.goal_id}: {state.status} after {state.cycle} cycles" + (f": {reason}" if reason else ""))
+        for h in state.events("alternative_proposed"):
+            print(f"  spawned goal {h['new_goal']}: {h.get('new_PICO', '')!r} ({h.get('handbook', '')})")
+        for h in state.events("report_written"):
+            print(f"wrote {cfg.data_dir / h['path']}")
+
+
 def cmd_run(args: argparse.Namespace) -> int:
-    from ra_agent.agent.runner import run_goal, start_goal
+    from ra_agent.agent.runner import start_goal
     from ra_agent.llm.select import brain_for
 
     cfg = _config(args)
@@ -235,12 +259,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if not goal_id:
             goal_id = start_goal(cfg, store, handbook, brain.name).goal_id
             print(f"goal {goal_id} started from {handbook} (brain: {brain.label()})")
-        state = run_goal(cfg, store, goal_id, brain, max_cycles=args.max_cycles,
-                         on_cycle=lambda o: print(f"  cycle {o.cycle}: {o.event}"
-                                                  f"{' ' + o.tool if o.tool else ''} -> {o.status}"))  # fmt: skip
-    print(f"goal {state.goal_id}: {state.status} after {state.cycle} cycles")
-    for h in state.events("report_written"):
-        print(f"wrote {h['path']}")
+        _run_goals(cfg, store, goal_id, brain, args.max_cycles)
     return 0
 
 
@@ -254,14 +273,8 @@ def cmd_control(args: argparse.Namespace) -> int:
         _existing_goal(cfg, store, args.goal)
         goal_dir = goals.goal_dir(args.goal)
         if args.command == "resume":
-            clear_control(cfg, STOP_FILE, goal_dir)
-            clear_control(cfg, PAUSE_FILE, goal_dir)
-            state = goals.load(args.goal)
-            if state.status in ("paused", "paused_api", "crashed", "stopped_manual"):
-                state.set_status("in_progress", reason="ra resume")
-                goals.save(state)
-            print(f"goal {args.goal}: {state.status}")
-            return 0
+            return _resume(cfg, store, goals, args, [*clear_control(cfg, STOP_FILE, goal_dir),
+                                                     *clear_control(cfg, PAUSE_FILE, goal_dir)])  # fmt: skip
         path = request_control(cfg, STOP_FILE if args.command == "stop" else PAUSE_FILE, goal_dir)
         print(f"goal {args.goal}: {args.command} requested ({path}); honoured before its next cycle")
     return 0
@@ -287,6 +300,31 @@ def _existing_goal(cfg: Config, store: Store, goal_id: str) -> str:
     if not goals.exists(goal_id):
         raise CliError(f"{goals.root}: goal: no goal {goal_id} in this workspace (ra status lists them)")
     return goal_id
+
+
+def _resume(cfg: Config, store: Store, goals, args: argparse.Namespace, removed: list[Path]) -> int:
+    """`ra resume`: remove the goal's STOP/PAUSE files; a goal in error or crashed goes back to in_progress and
+    is retried now by the local runner (its pending stages first) unless --no-run; say what was done."""
+    from ra_agent.llm.select import brain_for
+
+    state = goals.load(args.goal)
+    for path in removed:
+        print(f"goal {args.goal}: removed {path}")
+    old = state.status
+    if old in ("in_progress", "stopped"):
+        print(f"goal {args.goal}: {old}, nothing to resume" + (f" ({state.stop_reason()})" if old == "stopped" else ""))
+        return 0
+    state.set_status("in_progress", reason=f"ra resume (was {old}: {state.stop_reason() or 'no reason recorded'})")
+    goals.save(state)
+    print(f"goal {args.goal}: {old} -> in_progress")
+    if old in ("paused", "paused_api", "stopped_manual") or args.no_run:
+        print(
+            f"goal {args.goal}: continues in the process that runs it (ra run --goal {args.goal}, or the agent sensor)"
+        )
+        return 0
+    print(f"goal {args.goal}: retrying now (was {old})")
+    _run_goals(cfg, store, args.goal, brain_for(cfg, store), None)
+    return 0
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -327,12 +365,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("run", cmd_run, "run a handbook's goal cycle by cycle without Dagster (local runner)")
     p.add_argument("handbook")
     p.add_argument("--goal", help="continue this existing goal instead of starting a new one")
-    p.add_argument("--max-cycles", type=int, help="cap on cycles this run (default [goal] max_cycles)")
+    p.add_argument(
+        "--max-cycles", type=int, help="cap on the cycles of this run ([goal] max_cycles caps the goal in total)"
+    )
     for name, text in (("stop", "stop a goal after its current cycle (STOP file)"),
                        ("pause", "pause a goal until resumed (PAUSE file)"),
-                       ("resume", "resume a paused, stopped-by-hand or crashed goal")):  # fmt: skip
+                       ("resume", "resume a paused or stopped-by-hand goal; retry a goal in error or crashed")):  # fmt: skip
         p = add(name, cmd_control, text)
         p.add_argument("goal")
+        if name == "resume":
+            p.add_argument("--no-run", action="store_true", help="only mark it in_progress (the agent sensor runs it)")
     from ra_agent.ask.commands import add_ask_parser
 
     add_ask_parser(sub)
@@ -394,6 +436,10 @@ def status_lines(cfg: Config, store: Store) -> list[str]:
         last = state.history[-1] if state.history else {}
         lines.append(f"  {state.goal_id} {state.primary_goal:<10} {state.status:<14} cycle {state.cycle:<3} "
                      f"brain {state.brain or '-'} | last: {last.get('event', '-')} | {state.handbook_path}")  # fmt: skip
+        if not state.is_active and state.stop_reason():
+            lines.append(f"    reason: {state.stop_reason()}")
+        if state.parent_goal:
+            lines.append(f"    spawned by {state.parent_goal} (depth {state.spawn_depth})")
         for h in state.events("report_written"):
             lines.append(f"    report: {h['path']}")
     from ra_agent.ask.commands import ask_status_lines

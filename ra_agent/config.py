@@ -205,6 +205,8 @@ class GoalConfig:
     rules_split_share: float = _knob(0.50, 0, 1)
     handbook_max_bytes: int = _knob(1_000_000, 1000, 100_000_000)
 
+    max_spawn_depth: int = _knob(2, 0, 100)
+
 
 @dataclass(frozen=True)
 class SrConfig:

@@ -2,13 +2,19 @@
 
 from ra_agent.agent.cycle import run_cycle
 from ra_agent.agent.goal import GoalStore
+from ra_agent.agent.guards import pause_requested
+from ra_agent.agent.loopguard import GoalLock, GoalLocked
 from ra_agent.agent.reporting import record_goal_playbook
-from ra_agent.agent.runner import start_goal
+from ra_agent.agent.runner import mark_crashed, start_goal
 from ra_agent.agent.stages import StageRequest, run_expand, run_pico_stage, run_reports, run_sr_overlap
 
 __all__ = [
+    "GoalLock",
+    "GoalLocked",
     "GoalStore",
     "StageRequest",
+    "mark_crashed",
+    "pause_requested",
     "record_goal_playbook",
     "run_cycle",
     "run_expand",

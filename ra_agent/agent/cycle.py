@@ -26,6 +26,8 @@ from ra_agent.agent.cyclelog import CycleLog, CycleRecord, truncate_middle
 from ra_agent.agent.goal import GoalState, GoalStore
 from ra_agent.agent.guards import check_guards
 from ra_agent.agent.handbook import load_handbook
+from ra_agent.agent.loopguard import repeated_noop, state_digest
+from ra_agent.agent.ownership import no_papers_reason, refresh_owned
 from ra_agent.agent.prompt import build_messages, metrics_of, observe, playbooks_for
 from ra_agent.agent.stages import StageRequest
 from ra_agent.agent.tools import ToolContext, execute
@@ -109,12 +111,19 @@ def stage_observation(store: Store, request: StageRequest) -> dict[str, Any]:
 
 
 def successful_clusters(state: GoalState, handbook, observation: dict[str, Any]) -> list[str]:
-    return [c["cluster_id"] for c in observation["clusters"]
-            if c["cluster_id"] not in state.rejected_clusters and handbook.success_met(metrics_of(c))]  # fmt: skip
+    """The goal's own clusters (state.owned_clusters, in that order) that meet Success and are not rejected."""
+    by_id = {c["cluster_id"]: c for c in observation["clusters"]}
+    return [cid for cid in state.owned_clusters if cid in by_id and cid not in state.rejected_clusters
+            and handbook.success_met(metrics_of(by_id[cid]))]  # fmt: skip
 
 
-def _check_success(cfg: Config, state: GoalState, handbook, observation: dict[str, Any]) -> list[StageRequest]:
-    """Stop the goal once `Stop_after` clusters meet `Success`; ask for the reports then."""
+def _check_success(cfg: Config, store: Store, state: GoalState, handbook, observation=None) -> list[StageRequest]:
+    """Stop the goal once `Stop_after` of its own clusters meet `Success`; ask for the reports then.
+
+    Without an `observation` the owned clusters are recomputed and the store observed afresh."""
+    if observation is None:
+        refresh_owned(store, state)
+        observation = observe(cfg, store, state, handbook)
     winners = successful_clusters(state, handbook, observation)
     if len(winners) < handbook.stop_after:
         return []
@@ -137,6 +146,9 @@ def _guard(cfg: Config, store: Store, goals: GoalStore, state: GoalState) -> str
         return "paused_api"
     if state.status in ("paused", "crashed", "paused_api"):
         state.set_status("in_progress", reason=f"resumed after {state.status}")
+    if state.is_active and state.cycle >= cfg.goal.max_cycles:  # binds the local runner and the sensor alike
+        state.set_status("stopped", reason=f"max_cycles reached ({cfg.goal.max_cycles} cycles)")
+        return "stopped"
     return None
 
 
@@ -170,12 +182,18 @@ def _cycle(cfg, store, goals, state, brain, embedder_factory) -> CycleOutcome:
     cycle = state.begin_cycle(brain.name)
     handbook = load_handbook(_handbook_path(cfg, state))
     papers_before = store.counts()["paper"]
+    refresh_owned(store, state)
     observation = observe(cfg, store, state, handbook)
-    requests = _check_success(cfg, state, handbook, observation)
+    requests = _check_success(cfg, store, state, handbook, observation)
+    digest = state_digest(store, state)
     messages: list[dict[str, str]] = []
     reply, event, tool, notes, json_status = "", "success", None, [], "n/a"
     repairs: list[RepairTurn] = []
-    if not requests and _tool_calls(store, state.goal_id) >= cfg.goal.max_tool_calls:
+    no_papers = None if requests else no_papers_reason(cfg, store, state)
+    if no_papers:
+        state.set_status("stopped", reason=no_papers)
+        event = "stopped"
+    elif not requests and _tool_calls(store, state.goal_id) >= cfg.goal.max_tool_calls:
         state.set_status("stopped", reason=f"max_tool_calls ({cfg.goal.max_tool_calls}) reached")
         event = "stopped"
     elif not requests:
@@ -206,9 +224,9 @@ def _cycle(cfg, store, goals, state, brain, embedder_factory) -> CycleOutcome:
                     outcome = interpret_reply(reply, asker, cfg=cfg, handbook=handbook)
                     repairs = asker.turns
             event, tool, json_status, requests = _act(cfg, store, goals, state, handbook, brain, outcome, reply,
-                                                      key, embedder_factory, notes)  # fmt: skip
+                                                      key, embedder_factory, notes, digest)  # fmt: skip
         if state.is_active:
-            requests += _check_success(cfg, state, handbook, observe(cfg, store, state, handbook))
+            requests += _check_success(cfg, store, state, handbook)
     state.pending_asset_requests = [r.to_dict() for r in requests]
     goals.save(state)
     record = CycleRecord(
@@ -226,7 +244,7 @@ def _cycle(cfg, store, goals, state, brain, embedder_factory) -> CycleOutcome:
     return CycleOutcome(state.goal_id, cycle, state.status, event, brain.name, tool, requests, str(log_path))
 
 
-def _act(cfg, store, goals, state, handbook, brain, outcome, reply, key, embedder_factory, notes):
+def _act(cfg, store, goals, state, handbook, brain, outcome, reply, key, embedder_factory, notes, digest):
     """Apply the interpreted reply; returns (event, tool, json_status, requests)."""
     if outcome is None:
         return "error", None, "brain_unavailable", []
@@ -247,8 +265,13 @@ def _act(cfg, store, goals, state, handbook, brain, outcome, reply, key, embedde
         if isinstance(outcome, ActionError) and outcome.kind == "json_error":
             json_status = "json_error"
         return result.event, getattr(outcome, "tool", None), json_status, []
+    if repeated_noop(state, outcome.tool, outcome.args, digest):  # the last identical call changed nothing
+        state.set_status("stopped", reason=f"repeated {outcome.tool} with the same arguments and no state change",
+                         tool=outcome.tool, args=outcome.args)  # fmt: skip
+        notes.append(f"loop guard: {outcome.tool} {outcome.args_json} repeats a call that changed nothing")
+        return "stopped", outcome.tool, "ok", []
     _record_call(store, state, key, outcome, truncate_middle(reply, cfg.logging.response_log_chars))
-    ctx = ToolContext(cfg, store, state, goals, handbook, brain, embedder_factory or _default_embedder(cfg))
+    ctx = ToolContext(cfg, store, state, goals, handbook, brain, embedder_factory or _default_embedder(cfg), reply)
     try:
         effect = execute(ctx, outcome)
     except (KeyError, ValueError, LookupError) as exc:  # a tool refusing its input is the LLM's error, not a crash
@@ -257,7 +280,8 @@ def _act(cfg, store, goals, state, handbook, brain, outcome, reply, key, embedde
         return "error", outcome.tool, "ok", []
     _finish_call(store, key, "finished", effect.result, effect.requests)
     state.record("tool_call", tool=outcome.tool, args=outcome.args, result=_short(effect.result),
-                 requests=[r.label() for r in effect.requests], repaired=outcome.repaired)  # fmt: skip
+                 requests=[r.label() for r in effect.requests], repaired=outcome.repaired,
+                 state_digest=digest)  # fmt: skip
     return "tool_call", outcome.tool, "repaired" if outcome.repaired else "ok", effect.requests
 
 

@@ -112,10 +112,23 @@ class GoalState:
     pending_asset_requests: list[dict[str, Any]] = field(default_factory=list)
     pending_tool_calls: list[dict[str, Any]] = field(default_factory=list)
     success_clusters: list[str] = field(default_factory=list)
+    owned_clusters: list[str] = field(default_factory=list)  # agent/ownership.py: the only clusters Success reads
+    parent_goal: str | None = None  # the goal whose propose_alternative_pico spawned this one
+    spawn_depth: int = 0  # 0 for a goal started from a handbook, parent's depth + 1 for a spawned goal
 
     @property
     def is_active(self) -> bool:
         return self.status == "in_progress"
+
+    def stop_reason(self) -> str:
+        """Why the goal is not running: the reason (or error) of its last status change, '' if none."""
+        for h in reversed(self.history):
+            if h["event"] in STATUS_EVENTS.values() and h.get("new", self.status) == self.status:
+                reason = str(h.get("reason") or h.get("error") or ("set by the brain" if h.get("by") == "llm" else ""))
+                if reason == "success" and h.get("clusters"):
+                    return f"success: {', '.join(h['clusters'])} met {h.get('success', 'the handbook')}"
+                return reason
+        return ""
 
     def record(self, event: str, **details: Any) -> dict[str, Any]:
         """Append a history entry {cycle, ts, brain, event, **details} (memo 80 §6 shape) and return it."""

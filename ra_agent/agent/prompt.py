@@ -84,6 +84,7 @@ def observe(cfg: Config, store: Store, state: GoalState, handbook: Handbook) -> 
             "prisma_checked": _prisma_source(cfg, cid),  # "draft", "prior_sr", "none" or None (never ran)
             "trial_candidates": trial_candidates(store, members),
             "search_hits": len(hits.intersection(members)),
+            "owned": cid in state.owned_clusters,  # agent/ownership.py: Success reads only these
             "pico_done": pico_path(cfg, cid).exists(),
             "covered_by_sr": overlap is not None and overlap > pivot,
             "rejected": cid in state.rejected_clusters,
@@ -102,6 +103,7 @@ def observe(cfg: Config, store: Store, state: GoalState, handbook: Handbook) -> 
             "topic": state.topic,
             "status": state.status,
             "cluster_id": state.cluster_id,
+            "owned_clusters": state.owned_clusters,
             "rejected_clusters": state.rejected_clusters,
             "pending_queries": state.pending_queries,
             "cycle": state.cycle,
@@ -188,7 +190,7 @@ def _state_order(observation: dict[str, Any]) -> list[dict[str, Any]]:
     """Clusters in the order the state block keeps them (memo 30): the goal's own clusters first, then the
     most relevant (search hits, trial candidates), newest (mean year) and largest; rejected ones last."""
     goal = observation["goal"]
-    own = [goal.get("cluster_id"), *(goal.get("clusters") or []), *(goal.get("success_clusters") or [])]
+    own = [goal.get("cluster_id"), *(goal.get("owned_clusters") or []), *(goal.get("success_clusters") or [])]
     rank = {cid: i for i, cid in enumerate(c for c in own if c)}
     return sorted(observation["clusters"], key=lambda c: (
         rank.get(c["cluster_id"], len(rank)), bool(c.get("rejected")), -(c.get("search_hits") or 0),
@@ -251,6 +253,8 @@ def build_messages(
         f'Handbook says Primary_goal = "{hb["primary_goal"]}" (goal now: {goal["primary_goal"]}, '
         f"focus cluster: {goal['cluster_id'] or 'none'}).\n"
         f"Seed query: {hb['seed_query'] or '(none)'}; searches done: {searched}.\n"
+        f"This goal's clusters (hold its search hits or were chosen by it): "
+        f"{', '.join(goal.get('owned_clusters') or []) or 'none yet'}; Success is judged on these only.\n"
         f"Success requires: {hb['success']} (for {hb['stop_after']} cluster(s)).\n"
         f"Pivot when Existing_SR_overlap > {observation['thresholds']['sr_overlap_pivot']}.",
         600,
@@ -265,7 +269,8 @@ def build_messages(
     left = prompt_budget(cfg) - sum(count_tokens(t, enc) for t in fixed) - 8 * len(fixed) - _SAFETY_TOKENS
     state, _ = state_block(observation, max(0, int(left * STATE_SHARE)), enc)
     left -= count_tokens(state, enc)
-    shown = sorted(observation["clusters"], key=lambda c: (-(c["trial_candidates"] or 0), -c["size"]))
+    shown = sorted(observation["clusters"],
+                   key=lambda c: (not c.get("owned"), -(c["trial_candidates"] or 0), -c["size"]))  # fmt: skip
     blocks: list[str] = []
     shown = shown[:PROMPT_CLUSTERS]
     for i, c in enumerate(shown):

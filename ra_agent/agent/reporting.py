@@ -35,29 +35,57 @@ def load_prisma(cfg: Config, cluster_id: str):
     return PrismaResult.from_json(json.loads(path.read_text(encoding="utf-8")))
 
 
-def write_goal_reports(cfg: Config, store: Store) -> list[Path]:
-    """Write (or rewrite) the report of every successful cluster of every goal; note new paths in its history."""
+def goal_reports_dir(cfg: Config, goal_id: str) -> Path:
+    """reports/<goal_id>/: every report of one goal, never written by another goal."""
+    GoalStore(cfg.data_dir).goal_dir(goal_id)  # validates the id (it becomes a folder name)
+    return Workspace.of(cfg).reports_dir / goal_id
+
+
+def relative_posix(path: str | Path, base: str | Path) -> str:
+    """`path` relative to `base` when inside it, else absolute; POSIX separators."""
+    resolved = Path(path).resolve()
+    try:
+        return resolved.relative_to(Path(base).resolve()).as_posix()
+    except ValueError:
+        return resolved.as_posix()
+
+
+def workspace_relative(cfg: Config, path: str | Path) -> str:
+    """A path as goal histories and status lines keep it: relative to the workspace when inside it."""
+    return relative_posix(path, cfg.data_dir)
+
+
+def write_goal_reports(cfg: Config, store: Store, goal_id: str | None = None) -> list[Path]:
+    """Write the report of each successful cluster of one goal into reports/<goal_id>/; note it in its history.
+
+    Without `goal_id` (the Dagster `reports` asset run outside a goal): every goal that has a successful
+    cluster without a report yet. A goal's finished reports are never rewritten for another goal.
+    """
     from ra_agent.evidence.reports import gap_dossier, sr_draft
     from ra_agent.evidence.sr_search import load_sr_overlap
 
     goals = GoalStore(cfg.data_dir, store)
     written: list[Path] = []
-    for state in goals.states():
-        recorded = {h["path"] for h in state.events("report_written")}
-        for cluster_id in state.success_clusters:
+    for state in [goals.load(goal_id)] if goal_id else goals.states():
+        recorded = {h.get("cluster_id") for h in state.events("report_written")}
+        todo = state.success_clusters if goal_id else [c for c in state.success_clusters if c not in recorded]
+        out_dir = goal_reports_dir(cfg, state.goal_id)
+        for cluster_id in todo:
             prisma = load_prisma(cfg, cluster_id)
             if state.primary_goal == "conduct_SR":
-                path = sr_draft(cfg, store, cluster_id, goal_id=state.goal_id, brain_name=state.brain, prisma=prisma)
+                path = sr_draft(cfg, store, cluster_id, goal_id=state.goal_id, brain_name=state.brain, prisma=prisma,
+                                out_dir=out_dir)  # fmt: skip
                 kind = "sr_draft"
             else:
                 path = gap_dossier(cfg, store, cluster_id, goal_id=state.goal_id, brain_name=state.brain,
-                                   sr=load_sr_overlap(cfg, cluster_id), prisma=prisma)  # fmt: skip
+                                   sr=load_sr_overlap(cfg, cluster_id), prisma=prisma, out_dir=out_dir)  # fmt: skip
                 kind = "gap_dossier"
             written.append(Path(path))
-            if str(path) not in recorded:
-                state.record("report_written", kind=kind, cluster_id=cluster_id, path=str(path))
+            relative = workspace_relative(cfg, path)
+            if relative not in {h["path"] for h in state.events("report_written")}:
+                state.record("report_written", kind=kind, cluster_id=cluster_id, path=relative)
                 goals.save(state)
-            log.info("%s for %s (goal %s): %s", kind, cluster_id, state.goal_id, path)
+            log.info("%s for %s (goal %s): %s", kind, cluster_id, state.goal_id, relative)
         record_goal_playbook(cfg, store, goals, state)
     return written
 

@@ -10,10 +10,14 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ra_agent.agent.cycle import CycleOutcome, run_cycle
 from ra_agent.agent.goal import GoalState, GoalStore
+from ra_agent.agent.guards import pause_requested, stop_requested
 from ra_agent.agent.handbook import load_handbook
+from ra_agent.agent.loopguard import GoalLock
+from ra_agent.agent.reporting import relative_posix
 from ra_agent.agent.stages import StageRequest, perform
 from ra_agent.config import Config
 from ra_agent.embed.index import embed_all
@@ -22,14 +26,12 @@ from ra_agent.topics.organise import organise
 
 log = logging.getLogger(__name__)
 
+MIN_POLL_S = 0.05  # PAUSE polling never spins faster than this, even with loop_delay_s = 0
+
 
 def handbook_ref(cfg: Config, handbook: str | Path) -> str:
     """The handbook path as goals record it: relative to the project root when inside it."""
-    path = Path(handbook).resolve()
-    try:
-        return path.relative_to(Path(cfg.root).resolve()).as_posix()
-    except ValueError:
-        return path.as_posix()
+    return relative_posix(handbook, cfg.root)
 
 
 def start_goal(cfg: Config, store: Store, handbook: str | Path, brain_name: str = "") -> GoalState:
@@ -40,9 +42,37 @@ def start_goal(cfg: Config, store: Store, handbook: str | Path, brain_name: str 
                                                  brain=brain_name)  # fmt: skip
 
 
-def perform_requests(cfg: Config, store: Store, outcome: CycleOutcome, brain, embedder_factory) -> None:
+def perform_requests(cfg: Config, store: Store, outcome: CycleOutcome, brain, embedder_factory) -> bool:
+    """Run the stages a cycle asked for; a stage that raises marks the goal `crashed` (returns False)."""
     for request in outcome.requests:
-        perform(cfg, store, request, brain=brain, embedder=embedder_factory(), goal_id=outcome.goal_id)
+        try:
+            perform(cfg, store, request, brain=brain, embedder=embedder_factory(), goal_id=outcome.goal_id)
+        except Exception as exc:  # never leave the goal in_progress over a stage that died
+            log.exception("goal %s: stage %s crashed", outcome.goal_id, request.label())
+            mark_crashed(cfg, store, outcome.goal_id, f"stage {request.label()}: {type(exc).__name__}: {exc}")
+            return False
+    return True
+
+
+def mark_crashed(cfg: Config, store: Store, goal_id: str, error: str) -> GoalState:
+    """Set a goal `crashed` with its error (its pending stage requests stay for `ra resume`)."""
+    goals = GoalStore(cfg.data_dir, store)
+    state = goals.load(goal_id)
+    state.set_status("crashed", error=error[:500])
+    goals.save(state)
+    return state
+
+
+def wait_while_paused(cfg: Config, goal_dir: Path, *, poll_s: float | None = None) -> None:
+    """memo 80 §5: sleep (polling every loop_delay_s) while a PAUSE file is present and no STOP file is."""
+    poll = poll_s if poll_s is not None else max(cfg.goal.loop_delay_s, MIN_POLL_S)
+    announced = False
+    while pause_requested(cfg, goal_dir) and not stop_requested(cfg, goal_dir):
+        if not announced:
+            log.info("goal %s paused (%s); waiting for the PAUSE file to go", goal_dir.name,
+                     pause_requested(cfg, goal_dir))  # fmt: skip
+            announced = True
+        time.sleep(poll)
 
 
 def run_goal(
@@ -55,28 +85,70 @@ def run_goal(
     embedder_factory: Callable | None = None,
     on_cycle: Callable[[CycleOutcome], None] | None = None,
 ) -> GoalState:
-    """Cycle until the goal is no longer in progress (or the cycle cap), doing the requested stages in between."""
+    """Cycle until the goal is no longer in progress, doing the requested stages in between.
+
+    The goal's [goal] max_cycles stops it (in run_cycle, as under Dagster); `max_cycles` here caps
+    the cycles of this run only. A PAUSE file makes the runner wait; one process per goal (GoalLock).
+    """
     from ra_agent.agent.cycle import _default_embedder
 
     embedder_factory = embedder_factory or _default_embedder(cfg)
     goals = GoalStore(cfg.data_dir, store)
-    state = goals.load(goal_id)
-    if state.pending_asset_requests:  # a previous run stopped between a cycle and its stages
-        pending = CycleOutcome(goal_id, state.cycle, state.status, "pending", brain.name,
-                               requests=[StageRequest.from_dict(r) for r in state.pending_asset_requests])  # fmt: skip
-        perform_requests(cfg, store, pending, brain, embedder_factory)
-    for _ in range(max_cycles or cfg.goal.max_cycles):
-        outcome = run_cycle(cfg, store, goal_id, brain, embedder_factory=embedder_factory)
-        perform_requests(cfg, store, outcome, brain, embedder_factory)
-        if on_cycle:
-            on_cycle(outcome)
-        if outcome.status != "in_progress":
-            break
-        if any(r.stage == "search" for r in outcome.requests) and not _offline(store):
-            time.sleep(cfg.goal.loop_delay_s)  # memo 60 §4: do not hammer the APIs
-    else:
-        log.warning("goal %s: local runner stopped at the cycle cap (%d)", goal_id, max_cycles or cfg.goal.max_cycles)
-    return goals.load(goal_id)
+    goal_dir = goals.goal_dir(goal_id)
+    with GoalLock(goal_dir, goal_id):
+        state = goals.load(goal_id)
+        if state.pending_asset_requests:  # a previous run stopped between a cycle and its stages
+            pending = CycleOutcome(goal_id, state.cycle, state.status, "pending", brain.name,
+                                   requests=[StageRequest.from_dict(r) for r in state.pending_asset_requests])  # fmt: skip
+            if not perform_requests(cfg, store, pending, brain, embedder_factory):
+                return goals.load(goal_id)
+        cycles = 0
+        while max_cycles is None or cycles < max_cycles:
+            outcome = run_cycle(cfg, store, goal_id, brain, embedder_factory=embedder_factory)
+            cycles += outcome.event not in ("paused", "inactive", "stopped_manual")
+            ok = perform_requests(cfg, store, outcome, brain, embedder_factory)
+            if on_cycle:
+                on_cycle(outcome)
+            if outcome.status == "paused":
+                wait_while_paused(cfg, goal_dir)
+                continue
+            if not ok or outcome.status != "in_progress":
+                break
+            if any(r.stage == "search" for r in outcome.requests) and not _offline(store):
+                time.sleep(cfg.goal.loop_delay_s)  # memo 60 §4: do not hammer the APIs
+        else:
+            log.warning("goal %s: this run stopped at its cycle cap (%d)", goal_id, max_cycles)
+        return goals.load(goal_id)
+
+
+def spawned_goals(cfg: Config, store: Store, state: GoalState) -> list[str]:
+    """Goals spawned by this goal's propose_alternative_pico calls, in order."""
+    return [h["new_goal"] for h in state.events("alternative_proposed") if h.get("new_goal")]
+
+
+def run_with_spawned(
+    cfg: Config, store: Store, goal_id: str, brain, *, on_goal: Callable | None = None, **run_options: Any
+) -> list[GoalState]:
+    """Run a goal, then each goal it spawned (breadth first, each once); returns the final states in run order.
+
+    `on_goal(state, parent)` is called before each spawned goal starts; `run_options` go to run_goal."""
+    goals = GoalStore(cfg.data_dir, store)
+    queue: list[tuple[str, GoalState | None]] = [(goal_id, None)]
+    done: list[GoalState] = []
+    seen: set[str] = set()
+    while queue:
+        current, parent = queue.pop(0)
+        if current in seen:
+            continue
+        seen.add(current)
+        if parent is not None:
+            log.info("goal %s: running goal %s spawned by %s", parent.goal_id, current, parent.goal_id)
+            if on_goal:
+                on_goal(goals.load(current), parent)
+        state = run_goal(cfg, store, current, brain, **run_options)
+        done.append(state)
+        queue += [(child, state) for child in spawned_goals(cfg, store, state) if goals.exists(child)]
+    return done
 
 
 def _offline(store: Store) -> bool:
@@ -101,6 +173,6 @@ def run_demo(cfg: Config, store: Store, handbook, progress_factory) -> list[str]
     brain = brain_for(cfg, store)
     state = start_goal(cfg, store, handbook, brain.name)
     state = run_goal(cfg, store, state.goal_id, brain)
-    written = [h["path"] for h in state.events("report_written")]
+    written = [str(cfg.data_dir / h["path"]) for h in state.events("report_written")]
     log.info("demo: goal %s %s after %d cycles (%s)", state.goal_id, state.status, state.cycle, brain.label())
     return written or [str(GoalStore(cfg.data_dir, store).state_path(state.goal_id))]

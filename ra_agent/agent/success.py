@@ -50,15 +50,26 @@ def _literal_text(value: Any) -> str:
     return json.dumps(value)  # true / false / null / numbers, as written in handbooks
 
 
+class _ThreeValued:
+    """A node of a Success expression: `truth` is True, False or None (unknown); Success needs True."""
+
+    def truth(self, metrics: Mapping[str, Any]) -> bool | None:
+        raise NotImplementedError
+
+    def evaluate(self, metrics: Mapping[str, Any]) -> bool:
+        """True only when the node is known to hold: unknown counts as false for Success."""
+        return self.truth(metrics) is True
+
+
 @dataclass(frozen=True)
-class Const:
+class Const(_ThreeValued):
     value: int | float | bool | None
 
     def value_in(self, metrics: Mapping[str, Any]) -> Any:
         return self.value
 
-    def evaluate(self, metrics: Mapping[str, Any]) -> bool:
-        return bool(self.value)
+    def truth(self, metrics: Mapping[str, Any]) -> bool | None:
+        return None if self.value is None else bool(self.value)
 
     def describe(self) -> str:
         return _literal_text(self.value)
@@ -68,15 +79,15 @@ class Const:
 
 
 @dataclass(frozen=True)
-class Metric:
+class Metric(_ThreeValued):
     name: str  # the spelling of METRIC_NAMES
 
     def value_in(self, metrics: Mapping[str, Any]) -> Any:
         return metrics.get(self.name.lower())
 
-    def evaluate(self, metrics: Mapping[str, Any]) -> bool:
+    def truth(self, metrics: Mapping[str, Any]) -> bool | None:
         value = self.value_in(metrics)
-        return value is not None and bool(value)
+        return None if value is None else bool(value)
 
     def describe(self) -> str:
         return f"{self.name} is true"
@@ -86,19 +97,21 @@ class Metric:
 
 
 @dataclass(frozen=True)
-class Compare:
+class Compare(_ThreeValued):
     op: str
     left: Const | Metric
     right: Const | Metric
 
-    def evaluate(self, metrics: Mapping[str, Any]) -> bool:
+    def truth(self, metrics: Mapping[str, Any]) -> bool | None:
+        """True, False, or None (unknown) when a metric it reads is null: an unmeasured metric is neither
+        above nor below a threshold. Only an explicit `== null` / `!= null` test asks about nullness itself."""
         left, right = self.left.value_in(metrics), self.right.value_in(metrics)
         null_literal = [side for side in (self.left, self.right) if isinstance(side, Const) and side.value is None]
         if null_literal:
             other = right if self.left is null_literal[0] else left
             return {"==": other is None, "!=": other is not None}.get(self.op, False)
         if left is None or right is None:
-            return False
+            return None
         try:
             return bool(_COMPARE[self.op](left, right))
         except TypeError:
@@ -115,11 +128,12 @@ class Compare:
 
 
 @dataclass(frozen=True)
-class Not:
+class Not(_ThreeValued):
     operand: Condition
 
-    def evaluate(self, metrics: Mapping[str, Any]) -> bool:
-        return not self.operand.evaluate(metrics)
+    def truth(self, metrics: Mapping[str, Any]) -> bool | None:
+        inner = self.operand.truth(metrics)
+        return None if inner is None else not inner
 
     def describe(self) -> str:
         return f"not ({self.operand.describe()})"
@@ -130,13 +144,17 @@ class Not:
 
 
 @dataclass(frozen=True)
-class BoolOp:
+class BoolOp(_ThreeValued):
     op: str  # "AND" | "OR"
     operands: tuple[Condition, ...]
 
-    def evaluate(self, metrics: Mapping[str, Any]) -> bool:
-        combine = all if self.op == "AND" else any
-        return combine(o.evaluate(metrics) for o in self.operands)
+    def truth(self, metrics: Mapping[str, Any]) -> bool | None:
+        """Kleene logic: unknown AND false = false, unknown OR true = true, otherwise unknown spreads."""
+        values = [o.truth(metrics) for o in self.operands]
+        decisive = self.op == "OR"  # the value that settles the result on its own
+        if decisive in values:
+            return decisive
+        return None if None in values else not decisive
 
     def _join(self, render: Callable[[Condition], str], joiner: str) -> str:
         def wrapped(o: Condition) -> str:

@@ -40,6 +40,7 @@ class ToolContext:
     handbook: Handbook
     brain: Any
     embedder_factory: Callable[[], Any]
+    reply: str = ""  # the brain's reply this cycle (its reasoning explains a stop)
 
 
 @dataclass
@@ -139,6 +140,7 @@ def _eutils(ctx: ToolContext):
 def _covered_dossier(ctx: ToolContext, cluster_id: str) -> None:
     """seek_gap pivots away from a cluster covered by prior reviews: write its dossier first (verdict "covered
     by review X → pivot", the reviews checked with their PRISMA status) so the judgement is on record."""
+    from ra_agent.agent.reporting import goal_reports_dir, workspace_relative
     from ra_agent.evidence.prisma import review_statuses
     from ra_agent.evidence.reports import ReportError, gap_dossier
     from ra_agent.evidence.sr_search import load_sr_overlap
@@ -149,23 +151,24 @@ def _covered_dossier(ctx: ToolContext, cluster_id: str) -> None:
     prisma = review_statuses(ctx.cfg, ctx.store, sr.sr_pmids, ctx.brain, _eutils(ctx))
     try:
         path = gap_dossier(ctx.cfg, ctx.store, cluster_id, goal_id=ctx.goal.goal_id, brain_name=ctx.brain.name,
-                           sr=sr, prisma=prisma)  # fmt: skip
+                           sr=sr, prisma=prisma, out_dir=goal_reports_dir(ctx.cfg, ctx.goal.goal_id))  # fmt: skip
     except ReportError as exc:
         log.warning("dossier of covered cluster %s not written: %s", cluster_id, exc)
         return
-    ctx.goal.record("report_written", kind="gap_dossier", cluster_id=cluster_id, path=str(path), verdict="covered")
+    ctx.goal.record("report_written", kind="gap_dossier", cluster_id=cluster_id, path=workspace_relative(ctx.cfg, path),
+                    verdict="covered")  # fmt: skip
 
 
 def _check_own_draft(ctx: ToolContext, cluster_id: str) -> ToolEffect:
     """Write ra's SR draft, judge it, fill the missing items once, write the final draft with its checklist."""
-    from ra_agent.agent.reporting import save_prisma
+    from ra_agent.agent.reporting import goal_reports_dir, save_prisma, workspace_relative
     from ra_agent.evidence.checklist import checked_text
     from ra_agent.evidence.draft import sr_draft
     from ra_agent.evidence.prisma import prisma_check as check
 
     def draft(prisma=None, fill=()):
         return sr_draft(ctx.cfg, ctx.store, cluster_id, goal_id=ctx.goal.goal_id, brain_name=ctx.brain.name,
-                        prisma=prisma, fill=fill)  # fmt: skip
+                        prisma=prisma, fill=fill, out_dir=goal_reports_dir(ctx.cfg, ctx.goal.goal_id))  # fmt: skip
 
     def judge(path):
         return check(ctx.cfg, ctx.store, cluster_id, ctx.brain, draft_text=checked_text(path.read_text("utf-8")))
@@ -179,7 +182,7 @@ def _check_own_draft(ctx: ToolContext, cluster_id: str) -> ToolEffect:
     path = draft(prisma=result)
     checklist = path.with_name(f"{path.stem}_prisma_checklist.md")
     flow = path.with_name(f"{path.stem}_prisma_flow.png")
-    ctx.goal.record("report_written", kind="sr_draft", cluster_id=cluster_id, path=str(path))
+    ctx.goal.record("report_written", kind="sr_draft", cluster_id=cluster_id, path=workspace_relative(ctx.cfg, path))
     return ToolEffect({"cluster_id": cluster_id, **result.as_dict(), "judged_by": result.judged_by,
                        "source": "draft", "missing_first_check": first_missing, "draft": path.name,
                        "checklist": checklist.name, "flow_diagram": flow.name})  # fmt: skip
@@ -194,21 +197,46 @@ def propose_alternative_pico(ctx: ToolContext, exclude_pmids: list[int]) -> Tool
     cluster_id = _cluster_of(ctx.cfg, ctx.store, exclude_pmids) or ctx.goal.cluster_id
     if cluster_id:
         _covered_dossier(ctx, cluster_id)
+    limit = ctx.cfg.goal.max_spawn_depth
+    if ctx.goal.spawn_depth >= limit:  # guard against endless spawning: goals of goals of goals...
+        message = f"spawn depth {ctx.goal.spawn_depth} reached [goal] max_spawn_depth = {limit}"
+        ctx.goal.record("alternative_failed", cluster_id=cluster_id, message=message)
+        return ToolEffect({"error": "max_spawn_depth", "cluster_id": cluster_id, "message": message})
     try:
         alt = propose(ctx.cfg, ctx.store, ctx.brain, exclude_pmids, cluster_id=cluster_id)
     except ValueError as exc:
         ctx.goal.record("alternative_failed", cluster_id=cluster_id, message=str(exc)[:300])
         return ToolEffect({"error": "no_alternative", "cluster_id": cluster_id, "message": str(exc)[:300]})
+    earlier = _goal_on_theme(ctx.goals, alt.seed_query)
+    if earlier is not None:  # one spawned goal per theme, whichever goal proposed it first
+        message = f"theme {alt.seed_query!r} already has goal {earlier}"
+        ctx.goal.record("alternative_failed", cluster_id=cluster_id, message=message, existing_goal=earlier)
+        return ToolEffect({"error": "theme_has_a_goal", "cluster_id": cluster_id, "existing_goal": earlier,
+                           "seed_query": alt.seed_query})  # fmt: skip
     out_dir = Workspace.of(ctx.cfg).root / "handbooks"
     handbook_path = spawn_handbook(ctx.cfg, ctx.handbook.path, alt.seed_query, out_dir, new_pico=alt.new_PICO)
     spawned = load_handbook(handbook_path)
     child = ctx.goals.create(str(handbook_path), spawned.primary_goal, alt.new_PICO, brain=ctx.brain.name)
-    child.record("spawned_from", parent_goal=ctx.goal.goal_id, new_PICO=alt.new_PICO)
+    child.parent_goal, child.spawn_depth = ctx.goal.goal_id, ctx.goal.spawn_depth + 1
+    child.record("spawned_from", parent_goal=ctx.goal.goal_id, new_PICO=alt.new_PICO, seed_query=alt.seed_query,
+                 depth=child.spawn_depth)  # fmt: skip
     ctx.goals.save(child)
     ctx.goal.record("alternative_proposed", cluster_id=cluster_id, new_goal=child.goal_id,
                     new_PICO=alt.new_PICO, handbook=handbook_path.name)  # fmt: skip
+    log.info("goal %s spawned goal %s on %r (seed query %r, handbook %s)", ctx.goal.goal_id, child.goal_id,
+             alt.new_PICO, alt.seed_query, handbook_path)  # fmt: skip
     return ToolEffect({"new_PICO": alt.new_PICO, "seed_query": alt.seed_query, "new_goal": child.goal_id,
                        "judged_by": alt.judged_by})  # fmt: skip
+
+
+def _goal_on_theme(goals: GoalStore, seed_query: str) -> str | None:
+    """The goal already spawned on this seed query (compared case- and space-insensitively), if any."""
+    wanted = " ".join(seed_query.lower().split())
+    for state in goals.states():
+        for h in state.events("spawned_from"):
+            if " ".join(str(h.get("seed_query", "")).lower().split()) == wanted:
+                return state.goal_id
+    return None
 
 
 def _cluster_of(cfg: Config, store: Store, pmids: list[int]) -> str | None:
@@ -288,7 +316,18 @@ def show_noise(ctx: ToolContext, limit: int) -> ToolEffect:
 
 def update_goal(ctx: ToolContext, changes: dict[str, Any]) -> ToolEffect:
     entries = apply_llm_mutation(ctx.goal, changes)
+    for entry in entries:  # a stop by the brain carries its own words as the reason (not yet persisted)
+        if entry["event"] == "stopped":
+            entry["reason"] = f"the brain stopped the goal: {reasoning_tail(ctx.reply)}"
     return ToolEffect({"changed": sorted(changes), "events": [e["event"] for e in entries]})
+
+
+def reasoning_tail(reply: str, lines: int = 2, limit: int = 300) -> str:
+    """The last reasoning lines of a reply (before its Action line), for a history reason."""
+    text = [ln.strip() for ln in reply.rsplit("Action:", 1)[0].splitlines() if ln.strip()]
+    bullets = [ln for ln in text if ln[:1] in "-•*"]  # a bulleted reasoning: its points, not its header
+    kept = [ln.lstrip("-•* ").strip() for ln in (bullets or text)[-lines:]]
+    return (" ".join(kept) or "no reasoning given")[:limit]
 
 
 TOOLS: dict[str, Callable[..., ToolEffect]] = {

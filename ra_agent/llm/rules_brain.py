@@ -61,7 +61,7 @@ class RulesBrain:
             return self._judge_boundary(state)
         if task == "confirm":
             return self._confirm(state)
-        return decide(state).reply()
+        return without_noop(state, decide(state)).reply()
 
     # -- auxiliary prompts (expansion boundary judge, run_pico confirmation)
     def _judge_boundary(self, state: dict[str, Any]) -> str:
@@ -91,6 +91,29 @@ def _last_action_json(messages: list[dict[str, str]]) -> str:
     return "{}"
 
 
+def without_noop(state: dict[str, Any], decision: Decision) -> Decision:
+    """Guard over `decide`: never repeat a no-op. An update_goal whose changes all equal the goal's current
+    values, or a repeat of the goal's last tool call with the same arguments while the last results show
+    nothing new, becomes a stop with the reason in the reasoning."""
+    if decision.tool is None:
+        return decision
+    goal = state.get("goal", {})
+    changes = (decision.args or {}).get("changes", {}) if decision.tool == "update_goal" else None
+    if changes is not None and changes and all(goal.get(k) == v for k, v in changes.items()):
+        why = f"update_goal {json.dumps(changes)} would change nothing (the goal already holds these values)."
+    else:
+        calls = [h for h in state.get("last_results", []) if h.get("event") == "tool_call"]
+        last = calls[-1] if calls else None
+        repeat = last is not None and last.get("tool") == decision.tool and last.get("args") == decision.args
+        if not repeat or (state.get("last_results") or [None])[-1] is not last:
+            return decision  # different action, or a stage has reported back since the last call
+        why = f"{decision.tool} {json.dumps(decision.args)} is the last call again with nothing new since."
+    if changes == {"status": "stopped"}:
+        return decision
+    return Decision([*decision.reasoning, why, "Rule: never repeat a no-op; stop the goal."], "update_goal",
+                    {"changes": {"status": "stopped"}})  # fmt: skip
+
+
 def _allowed(state: dict[str, Any], tool: str) -> bool:
     return tool in state["handbook"]["tools_allowed"]
 
@@ -101,9 +124,10 @@ def _conduct_sr(state: dict[str, Any]) -> bool:
 
 def _ranked_clusters(state: dict[str, Any]) -> list[dict[str, Any]]:
     """Open clusters, most promising first: most of the goal's own search hits (on topic), then most
-    trial candidates, then recency (ERS), then size. For conduct_SR a cluster covered by prior reviews
-    stays open (the review cites them rather than abandoning the topic)."""
-    open_clusters = [c for c in state["clusters"] if not c.get("rejected")
+    trial candidates, then recency (ERS), then size; only the goal's own clusters (older prompts carry no
+    flag). For conduct_SR a cluster covered by prior reviews stays open (the review cites them rather than
+    abandoning the topic)."""
+    open_clusters = [c for c in state["clusters"] if not c.get("rejected") and c.get("owned", True)
                      and (_conduct_sr(state) or not c.get("covered_by_sr"))]  # fmt: skip
     return sorted(
         open_clusters,

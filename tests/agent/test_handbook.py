@@ -8,7 +8,7 @@ import pytest
 
 from ra_agent.agent.actions import HEAVY_TOOLS
 from ra_agent.agent.handbook import load_handbook, parse_handbook
-from ra_agent.agent.success import METRIC_NAMES, HandbookError, parse_success
+from ra_agent.agent.success import METRIC_NAMES, HandbookError, normalise_metrics, parse_success
 
 HANDBOOKS = Path(__file__).resolve().parents[2] / "handbooks"
 
@@ -236,9 +236,9 @@ def test_success_truth_table(metrics, met):
         ("sr_overlap == null", {}, True),
         ("sr_overlap != null", {"sr_overlap": 0.0}, True),
         ("sr_overlap < 0.6", {}, False),
-        ("NOT sr_overlap >= 0.6", {}, True),
+        ("NOT sr_overlap >= 0.6", {}, False),  # a comparison over a null metric is unknown, and so is its NOT
         ("PRISMA_compliant", {"prisma_compliant": 1}, True),
-        ("NOT PRISMA_compliant", {"prisma_compliant": None}, True),
+        ("NOT PRISMA_compliant", {"prisma_compliant": None}, False),  # the check never ran: not "non-compliant"
         ("dispersion < .7 AND mean_year >= 2015", {"dispersion": 0.69, "mean_year": 2016.5}, True),
         ("het_numeric > -1", {"het_numeric": 0}, True),
         ("true", {}, True),
@@ -264,3 +264,40 @@ def test_describe_success_and_unmet_conditions():
     assert handbook.unmet_conditions({"eligible_trials": 6, "PRISMA_compliant": False}) == []
     mixed = parse_handbook(hb("Primary_goal: seek_gap\nSuccess: size > 30 OR NOT (ers < 0.2 AND cvgr > 0)\n"))
     assert mixed.describe_success() == "size > 30 or not (ers < 0.2 and cvgr > 0)"
+
+
+# ---------------------------------------------------------------------------- three-valued logic over null metrics
+
+SHIPPED = {p.name: load_handbook(p) for p in sorted(HANDBOOKS.glob("*.md"))}
+
+
+@pytest.mark.parametrize(
+    ("expr", "metrics", "truth"),
+    [
+        ("PRISMA_compliant == false", {"prisma_compliant": None}, None),
+        ("NOT PRISMA_compliant == true", {"prisma_compliant": None}, None),
+        ("NOT PRISMA_compliant", {}, None),
+        ("eligible_trials >= 6 AND PRISMA_compliant == false", {"eligible_trials": 5}, False),  # unknown AND false
+        ("eligible_trials >= 6 AND PRISMA_compliant == false", {"eligible_trials": 7}, None),  # unknown AND true
+        ("eligible_trials >= 6 OR PRISMA_compliant == false", {"eligible_trials": 7}, True),  # unknown OR true
+        ("eligible_trials >= 6 OR PRISMA_compliant == false", {"eligible_trials": 2}, None),  # unknown OR false
+        ("NOT (eligible_trials >= 6 AND sr_overlap > 0.6)", {"eligible_trials": 2}, True),  # NOT (false AND unknown)
+        ("sr_overlap == null OR sr_overlap <= 0.6", {}, True),  # an explicit null test is known
+    ],
+)
+def test_null_metrics_are_unknown_and_unknown_is_not_success(expr, metrics, truth):
+    condition = parse_success(expr)
+    assert condition.truth(metrics) is truth
+    assert condition.evaluate(metrics) is (truth is True)
+
+
+@pytest.mark.parametrize("name", sorted(SHIPPED))
+def test_shipped_handbooks_never_succeed_before_prisma_check_ran(name):
+    handbook = SHIPPED[name]
+    enough = {"eligible_trials": 40, "sr_overlap": 0.1, "size": 60}
+    assert handbook.success_met({**enough, "PRISMA_compliant": None}) is False
+    assert handbook.success.truth(normalise_metrics({**enough, "PRISMA_compliant": None})) is None
+    wanted = {"seek_gap": False, "conduct_SR": True}[handbook.primary_goal]
+    assert handbook.success_met({**enough, "PRISMA_compliant": wanted}) is True
+    assert handbook.success_met({**enough, "eligible_trials": 1, "PRISMA_compliant": None}) is False
+    assert handbook.success.truth(normalise_metrics({"eligible_trials": 1})) is False  # unknown AND false

@@ -39,6 +39,20 @@ def demo_cfg(project: Path, **sections) -> Config:
     return dataclasses.replace(cfg, root=str(project))
 
 
+def write_config(project: Path) -> Path:
+    """The project's config.toml as a user would write it (the Dagster resources and the CLI read a file)."""
+    path = project / "config.toml"
+    path.write_text(
+        f'[workspace]\ndata_dir = "data"\ndemo_corpus = "{DEMO}"\n'
+        '[ingest]\noffline = true\n[goal]\nloop_delay_s = 0\n[llm]\nbrain = "rules"\n'
+        # the flow tests follow the gap path to its reports: no demo review reaches cosine 0.85 to a cluster
+        # (at the default 0.75 a 2002 review covers the reflux cluster and the goal pivots; see
+        # tests/flow/test_evidence_acceptance.py for that path)
+        "[sr]\nsr_cosine_threshold = 0.85\n"
+    )
+    return path
+
+
 @pytest.fixture(scope="session")
 def demo_template(request, tmp_path_factory) -> Path:
     """A project folder with the demo workspace built once: import, embed, index, first clustering."""

@@ -17,20 +17,9 @@ from ra_agent.workspace import open_store
 from ra_assets.defs.agent.automation import agent_sensor
 from ra_assets.resources import build_resources
 
-from .conftest import DEMO
+from .conftest import write_config
 
 HANDBOOK = "handbooks/seek_gap_ppi_gerd.md"
-
-
-def write_config(project: Path) -> Path:
-    """The project's config.toml as a user would write it (the Dagster resources read a file)."""
-    path = project / "config.toml"
-    path.write_text(
-        f'[workspace]\ndata_dir = "data"\ndemo_corpus = "{DEMO}"\n'
-        '[ingest]\noffline = true\n[goal]\nloop_delay_s = 0\n[llm]\nbrain = "rules"\n'
-        "[sr]\nsr_cosine_threshold = 0.85\n"  # no demo review covers a cluster at 0.85: the gap path, with reports
-    )
-    return path
 
 
 @pytest.fixture
@@ -98,7 +87,7 @@ def test_sensor_ticks_are_idempotent_and_survive_a_restart(project, defs):
     with dg.instance_for_test() as instance:
         first, ctx = tick(instance, project)
         (request,) = first.run_requests
-        assert request.job_name == "agent_cycle_job" and request.run_key == f"{goal_id}:cycle:1"
+        assert request.job_name == "agent_cycle_job" and request.run_key.startswith(f"{goal_id}:cycle:1:")
         again, _ = tick(instance, project, ctx.cursor)  # daemon restarted with the cursor: same decision
         assert again.run_requests[0].run_key == request.run_key
         assert json.loads(again.cursor)[goal_id] == request.run_key
@@ -139,23 +128,15 @@ def test_dagster_path_gives_the_local_runner_history(project, defs, demo_templat
     goal_id = new_goal(project)
     cfg = load_config(project / "config.toml")
     with dg.instance_for_test() as instance:
-        cursor = None
-        for _ in range(40):
-            result, ctx = tick(instance, project, cursor)
-            if isinstance(result, dg.SkipReason):
-                break
-            cursor = result.cursor
-            for request in result.dynamic_partitions_requests:
-                instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
-            for request in result.run_requests:
-                execute(defs, instance, request)
+        drive(defs, instance, project)
         wanted = ("pubmed_search", "clusters", "pico_extractions", "sr_overlap", "reports", "mind_kb")
         materialized = {k for k in wanted if instance.get_latest_materialization_event(dg.AssetKey(k))}
     with open_store(cfg) as store:
         dagster_state = GoalStore(cfg.data_dir, store).load(goal_id)
         reports = [h["path"] for h in dagster_state.history if h["event"] == "report_written"]
         assert dagster_state.status == "stopped" and reports
-        assert all(verify_citations(store, p) == [] for p in reports)
+        assert all(p.startswith(f"reports/{goal_id}/") for p in reports)  # per goal, relative to the workspace
+        assert all(verify_citations(store, cfg.data_dir / p) == [] for p in reports)
     assert materialized == set(wanted)
 
     # the same handbook on a fresh copy through the local runner
@@ -169,3 +150,97 @@ def test_dagster_path_gives_the_local_runner_history(project, defs, demo_templat
         state = start_goal(local_cfg, store, local / HANDBOOK, RulesBrain.name)
         local_state = run_goal(local_cfg, store, state.goal_id, RulesBrain())
     assert history_shape(local_state, labels_of(local_cfg)) == history_shape(dagster_state, labels_of(cfg))
+
+
+def drive(defs, instance, project: Path, ticks: int = 40, cursor: str | None = None):
+    """Tick the sensor and execute what it asks for until it skips; returns the last SkipReason and cursor."""
+    result = None
+    for _ in range(ticks):
+        result, _ = tick(instance, project, cursor)
+        if isinstance(result, dg.SkipReason):
+            break
+        cursor = result.cursor
+        for request in result.dynamic_partitions_requests:
+            instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+        for request in result.run_requests:
+            execute(defs, instance, request)
+    return result, cursor
+
+
+def test_sensor_skips_a_paused_goal_resumes_it_and_picks_up_new_goals(project, defs):
+    from ra_agent.agent.guards import PAUSE_FILE, clear_control, request_control
+
+    goal_id = new_goal(project)
+    cfg = load_config(project / "config.toml")
+    with open_store(cfg) as store:
+        goal_dir = GoalStore(cfg.data_dir, store).goal_dir(goal_id)
+    request_control(cfg, PAUSE_FILE, goal_dir)
+    with dg.instance_for_test() as instance:
+        skipped, cursor = drive(defs, instance, project)  # one cycle run notes the pause, then the sensor waits
+        assert isinstance(skipped, dg.SkipReason) and f"{goal_id}: paused by {goal_dir / PAUSE_FILE}" in str(
+            skipped.skip_message
+        )
+        with open_store(cfg) as store:
+            assert GoalStore(cfg.data_dir, store).load(goal_id).status == "paused"
+        clear_control(cfg, PAUSE_FILE, goal_dir)
+        second = new_goal(project)  # started while the daemon runs: the next tick sees it
+        resumed, _ = tick(instance, project, cursor)
+        keys = {r.tags["ra/goal"]: r for r in resumed.run_requests}
+        assert set(keys) == {goal_id, second}
+        execute(defs, instance, keys[goal_id])
+    with open_store(cfg) as store:
+        state = GoalStore(cfg.data_dir, store).load(goal_id)
+    assert [h["event"] for h in state.history[:3]] == ["created", "paused", "resumed"]
+    assert state.status == "in_progress" and state.cycle == 1
+
+
+def test_max_cycles_binds_the_dagster_path_like_the_local_runner(project, defs, demo_template, tmp_path):
+    config = project / "config.toml"
+    config.write_text(config.read_text().replace("[goal]\n", "[goal]\nmax_cycles = 2\n"))
+    goal_id = new_goal(project)
+    cfg = load_config(config)
+    with dg.instance_for_test() as instance:
+        done, _ = drive(defs, instance, project)
+    assert isinstance(done, dg.SkipReason) and "status stopped" in str(done.skip_message)
+    with open_store(cfg) as store:
+        dagster_state = GoalStore(cfg.data_dir, store).load(goal_id)
+    assert dagster_state.stop_reason() == "max_cycles reached (2 cycles)" and dagster_state.cycle == 2
+
+    import shutil
+
+    local = tmp_path / "local"
+    shutil.copytree(demo_template, local)
+    write_config(local).write_text(config.read_text())
+    local_cfg = load_config(local / "config.toml")
+    with open_store(local_cfg) as store:
+        state = start_goal(local_cfg, store, local / HANDBOOK, RulesBrain.name)
+        local_state = run_goal(local_cfg, store, state.goal_id, RulesBrain())
+    assert history_shape(local_state, labels_of(local_cfg)) == history_shape(dagster_state, labels_of(cfg))
+
+
+def test_a_failed_stage_run_marks_the_goal_crashed(project, defs):
+    from ra_agent.agent.stages import StageRequest
+
+    goal_id = new_goal(project)
+    cfg = load_config(project / "config.toml")
+    with open_store(cfg) as store:
+        goals = GoalStore(cfg.data_dir, store)
+        state = goals.load(goal_id)
+        state.pending_asset_requests = [StageRequest("pico", "no_such_cluster", "test").to_dict()]
+        goals.save(state)
+    with dg.instance_for_test() as instance:
+        first, _ = tick(instance, project)
+        (request,) = first.run_requests
+        assert request.job_name == "agent_pico_job"
+        instance.add_dynamic_partitions("cluster", ["no_such_cluster"])
+        job = defs.resolve_job_def(request.job_name)
+        failed = job.execute_in_process(instance=instance, partition_key=request.partition_key, raise_on_error=False,
+                                        tags={**request.tags, "dagster/run_key": request.run_key})  # fmt: skip
+        assert not failed.success
+        skipped, _ = tick(instance, project)
+    assert isinstance(skipped, dg.SkipReason) and f"{goal_id}: crashed: stage pico[no_such_cluster]" in str(
+        skipped.skip_message
+    )
+    with open_store(cfg) as store:
+        crashed = GoalStore(cfg.data_dir, store).load(goal_id)
+    assert crashed.status == "crashed" and crashed.stop_reason().startswith("stage pico[no_such_cluster]: run ")

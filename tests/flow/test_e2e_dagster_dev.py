@@ -123,7 +123,7 @@ def test_handbook_job_and_agent_sensor_reach_stopped(dagster_dev):
     state, runs = wait_for(goal_done, 900, "the goal to stop", poll=5)
     assert state["status"] == "stopped" and state["success_clusters"]
     report = [h for h in state["history"] if h["event"] == "report_written"]
-    assert report and Path(report[0]["path"]).exists()
+    assert report and (project / "data" / report[0]["path"]).exists()  # relative to the workspace
     # the UI can tell which runs served which cycle
     cycles = {r["runId"]: {t["key"]: t["value"] for t in r["tags"]} for r in runs if r["jobName"] == "agent_cycle_job"}
     assert len(cycles) == state["cycle"]

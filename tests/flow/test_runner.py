@@ -49,7 +49,8 @@ def test_seek_gap_ends_in_a_dossier_whose_citations_and_counts_match_the_store(d
     ]  # fmt: skip
     (cluster_id,) = state.success_clusters
     (written,) = state.events("report_written")
-    dossier = Path(written["path"])
+    assert written["path"] == f"reports/{state.goal_id}/gap_dossier_{cluster_id}.md"  # relative to the workspace
+    dossier = demo.data_dir / written["path"]
     text = dossier.read_text(encoding="utf-8")
     assert "rules:handbook-policy-v1" in text  # the brain is named in the report
     with open_store(demo) as store:

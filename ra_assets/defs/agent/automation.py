@@ -3,15 +3,18 @@
 The sensor only decides (well inside the 60 s limit): per active goal it emits the
 stage runs the last cycle asked for, one at a time, then one `agent_cycle` run once
 they have finished. `run_key = goal:cycle:request` makes every tick idempotent across
-daemon restarts; the JSON cursor records the last key emitted per goal.
+daemon restarts; the JSON cursor records the last key emitted per goal. Goals are listed
+afresh each tick, so goals spawned by propose_alternative_pico are picked up. A goal with a
+PAUSE file is skipped until the file goes (its next cycle then resumes it); a failed stage
+run marks the goal `crashed` (`ra resume` retries it); [goal] max_cycles stops a goal inside
+its next cycle, as in the local runner.
 """
 
 import json
 
 import dagster as dg
 
-from ra_agent.agent.goal import GoalStore
-from ra_agent.agent.runner import start_goal
+from ra_agent.agent import GoalLock, GoalLocked, GoalStore, mark_crashed, pause_requested, run_cycle, start_goal
 from ra_agent.agent.stages import StageRequest
 from ra_assets.defs.clusters.assets import cluster_metrics, clusters
 from ra_assets.defs.embeddings.assets import embedding_index
@@ -59,12 +62,16 @@ def handbook_job():
 def agent_cycle_op(context: dg.OpExecutionContext, config: CycleConfig, ra: RaConfigResource,
                    store: StoreResource, brain: BrainResource) -> None:  # fmt: skip
     """Exactly one agent cycle: the LLM call happens here, never in the sensor."""
-    from ra_agent.agent.cycle import run_cycle
-
     cfg = ra.get_config()
     with store.get_client() as db:
         model = brain.get_client(db)
-        outcome = run_cycle(cfg, db, config.goal_id, model)
+        try:
+            with GoalLock(GoalStore(cfg.data_dir, db).goal_dir(config.goal_id), config.goal_id):
+                outcome = run_cycle(cfg, db, config.goal_id, model)
+        except GoalLocked as exc:  # `ra run --goal` holds it: no cycle now, the sensor retries after
+            context.log.warning(f"{exc}: cycle skipped")
+            context.add_output_metadata({"goal_id": config.goal_id, "skipped": str(exc)})
+            return
     context.log.info(f"cycle {outcome.cycle} of {outcome.goal_id}: {outcome.event} "
                      f"{outcome.tool or ''} -> {outcome.status} ({outcome.brain})")  # fmt: skip
     context.add_output_metadata({
@@ -111,11 +118,22 @@ def next_step(context, cfg, db, state) -> tuple[dg.RunRequest | None, list, str]
     busy = [r.run_id[:8] for r in runs if r.status in IN_FLIGHT]
     if busy:
         return None, [], f"runs in flight ({', '.join(busy)})"
-    tags = {"ra/goal": state.goal_id, "ra/cycle": str(state.cycle)}
+    if state.status == "crashed":
+        return None, [], f"crashed ({state.stop_reason()}); `ra resume {state.goal_id}` retries it"
+    attempt = str(len(state.events("crashed")))  # `ra resume` after a crash retries the stages afresh
+    tags = {"ra/goal": state.goal_id, "ra/cycle": str(state.cycle), "ra/attempt": attempt}
     for i, raw in enumerate(state.pending_asset_requests):
         request = StageRequest.from_dict(raw)
-        finished = [r for r in runs if r.tags.get("ra/cycle") == str(state.cycle)
-                    and r.tags.get("ra/request") == str(i) and r.status in DONE]  # fmt: skip
+        finished = [r for r in runs if r.tags.get("ra/cycle") == str(state.cycle) and r.status in DONE
+                    and r.tags.get("ra/request") == str(i) and r.tags.get("ra/attempt", "0") == attempt]  # fmt: skip
+        if any(r.status == dg.DagsterRunStatus.SUCCESS for r in finished):
+            continue
+        if finished and state.is_active:  # the stage run failed or was cancelled: never leave it in_progress
+            failed = finished[0]
+            mark_crashed(
+                cfg, db, state.goal_id, f"stage {request.label()}: run {failed.run_id[:8]} {failed.status.value}"
+            )
+            return None, [], f"crashed: stage {request.label()} run {failed.run_id[:8]} {failed.status.value}"
         if finished:
             continue
         if request.stage == "embed":
@@ -131,15 +149,21 @@ def next_step(context, cfg, db, state) -> tuple[dg.RunRequest | None, list, str]
         run = dg.RunRequest(
             job_name=STAGE_JOBS[request.stage].name,
             partition_key=request.partition,
-            run_key=f"{state.goal_id}:{state.cycle}:{i}:{request.label()}",
+            run_key=f"{state.goal_id}:{state.cycle}:{i}:{request.label()}"
+            + (f":retry{attempt}" if attempt != "0" else ""),
             tags={**tags, "ra/request": str(i), "ra/stage": request.stage},
         )
         return run, additions, ""
-    if not state.is_active:
+    if state.status == "paused":
+        pause = pause_requested(cfg, GoalStore(cfg.data_dir, db).goal_dir(state.goal_id))
+        if pause:
+            return None, [], f"paused by {pause} (remove it to resume)"
+    elif not state.is_active:
         return None, [], f"status {state.status}"
     run = dg.RunRequest(
         job_name=agent_cycle_job.name,
-        run_key=f"{state.goal_id}:cycle:{state.cycle + 1}",
+        # the history length tells a resumed attempt of the same cycle from the one that paused
+        run_key=f"{state.goal_id}:cycle:{state.cycle + 1}:{len(state.history)}",
         run_config=dg.RunConfig(ops={"agent_cycle_op": CycleConfig(goal_id=state.goal_id)}),
         tags={**tags, "ra/cycle": str(state.cycle + 1), "ra/stage": "cycle"},
     )

@@ -1,6 +1,5 @@
 """Findings assets: PICO per cluster, existing-SR overlap per cluster, and the goal reports."""
 
-import json
 from pathlib import Path
 
 import dagster as dg
@@ -143,16 +142,20 @@ def cluster_expansion(
     code_version="1",
 )
 def reports(context: dg.AssetExecutionContext, ra: RaConfigResource, store: StoreResource) -> dg.MaterializeResult:
-    """Gap dossiers and SR drafts (Markdown under `reports/`, PRISMA flow diagram beside each draft) for
+    """Gap dossiers and SR drafts (Markdown under `reports/<goal_id>/`, PRISMA flow diagram beside each draft) for
     every goal whose clusters met its handbook's Success; every cited PMID exists in the store."""
+    from ra_agent.agent.reporting import workspace_relative
+
     cfg = ra.get_config()
+    goal_id = context.run.tags.get("ra/goal")  # the agent sensor tags a goal's runs; None when run by hand
     with store.get_client() as db:
-        written = run_reports(cfg, db)
+        written = run_reports(cfg, db, goal_id)
     previews = {Path(p).name: Path(p).read_text(encoding="utf-8")[:3000] for p in written}
     return dg.MaterializeResult(
         metadata={
             "reports": len(written),
-            "paths": dg.MetadataValue.json(json.loads(json.dumps([str(p) for p in written]))),
+            "goal_id": goal_id or "",
+            "paths": dg.MetadataValue.json([workspace_relative(cfg, p) for p in written]),
             **{f"preview_{name}": dg.MetadataValue.md(text) for name, text in list(previews.items())[:3]},
         },
         data_version=content_version(Path(p).read_bytes() for p in sorted(written)),

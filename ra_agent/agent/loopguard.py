@@ -1,0 +1,126 @@
+"""Loop guards (issue 11 §5): a goal never repeats a no-op, never outlives max_cycles, never runs twice at once.
+
+- `state_digest`: what "the state changed" means between two cycles: the goal's own fields, the
+  clusters it owns, those clusters' latest metrics and the store's row counts.
+- `repeated_noop`: the same action with the same arguments as the goal's last tool call, chosen
+  from the same state digest that call was chosen from (so that call changed nothing).
+- `GoalLock`: one process per goal, a `RUNNING.lock` file holding the owner's pid under the goal's
+  folder; a lock left by a dead pid is taken over.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from ra_agent.agent.goal import LLM_MUTABLE_FIELDS, GoalState
+from ra_agent.store.db import Store
+
+log = logging.getLogger(__name__)
+
+LOCK_FILE = "RUNNING.lock"
+METRIC_COLUMNS = ("size", "cvgr", "ers", "het_numeric", "dispersion", "sr_overlap", "eligible_trials",
+                  "prisma_compliant", "mean_year")  # fmt: skip
+
+
+def state_digest(store: Store, state: GoalState) -> str:
+    """sha1 of the goal fields the brain may change, the owned clusters, their latest metrics and the store counts."""
+    metrics = {}
+    for cluster_id in state.owned_clusters:
+        row = store.conn.execute(
+            f"SELECT {', '.join(METRIC_COLUMNS)} FROM cluster_metrics WHERE cluster_id=? "
+            "ORDER BY computed_ts DESC LIMIT 1",
+            (cluster_id,),
+        ).fetchone()
+        metrics[cluster_id] = list(row) if row else None
+    counts = store.counts()
+    for table in ("candidate_papers", "search_run", "cluster_member"):
+        counts[table] = store.conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+    snapshot = {
+        "goal": {name: getattr(state, name) for name in LLM_MUTABLE_FIELDS},
+        "owned": state.owned_clusters,
+        "metrics": metrics,
+        "counts": counts,
+    }
+    return hashlib.sha1(json.dumps(snapshot, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def repeated_noop(state: GoalState, tool: str, args: dict[str, Any], digest: str) -> bool:
+    """True when the goal's last tool call was this tool with these arguments, chosen from this same digest."""
+    calls = state.events("tool_call")
+    if not calls:
+        return False
+    last = calls[-1]
+    same_action = last["tool"] == tool and json.dumps(last.get("args"), sort_keys=True, default=str) == json.dumps(
+        args, sort_keys=True, default=str
+    )
+    return same_action and last.get("state_digest") == digest
+
+
+class GoalLocked(RuntimeError):
+    """Another live process runs this goal."""
+
+    def __init__(self, goal_id: str, pid: int):
+        super().__init__(f"goal {goal_id} is running (pid {pid})")
+        self.goal_id, self.pid = goal_id, pid
+
+
+def _holder(path: Path) -> int | None:
+    try:
+        return int(path.read_text(encoding="utf-8").split()[0])
+    except (FileNotFoundError, ValueError, IndexError):
+        return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+class GoalLock:
+    """`with GoalLock(goal_dir, goal_id):` holds the goal for this process; raises GoalLocked when a live
+    process holds it. Re-entrant within one process (the same pid may take it again)."""
+
+    def __init__(self, goal_dir: Path, goal_id: str):
+        self.path = Path(goal_dir) / LOCK_FILE
+        self.goal_id = goal_id
+        self.taken = False
+
+    def acquire(self) -> GoalLock:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        for _ in range(3):
+            try:
+                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                pid = _holder(self.path)
+                if pid == os.getpid():
+                    return self  # this process already holds it (nested use)
+                if pid is not None and _alive(pid):
+                    raise GoalLocked(self.goal_id, pid) from None
+                log.warning("goal %s: taking over the stale lock of pid %s (%s)", self.goal_id, pid, self.path)
+                self.path.unlink(missing_ok=True)
+                continue
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(f"{os.getpid()}\n")
+            self.taken = True
+            return self
+        raise GoalLocked(self.goal_id, _holder(self.path) or -1)
+
+    def release(self) -> None:
+        if self.taken and _holder(self.path) == os.getpid():
+            self.path.unlink(missing_ok=True)
+        self.taken = False
+
+    def __enter__(self) -> GoalLock:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
