@@ -23,19 +23,21 @@ MAP_DPI = 100
 MAP_POINT_SIZE = {"noise": 3, "cluster": 8}
 MAP_NOISE_COLOUR = "#d9d9d9"
 MAP_PALETTES = ("tab10", "Dark2", "Set1")  # strong qualitative colours, in this order, no pastels
+MAP_MIN_COLOUR_GAP = 0.2  # RGB distance below which a palette colour is a near twin of one already taken
 MAP_LABEL_CHARS = 40  # cluster labels on the map are cut to this many characters
 UNASSIGNED = "unassigned"
 
 
 def strong_colours() -> list[tuple[float, ...]]:
-    """The distinct strong colours of MAP_PALETTES (greys dropped), in order."""
+    """The distinct strong colours of MAP_PALETTES (greys and near twins dropped), in order."""
     from matplotlib import colormaps
 
     out: list[tuple[float, ...]] = []
     for name in MAP_PALETTES:
         for colour in colormaps[name].colors:  # type: ignore[attr-defined]
             rgb = tuple(float(v) for v in colour[:3])
-            if max(rgb) - min(rgb) > 0.05 and rgb not in out:  # a grey would read as unassigned
+            near = any(sum((a - b) ** 2 for a, b in zip(rgb, c, strict=True)) < MAP_MIN_COLOUR_GAP**2 for c in out)
+            if max(rgb) - min(rgb) > 0.05 and not near:  # a grey would read as unassigned; near twins confuse
                 out.append(rgb)
     return out
 

@@ -109,6 +109,10 @@ def test_materialize_runs_ingest_embedding_and_clustering_with_lineage(project):
     assert meta["formed"].value == meta["active_clusters"].value == stored >= 1
     assert meta["feature_space"].value == ABSTRACT_FAMILY  # no PICO vectors yet: abstract embeddings
     assert 0 < members <= embedded
+    pooled = embedded - members  # every embedded paper is a member or in the unassigned pool
+    assert meta["unassigned"].value == pooled and meta["noise_share"].value == round(pooled / embedded, 4)
+    assert meta["formation_noise_share"].value >= meta["noise_share"].value  # the intake only takes papers in
+    assert meta["reduction"].value == "umap 5"
     checks = {(c.asset_key.to_user_string(), c.check_name): c.passed for c in organised.get_asset_check_evaluations()}
     index_checks = ("offsets_sorted_unique", "vectors_finite_unit_norm", "every_paper_embedded")
     assert checks == {("embedding_index", name): True for name in index_checks} | {
