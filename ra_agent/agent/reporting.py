@@ -61,7 +61,8 @@ def write_goal_reports(cfg: Config, store: Store, goal_id: str | None = None) ->
     Without `goal_id` (the Dagster `reports` asset run outside a goal): every goal that has a successful
     cluster without a report yet. A goal's finished reports are never rewritten for another goal.
     """
-    from ra_agent.evidence.reports import gap_dossier, sr_draft
+    from ra_agent.evidence.draft import sr_draft
+    from ra_agent.evidence.reports import gap_dossier
     from ra_agent.evidence.sr_search import load_sr_overlap
 
     goals = GoalStore(cfg.data_dir, store)

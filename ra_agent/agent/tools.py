@@ -111,7 +111,7 @@ def prisma_check(ctx: ToolContext, cluster_id: str) -> ToolEffect:
     statements of the items found missing, and keeps the checked draft with its PRISMA 2020 checklist."""
     from ra_agent.agent.reporting import save_prisma
     from ra_agent.evidence.prisma import prisma_check as check
-    from ra_agent.evidence.reports import ReportError
+    from ra_agent.evidence.report_base import ReportError
     from ra_agent.evidence.sr_search import load_sr_overlap
 
     if ctx.goal.primary_goal == "conduct_SR":
@@ -142,7 +142,8 @@ def _covered_dossier(ctx: ToolContext, cluster_id: str) -> None:
     by review X → pivot", the reviews checked with their PRISMA status) so the judgement is on record."""
     from ra_agent.agent.reporting import goal_reports_dir, workspace_relative
     from ra_agent.evidence.prisma import review_statuses
-    from ra_agent.evidence.reports import ReportError, gap_dossier
+    from ra_agent.evidence.report_base import ReportError
+    from ra_agent.evidence.reports import gap_dossier
     from ra_agent.evidence.sr_search import load_sr_overlap
 
     sr = load_sr_overlap(ctx.cfg, cluster_id)

@@ -16,18 +16,8 @@ import numpy as np
 from ra_agent.config import Config
 from ra_agent.hardware import ram_low, system_available_bytes
 from ra_agent.ingest.http import ApiError
-from ra_agent.llm.base import BrainError
-from ra_agent.llm.protocol import (
-    ActionError,
-    ArgSpec,
-    ParsedAction,
-    ToolSpec,
-    ValidAction,
-    check_call,
-    parse_with_repair,
-    repair_asker,
-)
 from ra_agent.store.db import Store
+from ra_agent.topics.judge import Candidate, Verdict, ask_judge
 from ra_agent.topics.lifecycle import admit_by_tau
 from ra_agent.topics.view import (
     QueryVector,
@@ -42,96 +32,11 @@ from ra_agent.workspace import Workspace
 
 log = logging.getLogger(__name__)
 
-# The boundary judge answers with its own Action vocabulary.
-BOUNDARY_SPECS = {
-    "judge_boundary": ToolSpec(
-        "judge_boundary",
-        {"keep_pmids": ArgSpec("list[int]", required=True, minimum=1)},
-        "Keep these candidate PMIDs in the cluster.",
-        kind="aux",
-    )
-}
-
 AvailableBytes = Callable[[], int]
 NO_KEEP, TAU_FLOOR, RAM_GUARD, EMPTY_POOL, NO_SEEDS, NO_CHILDREN = (
     "no_keep", "tau_floor", "ram_guard", "empty_pool", "no_seeds", "no_children",
 )  # fmt: skip
 RAM_HALT = "RAM"  # cluster_manifest.expansion_halt after a RAM-guard stop (memo 80 §1)
-JUDGE_SYSTEM = (
-    "You are the boundary judge of a topic cluster of biomedical papers. Keep a candidate only when it studies "
-    "the cluster's topic (same population, intervention and question); reject off-topic or loosely related papers."
-)
-
-
-# ----------------------------------------------------------------------------- the boundary judge
-
-
-@dataclass(frozen=True)
-class Candidate:
-    pmid: int
-    title: str
-    cosine: float
-    abstract: str = ""  # already cut to [tokens] judge_abstract_tokens
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """The judge's keep list (restricted to the candidates shown) and what went wrong, if anything."""
-
-    keep: list[int]
-    error: str = ""
-    ignored: list[int] = field(default_factory=list)  # PMIDs the judge named that were not shown
-
-
-def judge_prompt(label: str, candidates: Sequence[Candidate], keep_hint: float) -> list[dict[str, str]]:
-    """The boundary prompt: the cluster label, candidate titles with cosines, and the `<state>` block."""
-    state = {
-        "task": "boundary_judge",
-        "cluster_label": label,
-        "candidates": [{"pmid": c.pmid, "title": c.title, "cosine": round(c.cosine, 4)} for c in candidates],
-        "keep_if_cosine_at_least": keep_hint,
-    }
-    listing = "\n".join(
-        f"- PMID {c.pmid} (cosine {c.cosine:.3f}): {c.title}" + (f"\n  Abstract: {c.abstract}" if c.abstract else "")
-        for c in candidates
-    )
-    user = (
-        f"Cluster: {label}\n\nCandidates (cosine to the cluster centroid; as a rough guide, candidates below "
-        f"{keep_hint} are usually off-topic):\n{listing}\n\n"
-        "Give a short reason, then end with exactly one line:\n"
-        'Action: {"tool": "judge_boundary", "args": {"keep_pmids": [PMIDs to keep]}}\n\n'
-        f"<state>{json.dumps(state, ensure_ascii=False)}</state>"
-    )
-    return [{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": user}]
-
-
-def ask_judge(judge: Any, label: str, candidates: Sequence[Candidate], keep_hint: float) -> Verdict:
-    """One judge_boundary round: prompt, parse the Action (one repair turn), validate, keep only shown PMIDs.
-
-    An empty keep list is a valid answer (zero kept). An unusable answer keeps nothing: no paper is
-    admitted without the judge's approval.
-    """
-    messages = judge_prompt(label, candidates, keep_hint)
-    try:
-        reply = judge.chat(messages)
-        parsed = parse_with_repair(reply, repair_asker(judge, messages, reply))
-    except BrainError as exc:
-        log.error("boundary judge %s unavailable: %s; nothing kept", judge.name, exc)
-        return Verdict([], f"brain_error: {exc}")
-    if isinstance(parsed, ParsedAction) and parsed.tool == "judge_boundary" and parsed.args.get("keep_pmids") == []:
-        return Verdict([])
-    valid = check_call(parsed, BOUNDARY_SPECS, ()) if isinstance(parsed, ParsedAction) else parsed
-    if not isinstance(valid, ValidAction):
-        why = f"{valid.kind}: {valid.message}" if isinstance(valid, ActionError) else f"no_action: {valid.reason}"
-        log.warning("boundary judge %s: unusable reply (%s); nothing kept", judge.name, why)
-        return Verdict([], why)
-    shown = {c.pmid for c in candidates}
-    named = list(dict.fromkeys(int(p) for p in valid.args["keep_pmids"]))
-    ignored = [p for p in named if p not in shown]
-    if ignored:
-        log.warning("boundary judge %s named %d PMIDs it was not shown (ignored): %s", judge.name, len(ignored),
-                    ignored[:10])  # fmt: skip
-    return Verdict([p for p in named if p in shown], ignored=ignored)
 
 
 # ----------------------------------------------------------------------------- shared plumbing
@@ -591,22 +496,3 @@ def _end_ripple(
         result.halted_by,
     )
     return result
-
-
-__all__ = [
-    "BoundaryBatch",
-    "Candidate",
-    "ExpansionResult",
-    "ParentShare",
-    "RippleResult",
-    "RippleRound",
-    "Verdict",
-    "ask_judge",
-    "expansion_history",
-    "expansion_log_path",
-    "judge_prompt",
-    "parent_shares",
-    "ripple",
-    "select_parents",
-    "semantic_boundary",
-]

@@ -9,7 +9,7 @@ from ra_agent.agent.goal import GoalStore
 from ra_agent.agent.handbook import load_handbook
 from ra_agent.agent.runner import run_goal, start_goal
 from ra_agent.evidence.pico.extract import count_eligible, read_pico
-from ra_agent.evidence.reports import cited_pmids, verify_citations
+from ra_agent.evidence.report_base import cited_pmids, verify_citations
 from ra_agent.llm.rules_brain import RulesBrain
 from ra_agent.workspace import Workspace, open_store
 

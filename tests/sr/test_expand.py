@@ -17,14 +17,13 @@ from ra_agent.topics.expansion import (
     NO_SEEDS,
     RAM_GUARD,
     TAU_FLOOR,
-    Candidate,
-    ask_judge,
     expansion_history,
     parent_shares,
     ripple,
     select_parents,
     semantic_boundary,
 )
+from ra_agent.topics.judge import Candidate, ask_judge
 from ra_agent.topics.view import cluster_row, e_query_vector
 
 from .conftest import ScriptedBrain

@@ -8,18 +8,11 @@ import re
 import pytest
 
 from ra_agent.evidence.checklist import checked_text, prisma_checklist
+from ra_agent.evidence.draft import prisma_flow, sr_draft
 from ra_agent.evidence.pico.extract import count_eligible, read_pico
 from ra_agent.evidence.prisma import prisma_check, rule_evidence
-from ra_agent.evidence.reports import (
-    ReportError,
-    cited_pmids,
-    cluster_evidence,
-    gap_dossier,
-    gap_verdict,
-    prisma_flow,
-    sr_draft,
-    verify_citations,
-)
+from ra_agent.evidence.report_base import ReportError, cited_pmids, cluster_evidence, verify_citations
+from ra_agent.evidence.reports import gap_dossier, gap_verdict
 from ra_agent.evidence.sr_search import find_existing_sr
 from ra_agent.llm.rules_brain import RulesBrain
 from ra_agent.topics.expansion import semantic_boundary

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from ra_agent.evidence.pico.population import POP_NOUN, _from_section
-from ra_agent.evidence.pico.text import NUMBER, Doc, Found, _clip_words, _snippet, _split_top, sentences
+from ra_agent.evidence.pico.population import _from_section
+from ra_agent.evidence.pico.text import NUMBER, POP_NOUN, Doc, Found, _clip_words, _snippet, _split_top, sentences
 
 # --------------------------------------------------------------------------- intervention and comparator
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from ra_agent.evidence.pico.population import POP_NOUN, _from_section, _left_modifiers
-from ra_agent.evidence.pico.text import Doc, Found, _clip_words, _snippet
+from ra_agent.evidence.pico.population import _from_section, _left_modifiers
+from ra_agent.evidence.pico.text import POP_NOUN, Doc, Found, _clip_words, _snippet
 
 # --------------------------------------------------------------------------- outcome
 
