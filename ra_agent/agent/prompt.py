@@ -32,9 +32,17 @@ Tools you may call now:
 
 
 def trial_candidates(store: Store, pmids: list[int]) -> int:
-    """Members that look like trials by real fields: an RCT publication type or a randomisation cue."""
+    """Members that look like trials by real fields: an RCT publication type or a randomisation cue, and never
+    a paper whose publication type, title or review phrasing makes it a review, protocol, editorial or letter."""
+    from ra_agent.evidence.pico.design import NON_TRIAL_CLASSES, design_from_pub_types, publication_kind, review_by_text
+
     count = 0
     for paper in store.papers(pmids):
+        by_type = design_from_pub_types(paper.pub_types)
+        if by_type and by_type[0] in NON_TRIAL_CLASSES:
+            continue
+        if publication_kind(paper.title) or review_by_text(paper.title, paper.abstract):
+            continue
         if any(t in paper.pub_types for t in RCT_TYPES) or TRIAL_CUE.search(f"{paper.title} {paper.abstract}"):
             count += 1
     return count
@@ -84,6 +92,7 @@ def observe(cfg: Config, store: Store, state: GoalState, handbook: Handbook) -> 
             "prisma_checked": _prisma_source(cfg, cid),  # "draft", "prior_sr", "none" or None (never ran)
             "trial_candidates": trial_candidates(store, members),
             "search_hits": len(hits.intersection(members)),
+            "hit_trials": trial_candidates(store, sorted(hits.intersection(members))),  # on-topic trials
             "owned": cid in state.owned_clusters,  # agent/ownership.py: Success reads only these
             "pico_done": pico_path(cfg, cid).exists(),
             "covered_by_sr": overlap is not None and overlap > pivot,

@@ -123,16 +123,16 @@ def _conduct_sr(state: dict[str, Any]) -> bool:
 
 
 def _ranked_clusters(state: dict[str, Any]) -> list[dict[str, Any]]:
-    """Open clusters, most promising first: most of the goal's own search hits (on topic), then most
-    trial candidates, then recency (ERS), then size; only the goal's own clusters (older prompts carry no
-    flag). For conduct_SR a cluster covered by prior reviews stays open (the review cites them rather than
+    """Open clusters, most promising first: most trials among the goal's own search hits (on-topic trials), then
+    most search hits, then most trial candidates, then recency (ERS), then size; only the goal's own clusters
+    (older prompts carry no flag). For conduct_SR a cluster covered by prior reviews stays open (the review cites them rather than
     abandoning the topic)."""
     open_clusters = [c for c in state["clusters"] if not c.get("rejected") and c.get("owned", True)
                      and (_conduct_sr(state) or not c.get("covered_by_sr"))]  # fmt: skip
     return sorted(
         open_clusters,
-        key=lambda c: (-(c.get("search_hits") or 0), -(c.get("trial_candidates") or 0), -(c.get("ers") or 0.0),
-                       -c["size"], c["cluster_id"]),
+        key=lambda c: (-(c.get("hit_trials") or 0), -(c.get("search_hits") or 0), -(c.get("trial_candidates") or 0),
+                       -(c.get("ers") or 0.0), -c["size"], c["cluster_id"]),
     )  # fmt: skip
 
 
