@@ -156,9 +156,10 @@ def _offline(store: Store) -> bool:
 
 
 def run_demo(cfg: Config, store: Store, handbook, progress_factory) -> list[str]:
-    """The main job: import the bundled corpus, embed, cluster, then run the handbook's goal to its end.
+    """The main job: import the bundled corpus, embed, cluster, then run the handbook's goal to its end, and
+    then the goals it spawned (propose_alternative_pico), as `ra run` does.
 
-    Returns the paths the goal wrote (reports), or its goal_state.json when it wrote none.
+    Returns the paths the goals wrote (reports), or the first goal's goal_state.json when none wrote one.
     """
     from ra_agent.agent.goal import GoalStore
     from ra_agent.ingest.corpus import import_pending
@@ -171,8 +172,10 @@ def run_demo(cfg: Config, store: Store, handbook, progress_factory) -> list[str]
     organised = organise(cfg, store)
     log.info("demo: %d active clusters", organised.active_clusters)
     brain = brain_for(cfg, store)
-    state = start_goal(cfg, store, handbook, brain.name)
-    state = run_goal(cfg, store, state.goal_id, brain)
-    written = [str(cfg.data_dir / h["path"]) for h in state.events("report_written")]
-    log.info("demo: goal %s %s after %d cycles (%s)", state.goal_id, state.status, state.cycle, brain.label())
-    return written or [str(GoalStore(cfg.data_dir, store).state_path(state.goal_id))]
+    first = start_goal(cfg, store, handbook, brain.name)
+    written: list[str] = []
+    for state in run_with_spawned(cfg, store, first.goal_id, brain):
+        written += [str(cfg.data_dir / h["path"]) for h in state.events("report_written")]
+        log.info("demo: goal %s %s after %d cycles (%s): %s", state.goal_id, state.status, state.cycle, brain.label(),
+                 state.stop_reason() or "-")  # fmt: skip
+    return written or [str(GoalStore(cfg.data_dir, store).state_path(first.goal_id))]
