@@ -14,7 +14,7 @@ from typing import Any, Protocol
 import json5
 
 from ra_agent.config import Config, SrConfig, TokensConfig
-from ra_agent.embed.tokens import count_tokens, truncate_tokens
+from ra_agent.embed.tokens import count_tokens, prompt_budget, truncate_tokens
 from ra_agent.evidence.pico import rules as pico_rules
 from ra_agent.evidence.pico.design import NON_TRIAL_CLASSES, design_class, is_rct_design
 from ra_agent.evidence.pico.rules import RULES_NAME
@@ -168,7 +168,8 @@ class LlmExtractor:
 
     @classmethod
     def from_config(cls, brain: ChatBrain, cfg: Config) -> LlmExtractor:
-        return cls(brain, batch_size=cfg.sr.pico_batch_size, token_budget=cfg.tokens.token_soft_cap)
+        """Batches sized to the prompt budget: token_soft_cap, with the reply's room kept free under num_ctx."""
+        return cls(brain, batch_size=cfg.sr.pico_batch_size, token_budget=prompt_budget(cfg))
 
     def extract(self, papers: Sequence[Paper]) -> list[PicoRecord]:
         records: list[PicoRecord] = []
