@@ -7,7 +7,7 @@ from pathlib import Path
 import dagster as dg
 
 from ra_agent.config import Config, load_config
-from ra_agent.store.db import Store
+from ra_agent.store import Store
 from ra_agent.workspace import Workspace, open_store
 
 
@@ -44,7 +44,7 @@ class EutilsResource(dg.ConfigurableResource):
     ra: RaConfigResource
 
     def get_client(self, store: Store | None = None):
-        from ra_agent.ingest.eutils import EutilsClient
+        from ra_agent.ingest import EutilsClient
 
         return EutilsClient(self.ra.get_config(), store=store)
 
@@ -55,7 +55,7 @@ class CrossrefResource(dg.ConfigurableResource):
     ra: RaConfigResource
 
     def get_client(self):
-        from ra_agent.ingest.crossref import CrossrefClient
+        from ra_agent.ingest import CrossrefClient
 
         cfg = self.ra.get_config()
         return CrossrefClient(cfg, Workspace.of(cfg).cache_dir)
@@ -67,7 +67,7 @@ class EmbedderResource(dg.ConfigurableResource):
     ra: RaConfigResource
 
     def get_client(self):
-        from ra_agent.embed.embedder import SentenceTransformerEmbedder
+        from ra_agent.embed import SentenceTransformerEmbedder
 
         return SentenceTransformerEmbedder(self.ra.get_config())
 
@@ -78,7 +78,7 @@ class BrainResource(dg.ConfigurableResource):
     ra: RaConfigResource
 
     def get_client(self, store: Store | None = None):
-        from ra_agent.llm.select import brain_for
+        from ra_agent.llm import brain_for
 
         return brain_for(self.ra.get_config(), store)
 
@@ -103,7 +103,7 @@ def configured_embedding_slug(config_path: str | None = None) -> str:
     embedding shards as unsynced in the UI until a backfill re-embeds them.
     """
     from ra_agent.config import ConfigError
-    from ra_agent.store.vectors import configured_slug
+    from ra_agent.store import configured_slug
 
     try:
         cfg = load_config(config_path)

@@ -4,7 +4,7 @@ from ra_agent.agent.cycle import run_cycle
 from ra_agent.agent.goal import GoalStore
 from ra_agent.agent.guards import pause_requested
 from ra_agent.agent.loopguard import GoalLock, GoalLocked
-from ra_agent.agent.reporting import record_goal_playbook
+from ra_agent.agent.reporting import load_prisma, record_goal_playbook, workspace_relative
 from ra_agent.agent.runner import mark_crashed, start_goal
 from ra_agent.agent.stages import StageRequest, run_expand, run_pico_stage, run_reports, run_sr_overlap
 
@@ -13,6 +13,7 @@ __all__ = [
     "GoalLocked",
     "GoalStore",
     "StageRequest",
+    "load_prisma",
     "mark_crashed",
     "pause_requested",
     "record_goal_playbook",
@@ -22,4 +23,5 @@ __all__ = [
     "run_reports",
     "run_sr_overlap",
     "start_goal",
+    "workspace_relative",
 ]

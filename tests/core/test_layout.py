@@ -128,3 +128,26 @@ def test_every_package_says_what_it_owns():
     for init in sorted(CORE.rglob("__init__.py")):
         doc = ast.get_docstring(ast.parse(init.read_text()))
         assert doc and "TODO" not in doc, f"{init.relative_to(ROOT)} needs a one-line docstring saying what it owns"
+
+
+def test_the_dagster_layer_imports_only_public_names():
+    """ra_assets imports `from ra_agent.<package> import <name in its __all__>` (or a core module), never deeper."""
+    wrong = []
+    for path in sorted((ROOT / "ra_assets").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.ImportFrom) and (node.module or "").startswith("ra_agent")):
+                continue
+            where = f"{path.relative_to(ROOT)}:{node.lineno}"
+            target = CORE.joinpath(*node.module.split(".")[1:])
+            if (target.with_suffix(".py")).is_file():  # a core module (config, workspace, ...)
+                continue
+            init = target / "__init__.py"
+            if node.module.count(".") != 1 or not init.is_file():
+                wrong.append(f"{where}: from {node.module} (import from the package instead)")
+                continue
+            public = set()
+            for stmt in ast.parse(init.read_text()).body:
+                if isinstance(stmt, ast.Assign) and any(getattr(t, "id", "") == "__all__" for t in stmt.targets):
+                    public = set(ast.literal_eval(stmt.value))
+            wrong += [f"{where}: {a.name} is not in {node.module}.__all__" for a in node.names if a.name not in public]
+    assert not wrong, "ra_assets reaches past the packages' public names:\n" + "\n".join(wrong)

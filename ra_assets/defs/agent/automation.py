@@ -14,8 +14,16 @@ import json
 
 import dagster as dg
 
-from ra_agent.agent import GoalLock, GoalLocked, GoalStore, mark_crashed, pause_requested, run_cycle, start_goal
-from ra_agent.agent.stages import StageRequest
+from ra_agent.agent import (
+    GoalLock,
+    GoalLocked,
+    GoalStore,
+    StageRequest,
+    mark_crashed,
+    pause_requested,
+    run_cycle,
+    start_goal,
+)
 from ra_assets.defs.clusters.assets import cluster_metrics, clusters
 from ra_assets.defs.embeddings.assets import embedding_index
 from ra_assets.defs.findings.assets import cluster_expansion, mind_kb, pico_extractions, reports, sr_overlap
@@ -104,7 +112,7 @@ STAGE_PARTITIONS = {
 
 def embeddings_complete(cfg, db) -> bool:
     """Every paper with text has a vector in the configured model's folder (the batch sensor embeds them)."""
-    from ra_agent.store.vectors import VectorStore, configured_slug, emb_root, missing_vectors
+    from ra_agent.store import VectorStore, configured_slug, emb_root, missing_vectors
 
     folder = emb_root(cfg.data_dir) / configured_slug(cfg)
     if not (folder / "meta.json").exists():

@@ -5,9 +5,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from ra_agent.topics import organise
-from ra_agent.topics.metrics import markdown_table
-from ra_agent.topics.organise import refresh_metrics
+from ra_agent.topics import markdown_table, organise, refresh_metrics
 from ra_assets.defs.embeddings.assets import embedding_index
 from ra_assets.meta import content_version, scalars
 from ra_assets.resources import RaConfigResource, StoreResource

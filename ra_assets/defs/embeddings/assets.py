@@ -3,8 +3,8 @@
 import dagster as dg
 import numpy as np
 
-from ra_agent.embed.index import build_index, embed_shard
-from ra_agent.store.vectors import missing_vectors, open_active
+from ra_agent.embed import build_index, embed_shard
+from ra_agent.store import missing_vectors, open_active
 from ra_assets.defs.ingest.assets import log_progress, papers
 from ra_assets.meta import scalars
 from ra_assets.partitions import ingest_batch_partitions

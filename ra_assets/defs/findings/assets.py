@@ -4,7 +4,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from ra_agent.agent.stages import run_expand, run_pico_stage, run_reports, run_sr_overlap
+from ra_agent.agent import run_expand, run_pico_stage, run_reports, run_sr_overlap
 from ra_assets.defs.clusters.assets import cluster_metrics, clusters
 from ra_assets.defs.ingest.assets import log_progress
 from ra_assets.meta import content_version
@@ -31,7 +31,7 @@ def pico_extractions(
     """PICO (P, I, C, O, StudyDesign, age, sample size) of one cluster's abstracts as
     `pico/<cluster_id>.jsonl` (one line per PMID) plus the p i c o m vector families; the
     LLM extracts 40 abstracts per prompt, the labelled rule extractor when no LLM runs."""
-    from ra_agent.evidence.pico.extract import PicoFileError, read_pico
+    from ra_agent.evidence import PicoFileError, read_pico
 
     cfg = ra.get_config()
     with store.get_client() as db:
@@ -76,7 +76,7 @@ def sr_overlap(
     its label (the local corpus when offline), review titles embedded and compared with the frozen
     centroid; reviews at cosine ≥ [sr] sr_cosine_threshold cover the cluster, and overlap = share of
     its eligible trials a covering review could have included (memo 70 §2.5)."""
-    from ra_agent.agent.reporting import load_prisma
+    from ra_agent.agent import load_prisma
 
     cfg = ra.get_config()
     with store.get_client() as db:
@@ -144,7 +144,7 @@ def cluster_expansion(
 def reports(context: dg.AssetExecutionContext, ra: RaConfigResource, store: StoreResource) -> dg.MaterializeResult:
     """Gap dossiers and SR drafts (Markdown under `reports/<goal_id>/`, PRISMA flow diagram beside each draft) for
     every goal whose clusters met its handbook's Success; every cited PMID exists in the store."""
-    from ra_agent.agent.reporting import workspace_relative
+    from ra_agent.agent import workspace_relative
 
     cfg = ra.get_config()
     goal_id = context.run.tags.get("ra/goal")  # the agent sensor tags a goal's runs; None when run by hand
@@ -166,9 +166,8 @@ def reports(context: dg.AssetExecutionContext, ra: RaConfigResource, store: Stor
 def mind_kb(context: dg.AssetExecutionContext, ra: RaConfigResource, store: StoreResource) -> dg.MaterializeResult:
     """Mind-KB: playbooks (tool sequences of successful agent goals and `ra ask` runs), deduplicated by
     sha256 of their steps and retrieved into planning prompts. Refreshed after the agent's reports."""
-    from ra_agent.agent.goal import GoalStore
-    from ra_agent.agent.reporting import record_goal_playbook
-    from ra_agent.ask.mindkb import open_playbook_store
+    from ra_agent.agent import GoalStore, record_goal_playbook
+    from ra_agent.ask import open_playbook_store
 
     cfg = ra.get_config()
     with store.get_client() as db:

@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from ra_agent.ingest.corpus import corpus_summary, import_pending
+from ra_agent.ingest import corpus_summary, import_pending
 from ra_agent.workspace import registered_queries
 from ra_assets.meta import md_bullets, scalars
 from ra_assets.partitions import baseline_week_partitions, search_query_partitions
@@ -39,7 +39,7 @@ def pubmed_search(
     got no answer fails the run; one cut short (or answered offline because the API is down)
     materialises with a failing `search_complete` check. Both are recorded in search_run.status.
     """
-    from ra_agent.ingest.pipeline import search_and_ingest
+    from ra_agent.ingest import search_and_ingest
 
     cfg = ra.get_config()
     with store.get_client() as db:
@@ -93,7 +93,7 @@ def baseline_snapshot(
 
     This is the offline mirror the agent falls back to when the APIs fail 5 times in a row.
     """
-    from ra_agent.ingest.snapshot import weekly_snapshot
+    from ra_agent.ingest import weekly_snapshot
 
     cfg = ra.get_config()
     with store.get_client() as db:
@@ -174,7 +174,7 @@ def papers(context: dg.AssetExecutionContext, ra: RaConfigResource, store: Store
 def references(context: dg.AssetExecutionContext, ra: RaConfigResource, store: StoreResource):
     """The citation graph: PubMed reference lists plus Crossref `/works/{doi}` references mapped DOI→PMID
     (unmapped DOIs kept as dst=0), provenance OR-merged per edge."""
-    from ra_agent.ingest.pipeline import harvest_references
+    from ra_agent.ingest import harvest_references
 
     cfg = ra.get_config()
     with store.get_client() as db:
