@@ -231,7 +231,7 @@ class AskConfig:
     min_chunk_chars: int = _knob(160, 0, 100000)
     short_chunk_penalty: float = _knob(0.10, 0, 1)
     no_progress_iterations: int = _knob(2, 1, 8)
-    support_floor: float = _knob(0.30, -1, 1)
+    support_floor: float = _knob(0.60, -1, 1)
     snippet_chars: int = _knob(240, 20, 10000)
     read_note_chars: int = _knob(3000, 100, 100000)
     tool_result_tokens: int = _knob(1200, 100, 100000)
