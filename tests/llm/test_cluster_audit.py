@@ -28,7 +28,7 @@ from ra_agent.workspace import open_store
 def provisional(demo):
     """The demo corpus's provisional clusters (formation) and their briefs."""
     with open_store(demo) as store:
-        formation = form_clusters(load_features(demo, store), demo, min_cluster_size=12)  # a finer cut: more clusters
+        formation = form_clusters(load_features(demo, store), demo)  # reduce-then-cluster: a dozen topics
         briefs = describe_clusters(store, formation, demo)
     assert formation.n_clusters >= 3
     return formation, briefs
