@@ -59,6 +59,9 @@ def observe(cfg: Config, store: Store, state: GoalState, handbook: Handbook) -> 
     split_tried = {
         h.get("args", {}).get("cluster_id") for h in state.events("tool_call") if h.get("tool") == "split_cluster"
     }
+    # A cluster's measures count for this goal only when the goal measured them itself: another goal's run_pico,
+    # find_existing_sr or prisma_check is not this goal's evidence (unmeasured: null, so Success reads unknown).
+    measured = {(h.get("tool"), (h.get("args") or {}).get("cluster_id")) for h in state.events("tool_call")}
     corpus = store.counts()["paper"]
     searches = []
     for query in dict.fromkeys(h["args"]["query"] for h in state.events("tool_call") if h["tool"] == "search_pubmed"):
@@ -73,8 +76,10 @@ def observe(cfg: Config, store: Store, state: GoalState, handbook: Handbook) -> 
     for row in manifest_table(store):
         cid = row["cluster_id"]
         members = member_pmids(store, cid)
-        overlap = row.get("sr_overlap")
-        prisma = row.get("prisma_compliant")
+        pico_own, sr_own, prisma_own = (("run_pico", cid) in measured, ("find_existing_sr", cid) in measured,
+                                        ("prisma_check", cid) in measured)  # fmt: skip
+        overlap = row.get("sr_overlap") if sr_own else None
+        prisma = row.get("prisma_compliant") if prisma_own else None
         entry = {
             "cluster_id": cid,
             "label": row["label"],
@@ -87,14 +92,14 @@ def observe(cfg: Config, store: Store, state: GoalState, handbook: Handbook) -> 
             "unstable": bool(row.get("unstable")),
             "mean_year": row.get("mean_year"),
             "sr_overlap": overlap,
-            "eligible_trials": row.get("eligible_trials"),
+            "eligible_trials": row.get("eligible_trials") if pico_own else None,
             "PRISMA_compliant": None if prisma is None else bool(prisma),
-            "prisma_checked": _prisma_source(cfg, cid),  # "draft", "prior_sr", "none" or None (never ran)
+            "prisma_checked": _prisma_source(cfg, cid) if prisma_own else None,  # "draft", "prior_sr", "none", None
             "trial_candidates": trial_candidates(store, members),
             "search_hits": len(hits.intersection(members)),
             "hit_trials": trial_candidates(store, sorted(hits.intersection(members))),  # on-topic trials
             "owned": cid in state.owned_clusters,  # agent/ownership.py: Success reads only these
-            "pico_done": pico_path(cfg, cid).exists(),
+            "pico_done": pico_own and pico_path(cfg, cid).exists(),
             "covered_by_sr": overlap is not None and overlap > pivot,
             "rejected": cid in state.rejected_clusters,
             "alternative_proposed": cid in proposed,
