@@ -58,8 +58,9 @@ def test_the_three_handbooks_in_a_row(demo, demo_project):
     gerd = run(demo, demo_project, GERD)
     assert gerd.status == "stopped" and gerd.stop_reason().startswith("success: ")
     assert set(gerd.success_clusters) <= set(gerd.owned_clusters)
-    (report,) = gerd.events("report_written")
-    assert report["path"].startswith(f"reports/{gerd.goal_id}/")
+    written = gerd.events("report_written")  # the success dossier, and the dossier of a covered cluster it left
+    assert written and all(h["path"].startswith(f"reports/{gerd.goal_id}/") for h in written)
+    assert set(gerd.success_clusters) <= {h["cluster_id"] for h in written}
     reports = demo.data_dir / "reports"
     before = digests(reports)
 
