@@ -219,8 +219,10 @@ def propose_alternative_pico(ctx: ToolContext, exclude_pmids: list[int]) -> Tool
     spawned = load_handbook(handbook_path)
     child = ctx.goals.create(str(handbook_path), spawned.primary_goal, alt.new_PICO, brain=ctx.brain.name)
     child.parent_goal, child.spawn_depth = ctx.goal.goal_id, ctx.goal.spawn_depth + 1
+    # the covered cluster is what the child pivots away from: it looks for its theme elsewhere
+    child.rejected_clusters = [c for c in [cluster_id, *ctx.goal.rejected_clusters] if c]
     child.record("spawned_from", parent_goal=ctx.goal.goal_id, new_PICO=alt.new_PICO, seed_query=alt.seed_query,
-                 depth=child.spawn_depth)  # fmt: skip
+                 depth=child.spawn_depth, rejected_clusters=child.rejected_clusters)  # fmt: skip
     ctx.goals.save(child)
     ctx.goal.record("alternative_proposed", cluster_id=cluster_id, new_goal=child.goal_id,
                     new_PICO=alt.new_PICO, handbook=handbook_path.name)  # fmt: skip
