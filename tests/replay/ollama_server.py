@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
-from collections import deque
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
-from .base import ReplayServer, Reply
+from .base import Reply
+from .chat import ScriptedChatServer
 
 OLLAMA_VERSION = "0.12.6"
 JSON_TYPE = "application/json; charset=utf-8"
@@ -36,40 +35,15 @@ def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-class OllamaReplayServer(ReplayServer):
+class OllamaReplayServer(ScriptedChatServer):
     """Serves scripted assistant replies for the installed `models`; `script()` queues more."""
 
     def __init__(self, models: Iterable[str] = ("gemma3n:e4b",), replies: Iterable[str] = ()):
-        super().__init__()
-        self.models = [_canonical(m) for m in models]
-        self._replies: deque[str] = deque(replies)
-        self.chat_requests: list[dict] = []
-        self._body = threading.local()
-
-    def __enter__(self) -> OllamaReplayServer:
-        self.start()
-        return self
+        super().__init__([_canonical(m) for m in models], replies)
 
     @property
     def host(self) -> str:
         return self.root_url
-
-    def script(self, *replies: str) -> None:
-        """Queue assistant replies, served one per /api/chat request in order."""
-        with self._lock:
-            self._replies.extend(replies)
-
-    @property
-    def unused_replies(self) -> int:
-        with self._lock:
-            return len(self._replies)
-
-    def _dispatch(self, handler, method: str) -> None:
-        # the base class reads POST bodies as forms: keep the JSON body for respond() and let it read none
-        length = int(handler.headers.get("Content-Length") or 0)
-        self._body.raw = handler.rfile.read(length) if length else b""
-        del handler.headers["Content-Length"]
-        super()._dispatch(handler, method)
 
     def respond(self, method: str, path: str, params: dict[str, list[str]]) -> Reply:
         if method == "GET" and path == "/api/version":

@@ -10,12 +10,11 @@ errors are `{"error": {"message", "type", "code"}}`. `json_mode=False` makes the
 from __future__ import annotations
 
 import json
-import threading
 import time
-from collections import deque
 from collections.abc import Iterable
 
-from .base import ReplayServer, Reply
+from .base import Reply
+from .chat import ScriptedChatServer
 
 JSON_TYPE = "application/json"
 SSE_TYPE = "text/event-stream"
@@ -26,39 +25,16 @@ def _error(status: int, message: str, kind: str = "invalid_request_error") -> Re
     return Reply(status, json.dumps(doc).encode(), JSON_TYPE)
 
 
-class OpenAIReplayServer(ReplayServer):
+class OpenAIReplayServer(ScriptedChatServer):
     """Serves scripted assistant replies for `models` under /v1; `script()` queues more."""
 
     def __init__(self, models: Iterable[str] = ("gemma3n:e4b",), replies: Iterable[str] = (), json_mode: bool = True):
-        super().__init__()
-        self.models = list(models)
+        super().__init__(models, replies)
         self.json_mode = json_mode
-        self._replies: deque[str] = deque(replies)
-        self.chat_requests: list[dict] = []
-        self._body = threading.local()
-
-    def __enter__(self) -> OpenAIReplayServer:
-        self.start()
-        return self
 
     @property
     def base_url(self) -> str:
         return f"{self.root_url}/v1"
-
-    def script(self, *replies: str) -> None:
-        with self._lock:
-            self._replies.extend(replies)
-
-    @property
-    def unused_replies(self) -> int:
-        with self._lock:
-            return len(self._replies)
-
-    def _dispatch(self, handler, method: str) -> None:
-        length = int(handler.headers.get("Content-Length") or 0)
-        self._body.raw = handler.rfile.read(length) if length else b""
-        del handler.headers["Content-Length"]
-        super()._dispatch(handler, method)
 
     def respond(self, method: str, path: str, params: dict[str, list[str]]) -> Reply:
         if method == "GET" and path == "/v1/models":
