@@ -34,14 +34,11 @@ Tools you may call now:
 def trial_candidates(store: Store, pmids: list[int]) -> int:
     """Members that look like trials by real fields: an RCT publication type or a randomisation cue, and never
     a paper whose publication type, title or review phrasing makes it a review, protocol, editorial or letter."""
-    from ra_agent.evidence.pico.design import NON_TRIAL_CLASSES, design_from_pub_types, publication_kind, review_by_text
+    from ra_agent.evidence.pico.design import non_trial_kind, review_by_text
 
     count = 0
     for paper in store.papers(pmids):
-        by_type = design_from_pub_types(paper.pub_types)
-        if by_type and by_type[0] in NON_TRIAL_CLASSES:
-            continue
-        if publication_kind(paper.title) or review_by_text(paper.title, paper.abstract):
+        if non_trial_kind(paper.title, paper.pub_types) or review_by_text(paper.title, paper.abstract):
             continue
         if any(t in paper.pub_types for t in RCT_TYPES) or TRIAL_CUE.search(f"{paper.title} {paper.abstract}"):
             count += 1

@@ -276,14 +276,19 @@ def design_qualifiers(cls: str, text: str, paper: Paper) -> list[str]:
     return unique
 
 
+def non_trial_kind(title: str, pub_types: Iterable[str]) -> tuple[str, str] | None:
+    """(non-trial class, cue) from a non-trial publication type, else from a title naming a review, protocol,
+    editorial, letter, comment, guideline or case report."""
+    by_type = design_from_pub_types(pub_types)
+    if by_type and by_type[0] in NON_TRIAL_CLASSES:
+        return by_type[0], f"pub_type: {by_type[1]}"
+    return publication_kind(title)
+
+
 def find_design(doc: Doc) -> Found | None:
     """Design class: a non-trial publication kind first (title or review phrasing), then publication type, text
     cues or MeSH, else the DESIGN section; with its qualifiers."""
-    paper = doc.paper
-    by_type = design_from_pub_types(paper.pub_types)
-    if by_type and by_type[0] in NON_TRIAL_CLASSES:
-        return Found(by_type[0], f"pub_type: {by_type[1]}")
-    kind = publication_kind(doc.title)
+    kind = non_trial_kind(doc.title, doc.paper.pub_types)
     if kind:
         return Found(*kind)
     found = _study_design(doc)
