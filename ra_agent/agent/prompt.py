@@ -31,18 +31,18 @@ Tools you may call now:
 """
 
 
-def trial_candidates(store: Store, pmids: list[int]) -> int:
-    """Members that look like trials by real fields: an RCT publication type or a randomisation cue, and never
-    a paper whose publication type, title or review phrasing makes it a review, protocol, editorial or letter."""
+def trial_pmids(store: Store, pmids: list[int]) -> set[int]:
+    """Those of `pmids` that look like trials by real fields: an RCT publication type or a randomisation cue, and
+    never a paper whose publication type, title or review phrasing makes it a review, protocol, editorial or letter."""
     from ra_agent.evidence.pico.design import non_trial_kind, review_by_text
 
-    count = 0
+    found = set()
     for paper in store.papers(pmids):
         if non_trial_kind(paper.title, paper.pub_types) or review_by_text(paper.title, paper.abstract):
             continue
         if any(t in paper.pub_types for t in RCT_TYPES) or TRIAL_CUE.search(f"{paper.title} {paper.abstract}"):
-            count += 1
-    return count
+            found.add(paper.pmid)
+    return found
 
 
 def observe(cfg: Config, store: Store, state: GoalState, handbook: Handbook) -> dict[str, Any]:
@@ -73,6 +73,7 @@ def observe(cfg: Config, store: Store, state: GoalState, handbook: Handbook) -> 
     for row in manifest_table(store):
         cid = row["cluster_id"]
         members = member_pmids(store, cid)
+        trials = trial_pmids(store, members)
         pico_own, sr_own, prisma_own = (("run_pico", cid) in measured, ("find_existing_sr", cid) in measured,
                                         ("prisma_check", cid) in measured)  # fmt: skip
         overlap = row.get("sr_overlap") if sr_own else None
@@ -92,9 +93,9 @@ def observe(cfg: Config, store: Store, state: GoalState, handbook: Handbook) -> 
             "eligible_trials": row.get("eligible_trials") if pico_own else None,
             "PRISMA_compliant": None if prisma is None else bool(prisma),
             "prisma_checked": _prisma_source(cfg, cid) if prisma_own else None,  # "draft", "prior_sr", "none", None
-            "trial_candidates": trial_candidates(store, members),
+            "trial_candidates": len(trials),
             "search_hits": len(hits.intersection(members)),
-            "hit_trials": trial_candidates(store, sorted(hits.intersection(members))),  # on-topic trials
+            "hit_trials": len(trials & hits),  # on-topic trials
             "owned": cid in state.owned_clusters,  # agent/ownership.py: Success reads only these
             "pico_done": pico_own and pico_path(cfg, cid).exists(),
             "covered_by_sr": overlap is not None and overlap > pivot,
