@@ -42,6 +42,11 @@ class WorkspaceConfig:
 
 
 @dataclass(frozen=True)
+class StoreConfig:
+    url: str = _knob("")  # "" = SQLite file in the workspace; "postgresql://user@host:port/db" = PostgreSQL
+
+
+@dataclass(frozen=True)
 class IngestConfig:
     eutils_base_url: str = _knob("https://eutils.ncbi.nlm.nih.gov/entrez/eutils")
     crossref_base_url: str = _knob("https://api.crossref.org")
@@ -268,6 +273,7 @@ class Secrets:
 @dataclass(frozen=True)
 class Config:
     workspace: WorkspaceConfig = field(default_factory=WorkspaceConfig)
+    store: StoreConfig = field(default_factory=StoreConfig)
     ingest: IngestConfig = field(default_factory=IngestConfig)
     embedding: EmbeddingConfig = field(default_factory=EmbeddingConfig)
     tokens: TokensConfig = field(default_factory=TokensConfig)

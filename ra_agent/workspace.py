@@ -64,10 +64,14 @@ class Workspace:
 
 
 def open_store(cfg: Config) -> Store:
-    """Open (and migrate) the workspace database."""
+    """Open (and migrate) the store: `[store] url` (PostgreSQL) when set, else the workspace's SQLite file."""
+    from ra_agent.config import ConfigError
     from ra_agent.store.db import Store
+    from ra_agent.store.pg import is_postgres_url
 
-    return Store(Workspace.of(cfg).db_path, commit_every=cfg.ingest.insert_commit_every)
+    if cfg.store.url and not is_postgres_url(cfg.store.url):
+        raise ConfigError(f"{cfg.source}: [store] url must be empty (SQLite) or a postgresql:// URL")
+    return Store(cfg.store.url or Workspace.of(cfg).db_path, commit_every=cfg.ingest.insert_commit_every)
 
 
 def query_key(query: str) -> str:

@@ -77,3 +77,27 @@ def cfg_for(
 def cfg_for_fixture():
     """The `cfg_for(tmp_path, *servers, **ingest)` helper, for tests that prefer a fixture to an import."""
     return cfg_for
+
+
+# ---------------------------------------------------------------------------- PostgreSQL (store, Dagster instance)
+# One real server per session (tests/pg_server.py: initdb + pg_ctl on a free loopback port), stopped at
+# the end; each test that wants one gets a fresh database. Skips, saying why, where the binaries are absent.
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    from pg_server import PgServer, missing_binaries
+
+    if reason := missing_binaries():
+        pytest.skip(reason)
+    server = PgServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_target(request, tmp_path: Path) -> Path | str:
+    """Where a Store opens, once per backend: a SQLite file in tmp_path, or a fresh PostgreSQL database URL."""
+    if request.param == "sqlite":
+        return tmp_path / "ra.sqlite"
+    return request.getfixturevalue("pg_server").new_database()

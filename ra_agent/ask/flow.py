@@ -482,7 +482,7 @@ def save_run(store: Store, result: AskResult, started_ts: int) -> int:
         cursor = store.conn.execute(
             "INSERT INTO ask_run(started_ts, question, brain, stop_reason, success, turns, steps, tool_calls, repairs, "
             "tokens_in, tokens_out, latency_ms, citations, removed_citations, retrieved, step_log, playbooks_used, "
-            "playbook_id, error) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            "playbook_id, error) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) RETURNING id",
             (
                 started_ts, result.question, result.brain, result.stop_reason, int(result.success), result.turns,
                 len(result.steps), result.tool_calls, result.repairs, result.tokens_in, result.tokens_out,
@@ -492,8 +492,8 @@ def save_run(store: Store, result: AskResult, started_ts: int) -> int:
                 result.playbook_id, result.error,
             ),
         )  # fmt: skip
-    assert cursor.lastrowid is not None
-    return cursor.lastrowid
+        (row,) = cursor.fetchall()  # RETURNING on both engines (PostgreSQL has no lastrowid); read to the end
+        return int(row[0])
 
 
 def recent_runs(store: Store, n: int) -> list[dict[str, Any]]:

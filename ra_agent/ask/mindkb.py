@@ -258,7 +258,7 @@ class SqlitePlaybookStore(_EmbeddedPlaybooks):
             self.db.conn.execute(
                 "INSERT INTO mind_kb(id, collection, kind, source, source_session, original_prompt, steps, dense_text, "
                 "model, dim, vector, metadata, count, created_ts, last_seen_ts) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
-                "ON CONFLICT(id) DO UPDATE SET count = count + 1, last_seen_ts = excluded.last_seen_ts",
+                "ON CONFLICT(id) DO UPDATE SET count = mind_kb.count + 1, last_seen_ts = excluded.last_seen_ts",
                 (
                     pid, self.collection, playbook.kind, playbook.source, playbook.source_session,
                     playbook.original_prompt, playbook.sequence_json, playbook.dense_text, self.model, len(vector),

@@ -1,21 +1,30 @@
-"""SQLite store (WAL): papers, references, searches, clusters and goals behind one interface."""
+"""The store (SQLite in WAL mode, or PostgreSQL): papers, references, searches, clusters and goals behind one interface."""
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
+import re
 import sqlite3
 import time
+import typing
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from ra_agent.models import AbstractSection, Paper, Reference
-from ra_agent.store.schema import MIGRATIONS, PROV_PUBMED
+from ra_agent.store.dialect import FTS_VECTOR, tsquery_sql
+from ra_agent.store.pg import PgConnection, is_postgres_url, transient
+from ra_agent.store.schema import MIGRATIONS, POSTGRESQL, PROV_PUBMED, SQLITE, migration_sql
 
 log = logging.getLogger(__name__)
+
+WRITE_RETRIES = 8  # attempts of one upsert chunk that met a concurrent writer (deadlock, lock timeout, key race)
+RETRY_WAIT_S = 0.05  # times the attempt number, between attempts
+SQLITE_BUSY_TIMEOUT_S = 30.0  # a writer waits this long for another one's lock before an attempt fails
 
 
 @dataclass(frozen=True)
@@ -68,17 +77,29 @@ def _row_to_paper(row: sqlite3.Row) -> Paper:
 
 
 class Store:
-    """The project database: papers, references, clusters, goals. One instance per thread."""
+    """The project database: papers, references, clusters, goals. One instance per thread.
 
-    def __init__(self, path: str | Path, commit_every: int = 2000):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+    `target` is a SQLite file (embedded, the default) or a `postgresql://` URL. On PostgreSQL `conn` is a
+    `PgConnection`: the part of the sqlite3 interface ra uses, translating ra's SQL (see store/dialect.py).
+    """
+
+    def __init__(self, target: str | Path, commit_every: int = 2000):
         self.commit_every = commit_every
-        self.conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
-        self.conn.row_factory = sqlite3.Row
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute("PRAGMA synchronous=NORMAL")
-        self.conn.execute("PRAGMA foreign_keys=ON")
+        self.conn: sqlite3.Connection
+        if is_postgres_url(target):
+            self.dialect, self.path, self.where = POSTGRESQL, None, _masked(str(target))
+            self.conn = typing.cast(sqlite3.Connection, PgConnection(str(target)))
+        else:
+            self.dialect, self.path = SQLITE, Path(target)
+            self.where = str(self.path)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.conn = sqlite3.connect(
+                self.path, timeout=SQLITE_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+            )
+            self.conn.row_factory = sqlite3.Row
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA synchronous=NORMAL")
+            self.conn.execute("PRAGMA foreign_keys=ON")
         self.migrate()
 
     # ------------------------------------------------------------------ plumbing
@@ -93,21 +114,59 @@ class Store:
 
     @property
     def schema_version(self) -> int:
-        return self.conn.execute("PRAGMA user_version").fetchone()[0]
+        if self.dialect == SQLITE:
+            return self.conn.execute("PRAGMA user_version").fetchone()[0]
+        if self.conn.execute("SELECT to_regclass('ra_schema')").fetchone()[0] is None:
+            return 0
+        return self.conn.execute("SELECT version FROM ra_schema WHERE id = 1").fetchone()[0]
+
+    def _set_schema_version(self, number: int) -> None:
+        if self.dialect == SQLITE:
+            self.conn.execute(f"PRAGMA user_version = {int(number)}")
+        else:
+            self.conn.execute("UPDATE ra_schema SET version = ? WHERE id = 1", (number,))
+
+    def lock(self, name: str) -> None:
+        """Serialise this transaction with others taking the same lock (SQLite: BEGIN IMMEDIATE already does)."""
+        if self.dialect == POSTGRESQL:
+            self.conn.execute("SELECT pg_advisory_xact_lock(hashtext(?))", (name,))
 
     def migrate(self) -> None:
-        """Run the migrations this file does not have yet, each in one transaction."""
-        current = self.schema_version
-        if current > len(MIGRATIONS):
-            raise RuntimeError(
-                f"{self.path}: schema version {current} is newer than this ra ({len(MIGRATIONS)}); upgrade ra"
-            )
-        for number, script in enumerate(MIGRATIONS[current:], start=current + 1):
+        """Run the migrations this database does not have yet, each in one transaction, one process at a time."""
+        if self.schema_version == len(MIGRATIONS):
+            return
+        while True:
             with self.transaction():
-                for statement in _split_sql(script):
+                self.lock("ra-schema")
+                if self.dialect == POSTGRESQL:
+                    self.conn.execute(
+                        "CREATE TABLE IF NOT EXISTS ra_schema (id INTEGER PRIMARY KEY CHECK (id = 1), version BIGINT NOT NULL)"
+                    )
+                    self.conn.execute("INSERT INTO ra_schema(id, version) VALUES (1, 0) ON CONFLICT DO NOTHING")
+                current = self.schema_version
+                if current > len(MIGRATIONS):
+                    raise RuntimeError(
+                        f"{self.where}: schema version {current} is newer than this ra ({len(MIGRATIONS)}); upgrade ra"
+                    )
+                if current == len(MIGRATIONS):
+                    return
+                for statement in _split_sql(migration_sql(MIGRATIONS[current], self.dialect)):
                     self.conn.execute(statement)
-                self.conn.execute(f"PRAGMA user_version = {number}")
-            log.info("store %s migrated to schema %d", self.path, number)
+                self._set_schema_version(current + 1)
+            log.info("store %s migrated to schema %d", self.where, current + 1)
+
+    def table_names(self) -> set[str]:
+        if self.dialect == SQLITE:
+            sql = "SELECT name FROM sqlite_master WHERE type='table'"
+        else:
+            sql = "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
+        return {r[0] for r in self.conn.execute(sql)}
+
+    def transient(self, exc: BaseException) -> bool:
+        """A clash with a concurrent writer (busy file, deadlock, key race): retrying the transaction resolves it."""
+        if self.dialect == SQLITE:
+            return isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc) or "busy" in str(exc))
+        return transient(exc)
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -144,6 +203,7 @@ class Store:
         chunk: list[Paper] = []
 
         def new_batch() -> str:
+            self.lock(f"ingest_batch:{prefix}")  # concurrent writers of one source number their batches in turn
             seq = self.conn.execute(
                 "SELECT COUNT(*) FROM ingest_batch WHERE batch_id LIKE ?", (prefix + "-%",)
             ).fetchone()[0]
@@ -156,8 +216,9 @@ class Store:
                 (bid, source, query, n, now),
             )
 
-        def flush() -> None:
-            nonlocal inserted, updated, unchanged, batch_id, batch_n
+        def write_chunk() -> tuple[int, int, int]:
+            nonlocal batch_id, batch_n
+            new = changed = same = 0
             with self.transaction():
                 for p in chunk:
                     sha = _content_sha1(p)
@@ -168,18 +229,35 @@ class Store:
                             batches.append(batch_id)
                         self._insert_paper(p, sha, source, batch_id, now)
                         batch_n += 1
-                        inserted += 1
+                        new += 1
                         if batch_n >= batch_size:
                             register(batch_id, batch_n)
                             batch_id = None
                     elif row["content_sha1"] != sha:
                         self._update_paper(p, sha, source, now)
-                        updated += 1
+                        changed += 1
                     else:
-                        unchanged += 1
+                        same += 1
                     self._insert_references(p)
                 if batch_id is not None:
                     register(batch_id, batch_n)
+            return new, changed, same
+
+        def flush() -> None:
+            nonlocal inserted, updated, unchanged, batch_id, batch_n
+            for attempt in itertools.count(1):
+                saved = (batch_id, batch_n, len(batches))
+                try:
+                    new, changed, same = write_chunk()
+                    break
+                except Exception as exc:  # rolled back: a clash with another writer is retried from the start
+                    if attempt >= WRITE_RETRIES or not self.transient(exc):
+                        raise
+                    batch_id, batch_n = saved[:2]
+                    del batches[saved[2] :]
+                    log.info("store %s: concurrent writer (%s), retrying chunk (attempt %d)", self.where, exc, attempt)
+                    time.sleep(RETRY_WAIT_S * attempt)
+            inserted, updated, unchanged = inserted + new, updated + changed, unchanged + same
             chunk.clear()
             if on_progress:
                 on_progress(inserted + updated + unchanged)
@@ -224,14 +302,15 @@ class Store:
 
     def _add_edge(self, src: int, dst: int, prov: int) -> None:
         self.conn.execute(
-            "INSERT INTO ref(src, dst, prov) VALUES (?,?,?) ON CONFLICT(src, dst) DO UPDATE SET prov = prov | excluded.prov",
+            "INSERT INTO ref(src, dst, prov) VALUES (?,?,?) "
+            "ON CONFLICT(src, dst) DO UPDATE SET prov = ref.prov | excluded.prov",
             (src, dst, prov),
         )
 
     def _add_doi_edge(self, src: int, doi: str, dst: int, prov: int) -> None:
         self.conn.execute(
             "INSERT INTO ref_doi(src, doi, dst, prov) VALUES (?,?,?,?) ON CONFLICT(src, doi) DO UPDATE SET "
-            "prov = prov | excluded.prov, dst = CASE WHEN excluded.dst > 0 THEN excluded.dst ELSE dst END",
+            "prov = ref_doi.prov | excluded.prov, dst = CASE WHEN excluded.dst > 0 THEN excluded.dst ELSE ref_doi.dst END",
             (src, doi, dst, prov),
         )
         if dst > 0:  # an unmapped DOI is kept in ref_doi only: it is no edge to a paper (memo 20)
@@ -259,7 +338,8 @@ class Store:
                 self.conn.execute("DELETE FROM ref WHERE src=?", (pmid,))
                 self.conn.execute("DELETE FROM ref_doi WHERE src=?", (pmid,))
                 self.conn.execute(
-                    "INSERT OR REPLACE INTO deleted_citation(pmid, source, deleted_ts) VALUES (?,?,?)",
+                    "INSERT INTO deleted_citation(pmid, source, deleted_ts) VALUES (?,?,?) ON CONFLICT(pmid) "
+                    "DO UPDATE SET source = excluded.source, deleted_ts = excluded.deleted_ts",
                     (pmid, source, now),
                 )
         return removed
@@ -309,13 +389,21 @@ class Store:
         return edges + dois
 
     def search(self, query: str, limit: int = 100) -> list[int]:
-        """Offline full-text search over titles and abstracts (FTS5, best match first)."""
+        """Offline full-text search over titles and abstracts (FTS5 / tsvector, best match first)."""
         fts = _fts_query(query)
         if not fts:
             return []
-        rows = self.conn.execute(
-            "SELECT rowid FROM paper_fts WHERE paper_fts MATCH ? ORDER BY bm25(paper_fts) LIMIT ?", (fts, limit)
-        )
+        if self.dialect == POSTGRESQL:
+            expr, terms = tsquery_sql(fts)
+            rows = self.conn.execute(
+                f"WITH q AS (SELECT {expr} AS q) SELECT pmid FROM paper, q WHERE {FTS_VECTOR} @@ q.q "
+                f"ORDER BY ts_rank_cd({FTS_VECTOR}, q.q) DESC, pmid LIMIT ?",
+                (*terms, limit),
+            )
+        else:
+            rows = self.conn.execute(
+                "SELECT rowid FROM paper_fts WHERE paper_fts MATCH ? ORDER BY bm25(paper_fts) LIMIT ?", (fts, limit)
+            )
         return [r[0] for r in rows]
 
     def counts(self) -> dict[str, int]:
@@ -380,6 +468,11 @@ def _split_sql(script: str) -> list[str]:
     return statements
 
 
+def _masked(url: str) -> str:
+    """A database URL fit for logs: the password replaced."""
+    return re.sub(r"://([^:/@]+):[^@]*@", r"://\1:***@", url)
+
+
 def _batch_prefix(source: str, query: str) -> str:
     kind = source.split(":", 1)[0] or "batch"
     digest = hashlib.sha1(f"{source}\n{query}".encode()).hexdigest()[:8]
@@ -388,8 +481,6 @@ def _batch_prefix(source: str, query: str) -> str:
 
 def _fts_query(query: str) -> str:
     """Turn a PubMed-style query into an FTS5 expression (AND/OR/NOT kept, field tags dropped)."""
-    import re
-
     text = re.sub(r"\[[^\]]*\]", " ", query)
     tokens = re.findall(r'"[^"]+"|\(|\)|[A-Za-z0-9][\w\-]*', text)
     out: list[str] = []

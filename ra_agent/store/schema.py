@@ -1,18 +1,23 @@
-"""The store's schema: numbered SQLite migrations (v1 of memo 20 plus later stages' tables)."""
+"""The store's schema: numbered migrations for SQLite and PostgreSQL (v1 of memo 20 plus later stages' tables)."""
 
 from __future__ import annotations
 
 import logging
 
+from ra_agent.store.dialect import FTS_VECTOR, postgres_ddl
+
 log = logging.getLogger(__name__)
+
+SQLITE, POSTGRESQL = "sqlite", "postgresql"
+# A migration is one script in the portable subset (docs/deploy.md; translated for PostgreSQL by
+# dialect.postgres_ddl), or a (sqlite, postgresql) pair where the engines need different DDL.
+Migration = str | tuple[str, str]
 
 PROV_PUBMED = 1  # edge from a PubMed ReferenceList / elink "cites"
 PROV_CROSSREF = 2  # edge from a Crossref reference list
 
-# Each entry is one migration; PRAGMA user_version records how many ran.
-MIGRATIONS: tuple[str, ...] = (
-    # 1: schema v1 (memo 20) with the detail columns ra keeps per paper
-    """
+# 1: schema v1 (memo 20) with the detail columns ra keeps per paper; full-text search differs per engine
+_V1_TABLES = """
     CREATE TABLE paper (
         pmid         INTEGER PRIMARY KEY,
         doi          TEXT,
@@ -69,6 +74,8 @@ MIGRATIONS: tuple[str, ...] = (
         last_error         TEXT,
         updated_ts         INT NOT NULL
     );
+"""
+_V1_FTS_SQLITE = """
     CREATE VIRTUAL TABLE paper_fts USING fts5(
         title, abstract, content='paper', content_rowid='pmid', tokenize='porter unicode61'
     );
@@ -82,7 +89,15 @@ MIGRATIONS: tuple[str, ...] = (
         INSERT INTO paper_fts(paper_fts, rowid, title, abstract) VALUES ('delete', old.pmid, old.title, old.abstract);
         INSERT INTO paper_fts(rowid, title, abstract) VALUES (new.pmid, new.title, new.abstract);
     END;
-    """,
+"""
+# a GIN index over the tsvector expression Store.search matches (no trigger: the index follows the rows)
+_V1_FTS_POSTGRESQL = f"""
+    CREATE INDEX paper_fts ON paper USING GIN ({FTS_VECTOR});
+"""
+
+# Each entry is one migration; SQLite's PRAGMA user_version / PostgreSQL's ra_schema table record how many ran.
+MIGRATIONS: tuple[Migration, ...] = (
+    (_V1_TABLES + _V1_FTS_SQLITE, postgres_ddl(_V1_TABLES) + _V1_FTS_POSTGRESQL),
     # 2: clusters, goals, tool calls and search candidates (memos 40, 60, 70)
     """
     CREATE TABLE cluster_manifest (
@@ -247,3 +262,11 @@ CREATE INDEX IF NOT EXISTS mind_kb_collection ON mind_kb(collection, count);
     DELETE FROM ref WHERE dst = 0;
     """,
 )
+
+
+def migration_sql(migration: Migration, dialect: str) -> str:
+    """The script of one migration for `dialect` (SQLITE or POSTGRESQL)."""
+    if isinstance(migration, tuple):
+        sqlite, postgresql = migration
+        return postgresql if dialect == POSTGRESQL else sqlite
+    return postgres_ddl(migration) if dialect == POSTGRESQL else migration

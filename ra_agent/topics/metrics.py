@@ -217,7 +217,7 @@ def manifest_table(store: Store, *, include_inactive: bool = False) -> list[dict
         "mt.mean_year, mt.computed_ts FROM cluster_manifest c "
         "LEFT JOIN cluster_metrics mt ON mt.cluster_id = c.cluster_id AND mt.computed_ts = "
         "(SELECT MAX(computed_ts) FROM cluster_metrics WHERE cluster_id = c.cluster_id) "
-        "WHERE ? OR c.status = ? ORDER BY size DESC, c.cluster_id",
+        "WHERE ? = 1 OR c.status = ? ORDER BY size DESC, c.cluster_id",
         (int(include_inactive), ACTIVE),
     )
     return [dict(r) for r in rows]

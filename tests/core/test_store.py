@@ -1,13 +1,12 @@
-"""SQLite store: schema, WAL, idempotent upserts, prov OR-merge, batch bookkeeping, crash consistency, FTS5."""
-
-import sqlite3
+"""The store on SQLite and on PostgreSQL: schema, idempotent upserts, prov OR-merge, batches, crash consistency, FTS,
+concurrent writers."""
 
 import demo_corpus
 import pytest
 
 from ra_agent.models import Paper, Reference
 from ra_agent.store.db import Store
-from ra_agent.store.schema import MIGRATIONS, PROV_CROSSREF, PROV_PUBMED
+from ra_agent.store.schema import MIGRATIONS, PROV_CROSSREF, PROV_PUBMED, SQLITE
 
 
 @pytest.fixture(scope="module")
@@ -15,11 +14,12 @@ def demo_papers() -> list[Paper]:
     return demo_corpus.demo_papers()[:300]
 
 
-def test_fresh_store_is_wal_and_fully_migrated(tmp_path):
-    store = Store(tmp_path / "ra.sqlite")
+def test_fresh_store_is_fully_migrated(store_target):
+    store = Store(store_target)
     assert store.schema_version == len(MIGRATIONS)
-    assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    tables = {r[0] for r in store.conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if store.dialect == SQLITE:
+        assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    tables = store.table_names()
     for wanted in (
         "paper",
         "ref",
@@ -35,20 +35,22 @@ def test_fresh_store_is_wal_and_fully_migrated(tmp_path):
         assert wanted in tables
     store.close()
     # reopening runs nothing again
-    assert Store(tmp_path / "ra.sqlite").schema_version == len(MIGRATIONS)
+    assert Store(store_target).schema_version == len(MIGRATIONS)
 
 
-def test_newer_schema_is_refused(tmp_path):
-    Store(tmp_path / "ra.sqlite").close()
-    conn = sqlite3.connect(tmp_path / "ra.sqlite")
-    conn.execute(f"PRAGMA user_version = {len(MIGRATIONS) + 1}")
-    conn.close()
+def test_newer_schema_is_refused(store_target):
+    store = Store(store_target)
+    if store.dialect == SQLITE:
+        store.conn.execute(f"PRAGMA user_version = {len(MIGRATIONS) + 1}")
+    else:
+        store.conn.execute("UPDATE ra_schema SET version = ?", (len(MIGRATIONS) + 1,))
+    store.close()
     with pytest.raises(RuntimeError, match="newer than this ra"):
-        Store(tmp_path / "ra.sqlite")
+        Store(store_target)
 
 
-def test_reingesting_the_same_records_changes_no_row_counts(tmp_path, demo_papers):
-    store = Store(tmp_path / "ra.sqlite", commit_every=64)
+def test_reingesting_the_same_records_changes_no_row_counts(store_target, demo_papers):
+    store = Store(store_target, commit_every=64)
     first = store.upsert_papers(demo_papers, source="import:demo.csv", batch_size=100)
     before = store.counts()
     second = store.upsert_papers(demo_papers, source="import:demo.csv", batch_size=100)
@@ -57,8 +59,8 @@ def test_reingesting_the_same_records_changes_no_row_counts(tmp_path, demo_paper
     assert store.counts() == before
 
 
-def test_changed_record_is_updated_in_place(tmp_path, demo_papers):
-    store = Store(tmp_path / "ra.sqlite")
+def test_changed_record_is_updated_in_place(store_target, demo_papers):
+    store = Store(store_target)
     store.upsert_papers(demo_papers[:10], source="efetch")
     revised = Paper(**{**demo_papers[0].__dict__, "title": demo_papers[0].title + " (revised)"})
     stats = store.upsert_papers([revised], source="efetch")
@@ -67,8 +69,8 @@ def test_changed_record_is_updated_in_place(tmp_path, demo_papers):
     assert store.counts()["paper"] == 10
 
 
-def test_batches_hold_at_most_batch_size_and_match_rows(tmp_path, demo_papers):
-    store = Store(tmp_path / "ra.sqlite", commit_every=37)
+def test_batches_hold_at_most_batch_size_and_match_rows(store_target, demo_papers):
+    store = Store(store_target, commit_every=37)
     stats = store.upsert_papers(demo_papers, source="efetch", query="ppi", batch_size=128)
     batches = store.batches()
     assert [b["batch_id"] for b in batches] == list(stats.batches)
@@ -77,8 +79,8 @@ def test_batches_hold_at_most_batch_size_and_match_rows(tmp_path, demo_papers):
         assert len(store.pmids_for_batch(b["batch_id"])) == b["n_papers"]
 
 
-def test_ref_dedup_and_prov_or_merge(tmp_path, demo_papers):
-    store = Store(tmp_path / "ra.sqlite")
+def test_ref_dedup_and_prov_or_merge(store_target, demo_papers):
+    store = Store(store_target)
     a, b, c = (p.pmid for p in demo_papers[:3])
     store.add_refs([(a, b, PROV_PUBMED), (a, c, PROV_PUBMED)])
     store.add_refs([(a, b, PROV_PUBMED)])
@@ -88,8 +90,8 @@ def test_ref_dedup_and_prov_or_merge(tmp_path, demo_papers):
     assert store.counts()["ref"] == 2
 
 
-def test_unmapped_dois_are_kept_and_mapped_later(tmp_path, demo_papers):
-    store = Store(tmp_path / "ra.sqlite")
+def test_unmapped_dois_are_kept_and_mapped_later(store_target, demo_papers):
+    store = Store(store_target)
     src, dst = demo_papers[0].pmid, demo_papers[1].pmid
     store.add_doi_refs(src, {"10.1136/bmj.318.7182.502": None, "10.1000/unmapped": None}, PROV_CROSSREF)
     assert store.counts()["ref_unmapped"] == 2
@@ -99,8 +101,8 @@ def test_unmapped_dois_are_kept_and_mapped_later(tmp_path, demo_papers):
     assert Reference(doi="10.1000/unmapped") in store.references_of(src)
 
 
-def test_crash_mid_batch_leaves_whole_committed_chunks(tmp_path, demo_papers):
-    store = Store(tmp_path / "ra.sqlite", commit_every=50)
+def test_crash_mid_batch_leaves_whole_committed_chunks(store_target, demo_papers):
+    store = Store(store_target, commit_every=50)
 
     def crashing():
         for i, paper in enumerate(demo_papers):
@@ -111,7 +113,7 @@ def test_crash_mid_batch_leaves_whole_committed_chunks(tmp_path, demo_papers):
     with pytest.raises(ConnectionError):
         store.upsert_papers(crashing(), source="efetch", query="ppi", batch_size=1000)
     store.close()
-    store = Store(tmp_path / "ra.sqlite", commit_every=50)
+    store = Store(store_target, commit_every=50)
     assert store.counts()["paper"] == 100  # two whole chunks of 50, the third rolled back
     (batch,) = store.batches()
     assert batch["n_papers"] == len(store.pmids_for_batch(batch["batch_id"])) == 100
@@ -120,8 +122,8 @@ def test_crash_mid_batch_leaves_whole_committed_chunks(tmp_path, demo_papers):
     assert store.counts()["paper"] == len(demo_papers)
 
 
-def test_fts_search_finds_real_records(tmp_path, demo_papers):
-    store = Store(tmp_path / "ra.sqlite")
+def test_fts_search_finds_real_records(store_target, demo_papers):
+    store = Store(store_target)
     store.upsert_papers(demo_papers, source="import:demo.csv")
     hits = store.search("omeprazole AND reflux[tiab]", limit=50)
     assert hits
@@ -131,8 +133,8 @@ def test_fts_search_finds_real_records(tmp_path, demo_papers):
     assert store.search("NOT") == []
 
 
-def test_delete_citations_removes_rows_and_remembers(tmp_path, demo_papers):
-    store = Store(tmp_path / "ra.sqlite")
+def test_delete_citations_removes_rows_and_remembers(store_target, demo_papers):
+    store = Store(store_target)
     store.upsert_papers(demo_papers[:5], source="baseline:x")
     a, b = demo_papers[0].pmid, demo_papers[1].pmid
     store.add_refs([(a, b, PROV_PUBMED)])
@@ -142,8 +144,8 @@ def test_delete_citations_removes_rows_and_remembers(tmp_path, demo_papers):
     assert a not in store.search(demo_papers[0].title)
 
 
-def test_offline_counter_switches_after_threshold(tmp_path):
-    store = Store(tmp_path / "ra.sqlite")
+def test_offline_counter_switches_after_threshold(store_target):
+    store = Store(store_target)
     for i in range(4):
         assert store.record_api_result("eutils", False, f"502 #{i}", offline_after=5)["offline"] == 0
     assert store.record_api_result("eutils", False, "502 #5", offline_after=5)["offline"] == 1
