@@ -89,3 +89,23 @@ def demo_project(demo_template: Path, tmp_path: Path) -> Path:
 @pytest.fixture
 def demo(demo_project: Path) -> Config:
     return demo_cfg(demo_project)
+
+
+def store_on_postgres(project: Path, url: str) -> None:
+    """Move the project's demo store (its SQLite file) into the fresh PostgreSQL database at `url`."""
+    from ra_agent.store.copy import copy_store
+    from ra_agent.store.db import Store
+
+    with Store(project / "data" / "ra.sqlite") as src, Store(url) as dst:
+        copy_store(src, dst)
+    (project / "data" / "ra.sqlite").unlink()  # nothing can read the SQLite copy by mistake
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def demo_any_store(request, demo_project: Path) -> Config:
+    """The demo workspace with its store on SQLite (the file) or on PostgreSQL (`[store] url`)."""
+    if request.param == "sqlite":
+        return demo_cfg(demo_project)
+    url = request.getfixturevalue("pg_server").new_database()
+    store_on_postgres(demo_project, url)
+    return demo_cfg(demo_project, store={"url": url})

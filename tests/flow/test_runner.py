@@ -40,8 +40,8 @@ def run(cfg, project: Path, brain=None, handbook: str = HANDBOOK):
 UNCOVERED = {"sr": {"sr_cosine_threshold": 0.85}}
 
 
-def test_seek_gap_ends_in_a_dossier_whose_citations_and_counts_match_the_store(demo, demo_project):
-    demo = demo.with_overrides(**UNCOVERED)
+def test_seek_gap_ends_in_a_dossier_whose_citations_and_counts_match_the_store(demo_any_store, demo_project):
+    demo = demo_any_store.with_overrides(**UNCOVERED)
     state = run(demo, demo_project)
     assert state.status == "stopped" and len(state.success_clusters) == 1
     assert [h["tool"] for h in state.events("tool_call")] == [
