@@ -101,6 +101,27 @@ def store_on_postgres(project: Path, url: str) -> None:
     (project / "data" / "ra.sqlite").unlink()  # nothing can read the SQLite copy by mistake
 
 
+@pytest.fixture
+def pg_instance(pg_server, tmp_path: Path, monkeypatch):
+    """A DagsterInstance made from scripts/dagster-postgres.yaml (as a deployment's $DAGSTER_HOME/dagster.yaml),
+    its connection settings from the environment pointing at a fresh database of the test server."""
+    from urllib.parse import urlparse
+
+    import dagster as dg
+
+    pytest.importorskip("psycopg2", reason="psycopg2-binary (dagster-postgres's driver, in pyproject.toml) is absent")
+    url = urlparse(pg_server.new_database("dagster"))
+    settings = {"HOST": url.hostname, "PORT": url.port, "DB": url.path[1:], "USERNAME": url.username, "PASSWORD": ""}
+    for key, value in settings.items():
+        monkeypatch.setenv(f"DAGSTER_PG_{key}", str(value))
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    shutil.copy(ROOT / "scripts" / "dagster-postgres.yaml", home / "dagster.yaml")
+    instance = dg.DagsterInstance.from_config(str(home))
+    yield instance, url.geturl()
+    instance.dispose()
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def demo_any_store(request, demo_project: Path) -> Config:
     """The demo workspace with its store on SQLite (the file) or on PostgreSQL (`[store] url`)."""

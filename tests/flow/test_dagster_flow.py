@@ -244,3 +244,43 @@ def test_a_failed_stage_run_marks_the_goal_crashed(project, defs):
     with open_store(cfg) as store:
         crashed = GoalStore(cfg.data_dir, store).load(goal_id)
     assert crashed.status == "crashed" and crashed.stop_reason().startswith("stage pico[no_such_cluster]: run ")
+
+
+def test_the_agent_flow_on_a_postgres_instance_with_the_store_on_postgres(project, defs, pg_instance, pg_server):
+    """scripts/dagster-postgres.yaml + `[store] url`: runs, materialisations, pools and the goal all in PostgreSQL."""
+    import psycopg
+
+    from .conftest import store_on_postgres
+
+    instance, dagster_db = pg_instance
+    store_url = pg_server.new_database()
+    store_on_postgres(project, store_url)
+    config = project / "config.toml"
+    config.write_text(config.read_text() + f'[store]\nurl = "{store_url}"\n')
+    goal_id = new_goal(project)
+    done, _ = drive(defs, instance, project)
+    assert isinstance(done, dg.SkipReason) and "status stopped" in str(done.skip_message)
+
+    with psycopg.connect(dagster_db) as conn:
+        runs = conn.execute("SELECT run_id, status FROM runs").fetchall()
+        goal_runs = conn.execute("SELECT COUNT(*) FROM run_tags WHERE key = 'ra/goal' AND value = %s", (goal_id,))
+        materialized = {dg.AssetKey.from_db_string(r[0]).to_user_string() for r in conn.execute(
+            "SELECT DISTINCT asset_key FROM event_logs WHERE dagster_event_type = 'ASSET_MATERIALIZATION'")}  # fmt: skip
+        n_goal_runs = goal_runs.fetchone()[0]
+    assert runs and {status for _, status in runs} == {"SUCCESS"}
+    assert n_goal_runs == len(runs) == len(instance.get_run_records())
+    assert {"pubmed_search", "clusters", "pico_extractions", "sr_overlap", "reports", "mind_kb"} <= materialized
+    assert instance.event_log_storage.get_concurrency_keys() >= {"llm", "ncbi"}  # pool slots kept in PostgreSQL
+    assert all(instance.event_log_storage.get_concurrency_info(k).slot_count == 1 for k in ("llm", "ncbi"))
+
+    cfg = load_config(config)
+    with open_store(cfg) as store:
+        assert store.dialect == "postgresql"
+        state = GoalStore(cfg.data_dir, store).load(goal_id)
+        row = store.conn.execute("SELECT status, cycle FROM goal WHERE goal_id=?", (goal_id,)).fetchone()
+        calls = [r[0] for r in store.conn.execute("SELECT tool FROM tool_call WHERE goal_id=? ORDER BY id", (goal_id,))]
+        reports = [h["path"] for h in state.events("report_written")]
+        assert reports and all(verify_citations(store, cfg.data_dir / p) == [] for p in reports)
+    assert (row["status"], row["cycle"]) == (state.status, state.cycle) == ("stopped", state.cycle)
+    assert calls == [h["tool"] for h in state.events("tool_call")] and "search_pubmed" in calls
+    assert not (project / "data" / "ra.sqlite").exists()  # nothing fell back to the workspace file
