@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ra_agent.models import AbstractSection, Paper, Reference
-from ra_agent.store.dialect import FTS_VECTOR, tsquery_sql
+from ra_agent.store.dialect import tsquery_sql
 from ra_agent.store.pg import PgConnection, is_postgres_url, transient
 from ra_agent.store.schema import MIGRATIONS, POSTGRESQL, PROV_PUBMED, SQLITE, migration_sql
 
@@ -37,6 +37,24 @@ class UpsertStats:
     @property
     def seen(self) -> int:
         return self.inserted + self.updated + self.unchanged
+
+
+_INSERT_PAPER = (
+    "INSERT INTO paper(doi, title, abstract, journal, year, article_type, pub_types, mesh, sections, authors, "
+    "other_ids, pmid, source, batch_id, content_sha1, created_ts, updated_ts) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+)
+_UPDATE_PAPER = (
+    "UPDATE paper SET doi=?, title=?, abstract=?, journal=?, year=?, article_type=?, pub_types=?, mesh=?, "
+    "sections=?, authors=?, other_ids=?, source=?, content_sha1=?, updated_ts=? WHERE pmid=?"
+)
+# existing-row columns are qualified (ref.prov): PostgreSQL finds a bare name in DO UPDATE ambiguous
+_ADD_EDGE = (
+    "INSERT INTO ref(src, dst, prov) VALUES (?,?,?) ON CONFLICT(src, dst) DO UPDATE SET prov = ref.prov | excluded.prov"
+)
+_ADD_DOI_EDGE = (
+    "INSERT INTO ref_doi(src, doi, dst, prov) VALUES (?,?,?,?) ON CONFLICT(src, doi) DO UPDATE SET "
+    "prov = ref_doi.prov | excluded.prov, dst = CASE WHEN excluded.dst > 0 THEN excluded.dst ELSE ref_doi.dst END"
+)
 
 
 def _content_sha1(p: Paper) -> str:
@@ -150,8 +168,12 @@ class Store:
                     )
                 if current == len(MIGRATIONS):
                     return
-                for statement in _split_sql(migration_sql(MIGRATIONS[current], self.dialect)):
-                    self.conn.execute(statement)
+                script = migration_sql(MIGRATIONS[current], self.dialect)
+                if self.dialect == POSTGRESQL:
+                    self.conn.executescript(script)  # as written: function bodies hold semicolons
+                else:
+                    for statement in _split_sql(script):
+                        self.conn.execute(statement)
                 self._set_schema_version(current + 1)
             log.info("store %s migrated to schema %d", self.where, current + 1)
 
@@ -219,26 +241,30 @@ class Store:
         def write_chunk() -> tuple[int, int, int]:
             nonlocal batch_id, batch_n
             new = changed = same = 0
+            inserts: list[tuple] = []
+            updates: list[tuple] = []
             with self.transaction():
+                stored = self._content_hashes([p.pmid for p in chunk])
                 for p in chunk:
                     sha = _content_sha1(p)
-                    row = self.conn.execute("SELECT content_sha1 FROM paper WHERE pmid=?", (p.pmid,)).fetchone()
-                    if row is None:
+                    before = stored.get(p.pmid)
+                    if before is None:
                         if batch_id is None:
                             batch_id, batch_n = new_batch(), 0
                             batches.append(batch_id)
-                        self._insert_paper(p, sha, source, batch_id, now)
+                        inserts.append((*self._paper_values(p), p.pmid, p.source or source, batch_id, sha, now, now))
                         batch_n += 1
                         new += 1
                         if batch_n >= batch_size:
                             register(batch_id, batch_n)
                             batch_id = None
-                    elif row["content_sha1"] != sha:
-                        self._update_paper(p, sha, source, now)
+                    elif before != sha:
+                        updates.append((*self._paper_values(p), p.source or source, sha, now, p.pmid))
                         changed += 1
                     else:
                         same += 1
-                    self._insert_references(p)
+                    stored[p.pmid] = sha  # a PMID twice in one chunk: the second is an update or unchanged
+                self._write_papers(inserts, updates, chunk)
                 if batch_id is not None:
                     register(batch_id, batch_n)
             return new, changed, same
@@ -270,6 +296,14 @@ class Store:
             flush()
         return UpsertStats(inserted, updated, unchanged, tuple(batches))
 
+    def _content_hashes(self, pmids: list[int]) -> dict[int, str]:
+        out: dict[int, str] = {}
+        for i in range(0, len(pmids), 500):
+            part = pmids[i : i + 500]
+            marks = ",".join("?" * len(part))
+            out.update(self.conn.execute(f"SELECT pmid, content_sha1 FROM paper WHERE pmid IN ({marks})", part))
+        return out
+
     def _paper_values(self, p: Paper) -> tuple:
         return (
             p.doi, p.title, p.abstract, p.journal, p.year, p.article_type,
@@ -278,55 +312,36 @@ class Store:
             json.dumps(p.authors, ensure_ascii=False), json.dumps(p.other_ids, ensure_ascii=False),
         )  # fmt: skip
 
-    def _insert_paper(self, p: Paper, sha: str, source: str, batch_id: str, now: int) -> None:
-        self.conn.execute(
-            "INSERT INTO paper(doi, title, abstract, journal, year, article_type, pub_types, mesh, sections, "
-            "authors, other_ids, pmid, source, batch_id, content_sha1, created_ts, updated_ts) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (*self._paper_values(p), p.pmid, p.source or source, batch_id, sha, now, now),
-        )
+    def _write_papers(self, inserts: list[tuple], updates: list[tuple], papers: list[Paper]) -> None:
+        """One chunk's new rows, changed rows and reference lists, each in one executemany (one round trip on
+        PostgreSQL's pipeline)."""
+        if inserts:
+            self.conn.executemany(_INSERT_PAPER, inserts)
+        if updates:
+            self.conn.executemany(_UPDATE_PAPER, updates)
+        self._add_edges([(p.pmid, r.pmid, PROV_PUBMED) for p in papers for r in p.references if r.pmid])
+        self._add_doi_edges([(p.pmid, r.doi, 0, PROV_PUBMED) for p in papers for r in p.references
+                             if not r.pmid and r.doi])  # fmt: skip
 
-    def _update_paper(self, p: Paper, sha: str, source: str, now: int) -> None:
-        self.conn.execute(
-            "UPDATE paper SET doi=?, title=?, abstract=?, journal=?, year=?, article_type=?, pub_types=?, mesh=?, "
-            "sections=?, authors=?, other_ids=?, source=?, content_sha1=?, updated_ts=? WHERE pmid=?",
-            (*self._paper_values(p), p.source or source, sha, now, p.pmid),
-        )
+    def _add_edges(self, edges: list[tuple[int, int, int]]) -> None:
+        if edges:
+            self.conn.executemany(_ADD_EDGE, edges)
 
-    def _insert_references(self, p: Paper) -> None:
-        for ref in p.references:
-            if ref.pmid:
-                self._add_edge(p.pmid, ref.pmid, PROV_PUBMED)
-            elif ref.doi:
-                self._add_doi_edge(p.pmid, ref.doi, 0, PROV_PUBMED)
-
-    def _add_edge(self, src: int, dst: int, prov: int) -> None:
-        self.conn.execute(
-            "INSERT INTO ref(src, dst, prov) VALUES (?,?,?) "
-            "ON CONFLICT(src, dst) DO UPDATE SET prov = ref.prov | excluded.prov",
-            (src, dst, prov),
-        )
-
-    def _add_doi_edge(self, src: int, doi: str, dst: int, prov: int) -> None:
-        self.conn.execute(
-            "INSERT INTO ref_doi(src, doi, dst, prov) VALUES (?,?,?,?) ON CONFLICT(src, doi) DO UPDATE SET "
-            "prov = ref_doi.prov | excluded.prov, dst = CASE WHEN excluded.dst > 0 THEN excluded.dst ELSE ref_doi.dst END",
-            (src, doi, dst, prov),
-        )
-        if dst > 0:  # an unmapped DOI is kept in ref_doi only: it is no edge to a paper (memo 20)
-            self._add_edge(src, dst, prov)
+    def _add_doi_edges(self, rows: list[tuple[int, str, int, int]]) -> None:
+        if rows:
+            self.conn.executemany(_ADD_DOI_EDGE, rows)
+        # a mapped DOI is also an edge; an unmapped one is kept in ref_doi only: it is no edge to a paper (memo 20)
+        self._add_edges([(src, dst, prov) for src, _, dst, prov in rows if dst > 0])
 
     def add_refs(self, edges: Iterable[tuple[int, int, int]]) -> None:
         """Add (src, dst_pmid, prov) edges; an existing edge gets prov OR-merged."""
         with self.transaction():
-            for src, dst, prov in edges:
-                self._add_edge(src, dst, prov)
+            self._add_edges(list(edges))
 
     def add_doi_refs(self, src: int, doi_to_pmid: dict[str, int | None], prov: int) -> None:
         """Add a paper's cited DOIs; mapped ones become PMID edges, unmapped stay dst=0."""
         with self.transaction():
-            for doi, pmid in doi_to_pmid.items():
-                self._add_doi_edge(src, doi, pmid or 0, prov)
+            self._add_doi_edges([(src, doi, pmid or 0, prov) for doi, pmid in doi_to_pmid.items()])
 
     def delete_citations(self, pmids: Sequence[int], source: str) -> int:
         """Apply a DeleteCitation: drop the papers and their outgoing edges, remember the deletion."""
@@ -396,8 +411,8 @@ class Store:
         if self.dialect == POSTGRESQL:
             expr, terms = tsquery_sql(fts)
             rows = self.conn.execute(
-                f"WITH q AS (SELECT {expr} AS q) SELECT pmid FROM paper, q WHERE {FTS_VECTOR} @@ q.q "
-                f"ORDER BY ts_rank_cd({FTS_VECTOR}, q.q) DESC, pmid LIMIT ?",
+                f"WITH q AS (SELECT {expr} AS q) SELECT pmid FROM paper_fts, q WHERE fts @@ q.q "
+                "ORDER BY ts_rank_cd(fts, q.q) DESC, pmid LIMIT ?",
                 (*terms, limit),
             )
         else:
@@ -491,14 +506,25 @@ def _fts_query(query: str) -> str:
             out.append(tok)
         else:
             out.append('"' + tok.replace('"', "") + '"')
-    # drop dangling operators the user's query may leave after tag removal
+    ops = ("AND", "OR", "NOT")
+    # drop dangling operators the user's query may leave after tag removal, and empty groups
     cleaned: list[str] = []
     for tok in out:
-        if tok in ("AND", "OR", "NOT") and (not cleaned or cleaned[-1] in ("AND", "OR", "NOT", "(")):
+        if tok in ops and (not cleaned or cleaned[-1] in (*ops, "(")):
+            continue
+        if tok == ")" and cleaned and cleaned[-1] == "(":
+            cleaned.pop()
             continue
         cleaned.append(tok)
-    while cleaned and cleaned[-1] in ("AND", "OR", "NOT", "("):
+    while cleaned and cleaned[-1] in (*ops, "("):
         cleaned.pop()
     if cleaned.count("(") != cleaned.count(")"):
         cleaned = [t for t in cleaned if t not in ("(", ")")]
-    return " ".join(cleaned)
+    # FTS5 ANDs adjacent phrases but not a phrase and a group ('"a" ("b")' is a syntax error): say AND
+    joined: list[str] = []
+    for tok in cleaned:
+        after_operand = bool(joined) and joined[-1] not in (*ops, "(")  # a phrase or a closed group
+        if after_operand and tok not in (*ops, ")") and (tok == "(" or joined[-1] == ")"):
+            joined.append("AND")
+        joined.append(tok)
+    return " ".join(joined)

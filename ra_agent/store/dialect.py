@@ -157,6 +157,4 @@ def tsquery_sql(fts: str) -> tuple[str, list[str]]:
     return disjunction(), params
 
 
-FTS_VECTOR = f"to_tsvector('{FTS_CONFIG}', title || ' ' || abstract)"  # the GIN index's expression, verbatim
-
-__all__ = ["FTS_CONFIG", "FTS_VECTOR", "postgres_ddl", "to_postgres", "tsquery_sql"]
+__all__ = ["FTS_CONFIG", "postgres_ddl", "to_postgres", "tsquery_sql"]

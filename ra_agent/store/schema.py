@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from ra_agent.store.dialect import FTS_VECTOR, postgres_ddl
+from ra_agent.store.dialect import FTS_CONFIG, postgres_ddl
 
 log = logging.getLogger(__name__)
 
@@ -90,9 +90,26 @@ _V1_FTS_SQLITE = """
         INSERT INTO paper_fts(rowid, title, abstract) VALUES (new.pmid, new.title, new.abstract);
     END;
 """
-# a GIN index over the tsvector expression Store.search matches (no trigger: the index follows the rows)
+# as FTS5's external-content table: one tsvector per paper, kept by a trigger, under a GIN index (ranking
+# reads the stored vector instead of re-parsing every matching abstract)
 _V1_FTS_POSTGRESQL = f"""
-    CREATE INDEX paper_fts ON paper USING GIN ({FTS_VECTOR});
+    CREATE TABLE paper_fts (
+        pmid BIGINT PRIMARY KEY,
+        fts  TSVECTOR NOT NULL
+    );
+    CREATE INDEX paper_fts_gin ON paper_fts USING GIN (fts);
+    CREATE FUNCTION paper_fts_sync() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF TG_OP = 'DELETE' THEN
+            DELETE FROM paper_fts WHERE pmid = OLD.pmid;
+            RETURN OLD;
+        END IF;
+        INSERT INTO paper_fts(pmid, fts) VALUES (NEW.pmid, to_tsvector('{FTS_CONFIG}', NEW.title || ' ' || NEW.abstract))
+            ON CONFLICT (pmid) DO UPDATE SET fts = excluded.fts;
+        RETURN NEW;
+    END $$;
+    CREATE TRIGGER paper_fts_sync AFTER INSERT OR DELETE OR UPDATE OF title, abstract ON paper
+        FOR EACH ROW EXECUTE FUNCTION paper_fts_sync();
 """
 
 # Each entry is one migration; SQLite's PRAGMA user_version / PostgreSQL's ra_schema table record how many ran.

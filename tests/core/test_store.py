@@ -188,3 +188,13 @@ def test_concurrent_writers_lose_nothing(store_target, demo_papers):
     edges = dict(store.conn.execute("SELECT dst, prov FROM ref WHERE src=?", (demo_papers[0].pmid,)).fetchall())
     assert edges == {p.pmid: (1 << WRITERS) - 1 for p in demo_papers[1:40]}  # every writer's bit, none lost
     store.close()
+
+
+def test_fts_query_with_a_group_beside_a_phrase_finds_its_record(store_target):
+    """A title such as "Continued (5-year) followup ..." is a valid query on both engines (FTS5 needs the AND)."""
+    (paper,) = [p for p in demo_corpus.demo_papers() if p.title.startswith("Continued (5-year) followup")]
+    store = Store(store_target)
+    store.upsert_papers([paper], source="import:demo.csv")
+    assert store.search("Continued (5-year) followup") == [paper.pmid]
+    assert store.search("followup NOT (5-year)") == []
+    assert store.search("followup NOT (tenfold)") == [paper.pmid]
