@@ -271,10 +271,11 @@ class Store:
 
         def flush() -> None:
             nonlocal inserted, updated, unchanged, batch_id, batch_n
+            counts = (0, 0, 0)
             for attempt in itertools.count(1):
                 saved = (batch_id, batch_n, len(batches))
                 try:
-                    new, changed, same = write_chunk()
+                    counts = write_chunk()
                     break
                 except Exception as exc:  # rolled back: a clash with another writer is retried from the start
                     if attempt >= WRITE_RETRIES or not self.transient(exc):
@@ -283,7 +284,7 @@ class Store:
                     del batches[saved[2] :]
                     log.info("store %s: concurrent writer (%s), retrying chunk (attempt %d)", self.where, exc, attempt)
                     time.sleep(RETRY_WAIT_S * attempt)
-            inserted, updated, unchanged = inserted + new, updated + changed, unchanged + same
+            inserted, updated, unchanged = inserted + counts[0], updated + counts[1], unchanged + counts[2]
             chunk.clear()
             if on_progress:
                 on_progress(inserted + updated + unchanged)

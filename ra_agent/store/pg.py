@@ -34,7 +34,7 @@ class Row(tuple):
 
 
 def _row_factory(cursor):
-    names = {d.name: i for i, d in enumerate(cursor.description or ())}
+    names: dict[str, int] = {d.name: i for i, d in enumerate(cursor.description or ())}
     return lambda values: Row(values, names)
 
 
