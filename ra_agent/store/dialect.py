@@ -103,10 +103,11 @@ _FTS_TOKEN = re.compile(r'"[^"]*"|\(|\)|AND|OR|NOT|[^\s()"]+')
 
 
 def tsquery_sql(fts: str) -> tuple[str, list[str]]:
-    """SQL (in ra's dialect, `?` placeholders) and its parameters for an FTS5 expression (`"term"`, AND/OR/NOT, parentheses; see db._fts_query) as a PostgreSQL tsquery.
+    """An FTS5 expression (`"term"`, AND/OR/NOT, parentheses; see db._fts_query) as a PostgreSQL tsquery.
 
-    FTS5's precedence is kept (NOT binds tighter than AND, AND tighter than OR; adjacent terms are
-    ANDed); each term or phrase becomes `phraseto_tsquery`, so stemming and stop words are the server's.
+    Returns SQL in ra's dialect (`?` placeholders) and its parameters. FTS5's precedence is kept (NOT
+    binds tighter than AND, AND tighter than OR; adjacent terms are ANDed); each term or phrase becomes
+    `phraseto_tsquery`, so stemming and stop words are the server's.
     """
     tokens = _FTS_TOKEN.findall(fts)
     params: list[str] = []
@@ -129,30 +130,24 @@ def tsquery_sql(fts: str) -> tuple[str, list[str]]:
         params.append(tok.strip('"'))
         return f"phraseto_tsquery('{FTS_CONFIG}', ?)"
 
-    def negation() -> str:
+    def chain(operand: Callable[[], str], word: str | None, op: str) -> str:
+        """`operand (word operand)*`, left-associative; word None: operands side by side, AND optional."""
         nonlocal pos
-        left = primary()
-        while peek() == "NOT":
-            pos += 1
-            left = f"({left} && !!{primary()})"
+        left = operand()
+        while (peek() == word) if word else (peek() not in (None, "OR", ")")):
+            if peek() == (word or "AND"):
+                pos += 1
+            left = f"({left} {op} {operand()})"
         return left
+
+    def negation() -> str:
+        return chain(primary, "NOT", "&& !!")
 
     def conjunction() -> str:
-        nonlocal pos
-        left = negation()
-        while peek() not in (None, "OR", ")"):
-            if peek() == "AND":
-                pos += 1
-            left = f"({left} && {negation()})"
-        return left
+        return chain(negation, None, "&&")
 
     def disjunction() -> str:
-        nonlocal pos
-        left = conjunction()
-        while peek() == "OR":
-            pos += 1
-            left = f"({left} || {conjunction()})"
-        return left
+        return chain(conjunction, "OR", "||")
 
     return disjunction(), params
 

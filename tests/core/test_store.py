@@ -198,3 +198,26 @@ def test_fts_query_with_a_group_beside_a_phrase_finds_its_record(store_target):
     assert store.search("Continued (5-year) followup") == [paper.pmid]
     assert store.search("followup NOT (5-year)") == []
     assert store.search("followup NOT (tenfold)") == [paper.pmid]
+
+
+def test_the_sqlite_idioms_ra_modules_use_give_the_same_rows_on_both_engines(store_target):
+    """INSERT OR IGNORE / OR REPLACE (also from a SELECT), `?` and `%` inside literals, a bool parameter."""
+    store = Store(store_target)
+    row = "INSERT OR {} INTO loaded_file(sha1, name, kind, papers, deleted, problems, loaded_ts) VALUES (?,?,?,?,?,?,?)"
+    store.conn.execute(row.format("IGNORE"), ("s1", "first.csv", "csv", 1, 0, 0, 1))
+    store.conn.execute(row.format("IGNORE"), ("s1", "ignored.csv", "csv", 2, 0, 0, 2))
+    store.conn.execute(row.format("REPLACE"), ("s2", "old.ris", "ris", 3, 0, 0, 3))
+    store.conn.execute(row.format("REPLACE"), ("s2", "new.ris", "ris", 4, 0, 0, 4))
+    store.conn.execute(row.format("REPLACE"), ("s3", "100%?.csv", "csv", 5, True, False, 5))
+    rows = store.conn.execute("SELECT sha1, name, papers, deleted FROM loaded_file ORDER BY sha1").fetchall()
+    assert [tuple(r) for r in rows] == [("s1", "first.csv", 1, 0), ("s2", "new.ris", 4, 0), ("s3", "100%?.csv", 5, 1)]
+    like = store.conn.execute(
+        "SELECT name FROM loaded_file WHERE name LIKE '%\\%?%' ESCAPE '\\' AND kind = ?", ("csv",)
+    )
+    assert [r["name"] for r in like] == ["100%?.csv"]
+    pool = "INSERT OR REPLACE INTO unassigned_pool(pmid, reason, added_ts) SELECT ?, ?, ? WHERE NOT EXISTS (SELECT 1 FROM paper WHERE pmid = ?)"
+    store.conn.executemany(pool, [(7, "noise", 1, 7), (7, "dropped:c1", 2, 7), (8, "noise", 1, 8)])
+    assert dict(store.conn.execute("SELECT pmid, reason FROM unassigned_pool").fetchall()) == {
+        7: "dropped:c1",
+        8: "noise",
+    }
