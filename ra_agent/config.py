@@ -44,6 +44,9 @@ class WorkspaceConfig:
 @dataclass(frozen=True)
 class StoreConfig:
     url: str = _knob("")  # "" = SQLite file in the workspace; "postgresql://user@host:port/db" = PostgreSQL
+    busy_timeout_s: float = _knob(30.0, 0, 3600)
+    write_retries: int = _knob(8, 1, 100)
+    retry_wait_s: float = _knob(0.05, 0, 60)
 
 
 @dataclass(frozen=True)

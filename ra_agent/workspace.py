@@ -66,12 +66,13 @@ class Workspace:
 def open_store(cfg: Config) -> Store:
     """Open (and migrate) the store: `[store] url` (PostgreSQL) when set, else the workspace's SQLite file."""
     from ra_agent.config import ConfigError
-    from ra_agent.store.db import Store
+    from ra_agent.store.db import Store, WritePolicy
     from ra_agent.store.pg import is_postgres_url
 
     if cfg.store.url and not is_postgres_url(cfg.store.url):
         raise ConfigError(f"{cfg.source}: [store] url must be empty (SQLite) or a postgresql:// URL")
-    return Store(cfg.store.url or Workspace.of(cfg).db_path, commit_every=cfg.ingest.insert_commit_every)
+    policy = WritePolicy(cfg.store.busy_timeout_s, cfg.store.write_retries, cfg.store.retry_wait_s)
+    return Store(cfg.store.url or Workspace.of(cfg).db_path, cfg.ingest.insert_commit_every, policy)
 
 
 def query_key(query: str) -> str:

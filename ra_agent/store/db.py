@@ -22,9 +22,14 @@ from ra_agent.store.schema import MIGRATIONS, POSTGRESQL, PROV_PUBMED, SQLITE, m
 
 log = logging.getLogger(__name__)
 
-WRITE_RETRIES = 8  # attempts of one upsert chunk that met a concurrent writer (deadlock, lock timeout, key race)
-RETRY_WAIT_S = 0.05  # times the attempt number, between attempts
-SQLITE_BUSY_TIMEOUT_S = 30.0  # a writer waits this long for another one's lock before an attempt fails
+
+@dataclass(frozen=True)
+class WritePolicy:
+    """How writers meet each other ([store] busy_timeout_s, write_retries, retry_wait_s in config.toml)."""
+
+    busy_timeout_s: float = 30.0  # SQLite: wait this long for another writer's lock
+    write_retries: int = 8  # attempts of an upsert chunk that clashed with a concurrent writer
+    retry_wait_s: float = 0.05  # times the attempt number, between attempts
 
 
 @dataclass(frozen=True)
@@ -101,8 +106,9 @@ class Store:
     `PgConnection`: the part of the sqlite3 interface ra uses, translating ra's SQL (see store/dialect.py).
     """
 
-    def __init__(self, target: str | Path, commit_every: int = 2000):
+    def __init__(self, target: str | Path, commit_every: int = 2000, policy: WritePolicy = WritePolicy()):
         self.commit_every = commit_every
+        self.policy = policy
         self.conn: sqlite3.Connection
         if is_postgres_url(target):
             self.dialect, self.path, self.where = POSTGRESQL, None, _masked(str(target))
@@ -112,7 +118,7 @@ class Store:
             self.where = str(self.path)
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.conn = sqlite3.connect(
-                self.path, timeout=SQLITE_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+                self.path, timeout=policy.busy_timeout_s, isolation_level=None, check_same_thread=False
             )
             self.conn.row_factory = sqlite3.Row
             self.conn.execute("PRAGMA journal_mode=WAL")
@@ -278,12 +284,12 @@ class Store:
                     counts = write_chunk()
                     break
                 except Exception as exc:  # rolled back: a clash with another writer is retried from the start
-                    if attempt >= WRITE_RETRIES or not self.transient(exc):
+                    if attempt >= self.policy.write_retries or not self.transient(exc):
                         raise
                     batch_id, batch_n = saved[:2]
                     del batches[saved[2] :]
                     log.info("store %s: concurrent writer (%s), retrying chunk (attempt %d)", self.where, exc, attempt)
-                    time.sleep(RETRY_WAIT_S * attempt)
+                    time.sleep(self.policy.retry_wait_s * attempt)
             inserted, updated, unchanged = inserted + counts[0], updated + counts[1], unchanged + counts[2]
             chunk.clear()
             if on_progress:
