@@ -19,6 +19,7 @@ import numpy as np
 from ra_agent.config import Config
 from ra_agent.fileio import atomic_write, atomic_writer
 from ra_agent.store.db import Store
+from ra_agent.store.scan import FlatScan, one_faiss_thread
 from ra_agent.workspace import Workspace
 
 log = logging.getLogger(__name__)
@@ -320,27 +321,34 @@ class VectorStore:
                 yield start, block[:n]
 
     def topk(self, query: np.ndarray, k: int = 10, family: str = "E") -> TopK:
-        """The k rows most cosine-similar to `query`, scanning `chunk_rows` rows at a time (rows without a vector never match)."""
+        """The k rows most cosine-similar to `query`, exact, scanning `chunk_rows` rows at a time (rows without a vector never match).
+
+        Each chunk is read straight into the code buffer of a faiss flat index (fp16 codes
+        decoded in SIMD registers, or float32 rows), which keeps the chunk's best k; the
+        chunks' candidates are merged with argpartition. Ties go to the earlier row.
+        """
         q = np.asarray(query, dtype=np.float32).ravel()
         norm = float(np.linalg.norm(q))
         if q.shape != (self.dim,) or not norm > 0:
             raise ValueError(f"query must be a non-zero vector of {self.dim} values")
-        q = q / norm
+        q = (q / norm).reshape(1, -1)
         if k <= 0:
             return TopK(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
+        total = len(self.matrix(family))
         best_rows = np.zeros(0, dtype=np.int64)
         best_scores = np.zeros(0, dtype=np.float32)
-        for start, block in self._blocks(family):
-            scores = block @ q
-            if family != "E":
-                scores[~block.any(axis=1)] = -np.inf
-            top = _top_indices(scores, k)
-            best_rows = np.concatenate([best_rows, top + start])
-            best_scores = np.concatenate([best_scores, scores[top]])
-            keep = _top_indices(best_scores, k)
-            best_rows, best_scores = best_rows[keep], best_scores[keep]
+        if total:
+            scan = FlatScan(self.dtype, self.dim, min(self.chunk_rows, total))
+            with open(self.path(family), "rb", buffering=0) as f, one_faiss_thread():
+                for start in range(0, total, scan.rows):
+                    if not scan.read(f, min(scan.rows, total - start)):
+                        raise VectorStoreError(f"{self.path(family)}: short read at row {start}")
+                    rows, scores = scan.search(q, k, skip_zero_rows=family != "E")
+                    best_rows = np.concatenate([best_rows, rows + start])
+                    best_scores = np.concatenate([best_scores, scores])
+                    keep = _top_indices(best_scores, k)
+                    best_rows, best_scores = best_rows[keep], best_scores[keep]
         order = np.lexsort((best_rows, -best_scores))
-        order = order[np.isfinite(best_scores[order])]
         return TopK(np.asarray(self._row_pmids[best_rows[order]], dtype=np.int64), best_scores[order])
 
     def verify(self, norm_tol: float = NORM_TOL) -> list[str]:
