@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import BinaryIO
+from io import RawIOBase
 
 import numpy as np
 
@@ -29,9 +29,9 @@ class FlatScan:
         self.index.codes.resize(rows * row_bytes)
         self.codes = faiss.rev_swig_ptr(self.index.codes.data(), rows * row_bytes).reshape(rows, row_bytes)
 
-    def read(self, f: BinaryIO, n: int) -> bool:
+    def read(self, f: RawIOBase, n: int) -> bool:
         """Read the next n rows of `f` into the index (they become its rows 0..n-1); False on a short read."""
-        view = memoryview(self.codes[:n]).cast("B")
+        view = self.codes[:n].data.cast("B")
         self.index.ntotal = n
         return f.readinto(view) == view.nbytes
 
@@ -41,7 +41,7 @@ class FlatScan:
         want, zero = min(k, n), None
         if skip_zero_rows:
             words = self.codes[:n].view(np.uint16 if self.half else np.uint32)
-            zero = ~(words & (0x7FFF if self.half else 0x7FFFFFFF)).any(axis=1)  # +0 and -0 alike
+            zero = np.logical_not((words & (0x7FFF if self.half else 0x7FFFFFFF)).any(axis=1))  # +0 and -0 alike
             want = min(n, k + int(zero.sum()))
             if zero.all():
                 return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)

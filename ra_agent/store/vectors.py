@@ -28,7 +28,7 @@ FORMAT = 1
 FAMILIES = ("E", "p", "i", "c", "o", "m")  # E: title · abstract; p i c o m: PICO fields and study design
 META, OFFSETS, ROWS, LOCK = "meta.json", "offsets.npy", "rows.i64", ".lock"
 ACTIVE = "ACTIVE"  # emb/ACTIVE names the model folder consumers read
-DEFAULT_CHUNK_ROWS = 65536
+DEFAULT_CHUNK_ROWS = 4096  # [embedding] topk_chunk_rows
 NORM_TOL = 1e-3  # fp16 rounding moves a unit norm by < 5e-4
 _SUFFIX = {"float16": ".f16", "float32": ".f32"}
 
@@ -47,6 +47,7 @@ class TopK:
 
     pmids: np.ndarray  # int64
     scores: np.ndarray  # float32 cosine similarities
+    method: str = "exact"  # "exact" (the chunked scan) or "ann" (store/ann.py's index)
 
 
 class VectorStore:
