@@ -31,3 +31,13 @@ def ann_index(context: dg.AssetExecutionContext, ra: RaConfigResource) -> dg.Mat
         metadata={**scalars(result), "search": search, "path": str(vectors.root / "ann")},
         data_version=dg.DataVersion(f"{result.slug}:{result.count}:{result.action != 'skipped'}"),
     )
+
+
+ann_automation_sensor = dg.AutomationConditionSensorDefinition(
+    "ann_index_automation",
+    target=dg.AssetSelection.assets(ann_index),
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    minimum_interval_seconds=60,
+    description="Evaluates ann_index's eager condition (Dagster's default automation sensor starts stopped): "
+    "a new embedding_index materialisation requests a rebuild.",
+)
