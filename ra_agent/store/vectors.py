@@ -72,7 +72,8 @@ class VectorStore:
     ignore and the next append truncates; an offsets.npy that does not match `count` is
     rebuilt from rows.i64. Writers hold an exclusive lock on `.lock`; readers see the rows
     committed when they opened (or last called `refresh()`). Scans (`topk`, `verify`) read
-    `chunk_rows` rows at a time into reused buffers (chunk_rows * dim * 6 bytes for fp16), so
+    `chunk_rows` rows at a time into reused buffers (`topk`: the raw rows, chunk_rows * dim * 2
+    bytes for fp16, in a faiss index's code buffer; `verify`: * 6, with a float32 copy), so
     memory stays bounded whatever the store's size.
     With `dtype="float32"` the data files are `.f32` and rows take dim * 4 bytes.
     """
