@@ -12,7 +12,6 @@ asserts.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import resource
 import subprocess
@@ -22,49 +21,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-
-ROOT = Path(__file__).resolve().parents[1]
-DEMO = ROOT / "data" / "demo" / "Cohen_2006_ProtonPumpInhibitors.csv"
-SEED = 0
-
-
-def config():
-    from ra_agent.config import load_config
-
-    return load_config(ROOT / "config.toml", environ={})
-
-
-def demo_vectors(cache: Path) -> np.ndarray:
-    """E vectors of the demo papers that have a title or an abstract, embedded once and cached."""
-    if cache.exists():
-        return np.load(cache)
-    from ra_agent.embed.embedder import SentenceTransformerEmbedder
-
-    with DEMO.open(encoding="utf-8") as fh:
-        rows = [r for r in csv.DictReader(fh) if r["title"].strip() or r["abstract"].strip()]
-    texts = [f"{r['title']} · {r['abstract']}" if r["abstract"] else r["title"] for r in rows]
-    started = time.perf_counter()
-    vectors = SentenceTransformerEmbedder(config()).encode(texts)
-    print(f"embedded {len(texts)} demo papers in {time.perf_counter() - started:.0f} s -> {cache}")
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    np.save(cache, vectors.astype(np.float32))
-    return vectors
-
-
-def synthetic(vectors: np.ndarray, n: int, noise: float) -> np.ndarray:
-    """n rows: demo vectors drawn with replacement plus gaussian noise shaped like the demo covariance.
-
-    Noise along the directions the corpus itself varies in (expected norm `noise`) keeps the copies
-    of one paper from collapsing into a tight blob once PCA drops the minor directions, which
-    isotropic noise would do.
-    """
-    rng = np.random.default_rng(SEED)
-    base = vectors[rng.integers(0, len(vectors), n)].astype(np.float64)
-    variances, axes = np.linalg.eigh(np.cov(vectors, rowvar=False))
-    shape = axes * np.sqrt(np.clip(variances, 0, None))
-    jitter = rng.standard_normal(base.shape) @ shape.T * (noise / np.sqrt(variances.clip(0, None).sum()))
-    out = base + jitter
-    return (out / np.linalg.norm(out, axis=1, keepdims=True)).astype(np.float32)
+from corpus_vectors import config, demo_vectors, synthetic
 
 
 def peak_rss_mb() -> float:

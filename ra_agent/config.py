@@ -83,7 +83,7 @@ class EmbeddingConfig:
     refresh_threshold: int = _knob(10000, 1, 10_000_000)
     max_input_tokens: int = _knob(256, 8, 32768)
     fp16: bool = _knob(True)
-    topk_chunk_rows: int = _knob(65536, 1, 100_000_000)
+    topk_chunk_rows: int = _knob(4096, 1, 100_000_000)
 
 
 @dataclass(frozen=True)
@@ -260,6 +260,16 @@ class MindKbConfig:
     status_top: int = _knob(3, 0, 100)
 
 
+@dataclass(frozen=True)
+class AnnConfig:
+    min_rows: int = _knob(200_000, 0, 2**40)
+    nlist: int = _knob(0, 0, 10_000_000)
+    nprobe: int = _knob(32, 1, 10_000_000)
+    train_rows: int = _knob(100_000, 1000, 2**40)
+    recall_queries: int = _knob(50, 0, 100_000)
+    seed: int = _knob(0, 0, 2**32 - 1)
+
+
 @dataclass(frozen=True, repr=False)
 class Secrets:
     """Secrets from the environment or .env only; never printed or logged."""
@@ -290,6 +300,7 @@ class Config:
     sr: SrConfig = field(default_factory=SrConfig)
     ask: AskConfig = field(default_factory=AskConfig)
     mindkb: MindKbConfig = field(default_factory=MindKbConfig)
+    ann: AnnConfig = field(default_factory=AnnConfig)
     secrets: Secrets = field(default_factory=Secrets)
     source: str = "<defaults>"
     root: str = "."

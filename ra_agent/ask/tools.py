@@ -29,6 +29,7 @@ from ra_agent.llm.protocol import (
     check_call,
 )
 from ra_agent.models import Paper
+from ra_agent.store.ann import search as ann_search
 from ra_agent.store.db import Store
 from ra_agent.store.vectors import VectorStore, open_active
 
@@ -249,7 +250,7 @@ class AskTools:
         query_vectors = self.embedder.encode(list(queries))
         cosine: dict[int, float] = {}
         for q in query_vectors:
-            top = vectors.topk(q, fetch)
+            top = ann_search(vectors, q, fetch, self.cfg.ann)  # the ANN index when current, else exact
             for pmid, score in zip(top.pmids.tolist(), top.scores.tolist(), strict=True):
                 cosine[pmid] = max(score, cosine.get(pmid, -1.0))
         ranked = sorted(cosine, key=lambda p: (-cosine[p], p))

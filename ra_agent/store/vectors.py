@@ -19,6 +19,7 @@ import numpy as np
 from ra_agent.config import Config
 from ra_agent.fileio import atomic_write, atomic_writer
 from ra_agent.store.db import Store
+from ra_agent.store.scan import FlatScan, one_faiss_thread
 from ra_agent.workspace import Workspace
 
 log = logging.getLogger(__name__)
@@ -27,7 +28,7 @@ FORMAT = 1
 FAMILIES = ("E", "p", "i", "c", "o", "m")  # E: title · abstract; p i c o m: PICO fields and study design
 META, OFFSETS, ROWS, LOCK = "meta.json", "offsets.npy", "rows.i64", ".lock"
 ACTIVE = "ACTIVE"  # emb/ACTIVE names the model folder consumers read
-DEFAULT_CHUNK_ROWS = 65536
+DEFAULT_CHUNK_ROWS = 4096  # [embedding] topk_chunk_rows
 NORM_TOL = 1e-3  # fp16 rounding moves a unit norm by < 5e-4
 _SUFFIX = {"float16": ".f16", "float32": ".f32"}
 
@@ -46,6 +47,7 @@ class TopK:
 
     pmids: np.ndarray  # int64
     scores: np.ndarray  # float32 cosine similarities
+    method: str = "exact"  # "exact" (the chunked scan) or "ann" (store/ann.py's index)
 
 
 class VectorStore:
@@ -70,7 +72,8 @@ class VectorStore:
     ignore and the next append truncates; an offsets.npy that does not match `count` is
     rebuilt from rows.i64. Writers hold an exclusive lock on `.lock`; readers see the rows
     committed when they opened (or last called `refresh()`). Scans (`topk`, `verify`) read
-    `chunk_rows` rows at a time into reused buffers (chunk_rows * dim * 6 bytes for fp16), so
+    `chunk_rows` rows at a time into reused buffers (`topk`: the raw rows, chunk_rows * dim * 2
+    bytes for fp16, in a faiss index's code buffer; `verify`: * 6, with a float32 copy), so
     memory stays bounded whatever the store's size.
     With `dtype="float32"` the data files are `.f32` and rows take dim * 4 bytes.
     """
@@ -320,27 +323,34 @@ class VectorStore:
                 yield start, block[:n]
 
     def topk(self, query: np.ndarray, k: int = 10, family: str = "E") -> TopK:
-        """The k rows most cosine-similar to `query`, scanning `chunk_rows` rows at a time (rows without a vector never match)."""
+        """The k rows most cosine-similar to `query`, exact, scanning `chunk_rows` rows at a time (rows without a vector never match).
+
+        Each chunk is read straight into the code buffer of a faiss flat index (fp16 codes
+        decoded in SIMD registers, or float32 rows), which keeps the chunk's best k; the
+        chunks' candidates are merged with argpartition. Ties go to the earlier row.
+        """
         q = np.asarray(query, dtype=np.float32).ravel()
         norm = float(np.linalg.norm(q))
         if q.shape != (self.dim,) or not norm > 0:
             raise ValueError(f"query must be a non-zero vector of {self.dim} values")
-        q = q / norm
+        q = (q / norm).reshape(1, -1)
         if k <= 0:
             return TopK(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
+        total = len(self.matrix(family))
         best_rows = np.zeros(0, dtype=np.int64)
         best_scores = np.zeros(0, dtype=np.float32)
-        for start, block in self._blocks(family):
-            scores = block @ q
-            if family != "E":
-                scores[~block.any(axis=1)] = -np.inf
-            top = _top_indices(scores, k)
-            best_rows = np.concatenate([best_rows, top + start])
-            best_scores = np.concatenate([best_scores, scores[top]])
-            keep = _top_indices(best_scores, k)
-            best_rows, best_scores = best_rows[keep], best_scores[keep]
+        if total:
+            scan = FlatScan(self.dtype, self.dim, min(self.chunk_rows, total))
+            with open(self.path(family), "rb", buffering=0) as f, one_faiss_thread():
+                for start in range(0, total, scan.rows):
+                    if not scan.read(f, min(scan.rows, total - start)):
+                        raise VectorStoreError(f"{self.path(family)}: short read at row {start}")
+                    rows, scores = scan.search(q, k, skip_zero_rows=family != "E")
+                    best_rows = np.concatenate([best_rows, rows + start])
+                    best_scores = np.concatenate([best_scores, scores])
+                    keep = _top_indices(best_scores, k)
+                    best_rows, best_scores = best_rows[keep], best_scores[keep]
         order = np.lexsort((best_rows, -best_scores))
-        order = order[np.isfinite(best_scores[order])]
         return TopK(np.asarray(self._row_pmids[best_rows[order]], dtype=np.int64), best_scores[order])
 
     def verify(self, norm_tol: float = NORM_TOL) -> list[str]:

@@ -38,3 +38,12 @@ def demo_vectors(embedder, demo_sample) -> np.ndarray:
     encoded = embedder.embed([p.text for p in demo_sample])
     assert len(encoded.skipped) == 0
     return encoded.vectors
+
+
+@pytest.fixture(scope="session")
+def demo_many(embedder, demo_papers, demo_vectors) -> tuple[np.ndarray, np.ndarray]:
+    """(PMIDs, E vectors) of the first 440 demo records with an abstract: enough rows to train a few IVF lists."""
+    papers = [p for p in demo_papers if p.abstract][:440]
+    encoded = embedder.embed([p.text for p in papers[len(demo_vectors) :]])
+    assert len(encoded.skipped) == 0
+    return np.array([p.pmid for p in papers], dtype=np.int64), np.concatenate([demo_vectors, encoded.vectors])

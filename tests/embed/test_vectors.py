@@ -149,22 +149,51 @@ def test_lookup_of_unknown_pmids(tmp_path):
         store.get([10, 11])
 
 
+TIE = 2e-6  # float32 sums of 384 products in another order differ by < 1e-6: closer scores are ties
+
+
+def assert_exact_ranking(found, pmids: np.ndarray, reference: np.ndarray, k: int) -> None:
+    """`found` is the top k of `reference` (float64 scores of `pmids`), best first, up to ties closer than TIE."""
+    best = np.argsort(-reference, kind="stable")[:k]
+    assert len(found.pmids) == len(best) == len(set(found.pmids.tolist()))
+    score_of = dict(zip(pmids.tolist(), reference.tolist(), strict=True))
+    got = np.array([score_of[p] for p in found.pmids.tolist()])
+    np.testing.assert_allclose(got, reference[best], rtol=0, atol=TIE)  # each rank holds a paper with that score
+    np.testing.assert_allclose(found.scores, got, rtol=0, atol=TIE)  # and reports its score
+    ranked = np.sort(reference)[::-1][: k + 1]
+    gaps = np.abs(np.diff(ranked)) >= TIE
+    alone = np.ones(len(best), dtype=bool)  # no other paper within TIE of its score: its rank is unambiguous
+    alone[: len(gaps)] &= gaps[: len(best)]
+    alone[1:] &= gaps[: len(best) - 1]
+    np.testing.assert_array_equal(found.pmids[alone], pmids[best][alone])
+
+
 @pytest.mark.parametrize("k", [1, 10, 500, 5000])
 def test_topk_equals_brute_force(tmp_path, k):
     dim, n = 64, 3000
     store = new_store(tmp_path, dim=dim, chunk_rows=257)  # many chunks, a ragged last one
     pmids = np.random.default_rng(1).permutation(np.arange(10_000, 10_000 + n))
     store.append(pmids, unit_rows(n, dim, seed=3))
-    matrix = store.get(pmids)
+    matrix = store.get(pmids).astype(np.float64)
     for seed in range(3):
         query = unit_rows(1, dim, seed=100 + seed)[0]
         found = store.topk(3 * query, k)  # cosine: the query's length does not matter
-        scores = matrix @ query
-        best = np.argsort(-scores, kind="stable")[:k]
-        np.testing.assert_array_equal(found.pmids, pmids[best])
-        np.testing.assert_allclose(found.scores, scores[best], rtol=0, atol=1e-6)
+        assert_exact_ranking(found, pmids, matrix @ query.astype(np.float64), k)
     with pytest.raises(ValueError, match="non-zero"):
         store.topk(np.zeros(dim), 3)
+
+
+@pytest.mark.parametrize(("dtype", "chunk_rows"), [("float16", 16), ("float16", 4096), ("float32", 7)])
+def test_topk_on_demo_vectors_matches_a_float64_brute_force(tmp_path, demo_sample, demo_vectors, dtype, chunk_rows):
+    """Real MiniLM vectors of demo abstracts; the queries are other demo abstracts, never stored."""
+    stored, queries = demo_vectors[:120], demo_vectors[120:]
+    pmids = np.array([p.pmid for p in demo_sample[:120]])
+    store = new_store(tmp_path, dtype=dtype, chunk_rows=chunk_rows)
+    store.append(pmids, stored)
+    matrix = store.get(pmids).astype(np.float64)  # the values as stored (fp16 rounding included)
+    for query in queries:
+        for k in (1, 10, 50):
+            assert_exact_ranking(store.topk(query, k), pmids, matrix @ query.astype(np.float64), k)
 
 
 def test_pico_families_cover_a_subset_of_rows(tmp_path):
