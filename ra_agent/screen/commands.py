@@ -100,7 +100,7 @@ def _pmid(store: Store, text: str) -> int:
 
 
 def _list(store: Store) -> int:
-    from ra_agent.screen.project import projects, project_pmids
+    from ra_agent.screen.project import project_pmids, projects
 
     known = projects(store)
     if not known:

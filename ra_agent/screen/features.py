@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,14 +15,14 @@ import scipy.sparse as sp
 from sklearn.feature_extraction.text import TfidfVectorizer
 
 from ra_agent.config import Config, ScreenConfig
-from ra_agent.evidence.pico.design import NON_TRIAL_CLASSES, design_class, find_design
-from ra_agent.evidence.pico.population import find_sample_size
-from ra_agent.evidence.pico.text import Doc
+from ra_agent.evidence.pico.design import NON_TRIAL_CLASSES, design_class
 from ra_agent.models import Paper
 
 log = logging.getLogger(__name__)
 
 FLAGS_RULES = "rules:pico-cues-v2"
+PICO_FIELDS = ("P", "I", "C", "O", "StudyDesign")
+_WORDS = re.compile(r"[a-z][a-z0-9-]+")
 TRIAL = frozenset({"RCT", "controlled trial", "clinical trial"})
 OBSERVATIONAL = frozenset({"cohort", "case-control", "cross-sectional", "case series"})
 # one column per rule over real fields (design from publication type / text cues; sample size from the abstract)
@@ -55,6 +57,7 @@ class Features:
     terms: np.ndarray  # TF-IDF vocabulary, column order
     dense: np.ndarray  # unit vectors from ra's embedder (zeros for a record without text)
     flags: np.ndarray  # 0/1 per FLAG_NAMES
+    pico: sp.csr_matrix  # TF-IDF of the PICO tokens (rules)
     embedding: str = ""  # the embedder slug of `dense`
     notes: list[str] = field(default_factory=list)
 
@@ -62,20 +65,27 @@ class Features:
         return self.tfidf.shape[0]
 
 
-def design_flags(record: ScreenRecord) -> np.ndarray:
-    """FLAG_NAMES as 0/1: the design class ra's PICO rules find (publication type, title kind, text cues)."""
+def rule_features(record: ScreenRecord) -> tuple[np.ndarray, str]:
+    """(FLAG_NAMES as 0/1, PICO tokens) from ra's PICO rules: the design class (publication type, title kind, text
+    cues), whether a sample size is reported, and the words of P, I, C and O prefixed by their field
+    ("I_omeprazole C_ranitidine"), so the learner sees what was compared, not only which words occur."""
+    from ra_agent.evidence.pico.rules import extract
+
     paper = Paper(pmid=record.pmid, title=record.title, abstract=record.abstract, pub_types=list(record.pub_types))
-    doc = Doc(paper)
-    found = find_design(doc)
-    cls = design_class(found.value) if found else ""
+    found = extract(paper) if (record.title or record.abstract) else {}
+    design = found.get("StudyDesign")
+    cls = design_class(design.value) if design else ""
     column = (
         0 if cls == "RCT" else 1 if cls in TRIAL else 2 if cls in OBSERVATIONAL else 5 if not cls else
         3 if _non_trial(cls) else 4
     )  # fmt: skip
     flags = np.zeros(len(FLAG_NAMES), dtype=np.float32)
     flags[column] = 1.0
-    flags[6] = float(record.abstract != "" and find_sample_size(doc) is not None)
-    return flags
+    flags[6] = float("SampleSize" in found)
+    tokens = [
+        f"{key}_{word}" for key in PICO_FIELDS if key in found for word in _WORDS.findall(found[key].value.lower())
+    ]
+    return flags, " ".join(tokens)
 
 
 def _non_trial(cls: str) -> bool:
@@ -105,25 +115,37 @@ def build_features(
     embedding: str = "",
     cache_dir: Path | None = None,
 ) -> Features:
-    """The three feature blocks of `records` (`dense` row-aligned, from `dense_vectors`); the design flags
-    (the slow part: ra's PICO design rules over every abstract) cached by content in `cache_dir`."""
+    """The feature blocks of `records` (`dense` row-aligned, from `dense_vectors`); the rule features (the slow
+    part: ra's PICO rules over every abstract) cached by content in `cache_dir`."""
     texts = [f"{r.title} {r.abstract}".strip() for r in records]
     tfidf, terms = tfidf_matrix(texts, screen)
-    return Features(tfidf, terms, np.asarray(dense, dtype=np.float32), flag_matrix(records, cache_dir), embedding)
+    flags, pico_texts = rule_matrix(records, cache_dir)
+    pico = TfidfVectorizer(sublinear_tf=True, token_pattern=r"\S+")
+    try:
+        pico_m = pico.fit_transform(pico_texts).tocsr()
+    except ValueError:  # no PICO token anywhere
+        pico_m = sp.csr_matrix((len(records), 1), dtype=np.float64)
+    return Features(tfidf, terms, np.asarray(dense, dtype=np.float32), flags, pico_m, embedding)
 
 
-def flag_matrix(records: Sequence[ScreenRecord], cache_dir: Path | None = None) -> np.ndarray:
-    """FLAG_NAMES per record (rows aligned), cached by the records' content and the rules' name."""
+def rule_matrix(records: Sequence[ScreenRecord], cache_dir: Path | None = None) -> tuple[np.ndarray, list[str]]:
+    """(FLAG_NAMES per record, PICO tokens per record), rows aligned; cached by the records' content and the rules."""
     if not records:
-        return np.zeros((0, len(FLAG_NAMES)), np.float32)
-    blob = "\n".join([FLAGS_RULES, *FLAG_NAMES, *(f"{r.title}\t{r.abstract}\t{r.pub_types}" for r in records)])
-    path = cache_dir / f"screen-flags-{hashlib.sha1(blob.encode()).hexdigest()[:20]}.npy" if cache_dir else None
+        return np.zeros((0, len(FLAG_NAMES)), np.float32), []
+    blob = "\n".join(
+        [FLAGS_RULES, *FLAG_NAMES, *PICO_FIELDS, *(f"{r.title}\t{r.abstract}\t{r.pub_types}" for r in records)]
+    )
+    path = cache_dir / f"screen-rules-{hashlib.sha1(blob.encode()).hexdigest()[:20]}.json" if cache_dir else None
     if path is not None and path.exists():
-        return np.load(path)
-    flags = np.vstack([design_flags(r) for r in records])
+        cached = json.loads(path.read_text())
+        return np.asarray(cached["flags"], dtype=np.float32), cached["pico"]
+    pairs = [rule_features(r) for r in records]
+    flags, pico = np.vstack([f for f, _ in pairs]), [t for _, t in pairs]
     if path is not None:
-        _save(path, flags)
-    return flags
+        from ra_agent.fileio import atomic_write
+
+        atomic_write(path, json.dumps({"rules": FLAGS_RULES, "flags": flags.tolist(), "pico": pico}))
+    return flags, pico
 
 
 def _save(path: Path, array: np.ndarray) -> None:

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn.linear_model import RidgeClassifier
 from sklearn.svm import LinearSVC
 
 from ra_agent.config import ScreenConfig
@@ -30,7 +31,7 @@ class Prepared:
 
 def prepare(features: Features, screen: ScreenConfig) -> Prepared:
     """Centre ra's vectors on the record set's mean (MiniLM vectors share a large common direction) and re-normalise,
-    append the design flags (scaled by `flag_weight`)."""
+    append the design flags (scaled by `flag_weight`); append the PICO tokens (scaled by `pico_weight`) to TF-IDF."""
     dense = np.asarray(features.dense, dtype=np.float64)
     has_text = np.linalg.norm(dense, axis=1) > 0
     if has_text.any():
@@ -39,7 +40,10 @@ def prepare(features: Features, screen: ScreenConfig) -> Prepared:
     dense = np.where(norms > 0, dense / np.maximum(norms, 1e-12), 0.0)
     dense[~has_text] = 0.0
     with_flags = np.hstack([dense, features.flags * screen.flag_weight])
-    return Prepared(features.tfidf, with_flags, dense, features.terms)
+    tfidf = features.tfidf
+    if screen.pico_weight > 0 and features.pico.shape[0] == tfidf.shape[0]:
+        tfidf = sp.hstack([tfidf, features.pico * screen.pico_weight]).tocsr()
+    return Prepared(tfidf, with_flags, dense, features.terms)
 
 
 def balanced_weights(y: np.ndarray, ratio: float) -> np.ndarray:
@@ -76,7 +80,7 @@ def fit(prep: Prepared, rows: Sequence[int], labels: Sequence[int], screen: Scre
     """Train on the decided rows and score every row.
 
     Learners (they need one include and one exclude; before that the order is the record order): a linear SVM
-    on TF-IDF, a linear SVM on the centred vectors + design flags, and the cosine to the nearest known include.
+    on TF-IDF, a ridge classifier (closed form, fast) on the centred vectors + design flags, and the cosine to the nearest known include.
     `combine = "rrf"` fuses their rankings (weight / (rrf_k + rank), so a record near the top of any one learner
     comes up), `"zsum"` sums their weighted z-scores. A learner with weight 0 is skipped.
     """
@@ -94,7 +98,9 @@ def fit(prep: Prepared, rows: Sequence[int], labels: Sequence[int], screen: Scre
         coef_terms = m.coef_.ravel()
         digest.update(np.round(coef_terms, 8).tobytes())
     if screen.dense_weight > 0:
-        s, m = _svm(prep.dense, rows_a, y, screen.dense_c, screen.class_ratio, seed)
+        ridge = RidgeClassifier(alpha=screen.dense_alpha)
+        ridge.fit(prep.dense[rows_a], y, sample_weight=balanced_weights(y, screen.class_ratio))
+        s, m = np.asarray(ridge.decision_function(prep.dense), dtype=np.float64), ridge
         raw["vectors"] = (screen.dense_weight, s)
         digest.update(np.round(m.coef_.ravel(), 8).tobytes())
     if screen.knn_weight > 0:
@@ -111,7 +117,7 @@ def fit(prep: Prepared, rows: Sequence[int], labels: Sequence[int], screen: Scre
     scores = np.sum(list(parts.values()), axis=0) if parts else np.zeros(n)
     top: list[tuple[str, float]] = []
     if coef_terms is not None:
-        best = np.argsort(-coef_terms)[: screen.top_terms]
+        best = np.argsort(-coef_terms[: len(prep.terms)])[: screen.top_terms]
         top = [(str(prep.terms[i]), round(float(coef_terms[i]), 4)) for i in best if coef_terms[i] > 0]
     ranks = {name: _ranks(s) for name, (_, s) in raw.items()}
     return Fitted(scores, ranks, digest.hexdigest(), top, coef_terms)
@@ -170,6 +176,8 @@ def reasons(fitted: Fitted, prep: Prepared, row: int, flags: np.ndarray, k: int 
     bits = []
     if fitted.coef_terms is not None:
         vec = prep.tfidf[row]
+        keep = vec.indices < len(prep.terms)  # the words (the PICO tokens follow them)
+        vec.data, vec.indices = vec.data[keep], vec.indices[keep]
         contrib = vec.data * fitted.coef_terms[vec.indices]
         best = np.argsort(-contrib)[:k]
         terms = [str(prep.terms[vec.indices[i]]) for i in best if contrib[i] > 0]

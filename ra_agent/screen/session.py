@@ -6,6 +6,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -156,3 +157,21 @@ def stored_model(store: Store, project: str, trained_seq: int | None = None) -> 
     args = (project, trained_seq) if trained_seq is not None else (project,)
     row = store.conn.execute(sql + " ORDER BY trained_seq DESC LIMIT 1", args).fetchone()
     return dict(row) if row else None
+
+
+def discovery_curve(cfg: Config, store: Store, project: str) -> Path:
+    """PNG of the project's recall so far (includes found against records screened, in decision order) beside
+    the random-order expectation; `plots/screening/<project>.png` in the workspace."""
+    import re
+
+    from ra_agent.screen.simulate import plot_recall
+    from ra_agent.workspace import Workspace
+
+    made = decisions(store, project)
+    total = len(records(store, project))
+    labels = np.zeros(total, dtype=np.int64)
+    labels[: len(made)] = [d.label for d in made]
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", project)
+    path = Workspace.of(cfg).plots_dir / "screening" / f"{name}.png"
+    title = f"{project}: {len(made)} of {total} screened, {int(labels.sum())} included"
+    return plot_recall({"screened so far": labels[: max(1, len(made))]}, path, title, total=total)

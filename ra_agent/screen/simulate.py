@@ -168,8 +168,10 @@ def random_orders(labels: np.ndarray, priors: Sequence[int], seed: int, runs: in
     return [np.concatenate([np.asarray(priors), rng.permutation(rest)]) for _ in range(runs)]
 
 
-def plot_recall(curves: dict[str, np.ndarray], path: str | Path, title: str) -> Path:
-    """Recall against records screened (share) for each named order of labels; a diagonal for random order."""
+def plot_recall(curves: dict[str, np.ndarray], path: str | Path, title: str, *, total: int | None = None) -> Path:
+    """Recall against records screened (share) for each named order of labels; a diagonal for random order.
+    `total`: the record count when a curve covers only the records screened so far (recall is then of the
+    includes found so far)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -180,7 +182,7 @@ def plot_recall(curves: dict[str, np.ndarray], path: str | Path, title: str) -> 
     fig, ax = plt.subplots(figsize=(6, 4.5), dpi=110)
     for name, labels_in_order in curves.items():
         y = np.asarray(labels_in_order)
-        x = np.arange(1, len(y) + 1) / len(y)
+        x = np.arange(1, len(y) + 1) / (total or len(y))
         ax.plot(x, np.cumsum(y) / max(1, y.sum()), label=name, linewidth=1.6)
     ax.plot([0, 1], [0, 1], linestyle=":", color="grey", linewidth=1, label="expected random")
     ax.axhline(0.95, color="grey", linewidth=0.6, linestyle="--")
