@@ -37,7 +37,7 @@ class StopStatus:
     screened: int
     total: int
     includes: int
-    estimated_left: float  # includes-per-record over the last `stop_window` decisions x undecided records
+    estimated_left: float  # add-one include rate of the recent decisions x undecided records
     estimated_recall: float
     consecutive_excludes: int
     stop: bool
@@ -56,20 +56,21 @@ class Step:
 
 
 def stop_status(labels_in_order: list[int], total: int, screen: ScreenConfig) -> StopStatus:
-    """Stopping aid over the decisions in the order made. Estimated includes left = the include rate of the last
-    `stop_window` decisions x the undecided records (screening best-first, the rate only falls: an upper estimate).
+    """Stopping aid over the decisions in the order made. Estimated includes left = the include rate (add-one) of the
+    last `stop_window` decisions, or of the current run of excludes when longer, x the undecided records (screening
+    best-first the rate only falls, so this is an upper estimate).
     Rules: recall_estimate (found / (found + left) >= stop_recall_target), consecutive_excludes (the last
     `stop_consecutive_excludes` decisions were all excludes), none; never before `stop_min_screened` of the records."""
     screened, found = len(labels_in_order), int(sum(labels_in_order))
-    window = labels_in_order[-screen.stop_window :]
-    rate = sum(window) / len(window) if window else 1.0
-    left = round(rate * (total - screened), 1)
-    recall = found / (found + left) if found + left > 0 else 0.0
     streak = 0
     for label in reversed(labels_in_order):
         if label:
             break
         streak += 1
+    window = labels_in_order[-max(screen.stop_window, streak) :] if screened else []
+    rate = (sum(window) + 1) / (len(window) + 1)  # add-one: a run of excludes never reads as "none left"
+    left = round(rate * (total - screened), 1)
+    recall = found / (found + left) if found + left > 0 else 0.0
     enough = screened >= screen.stop_min_screened * total and found > 0
     if screen.stop_rule == "recall_estimate":
         met = recall >= screen.stop_recall_target

@@ -238,12 +238,13 @@ def mean_metrics(runs: Sequence[Metrics]) -> Metrics:
     )
 
 
-def simulation_features(cfg: Config, data: LabelledSet, embedder=None) -> Features:
-    """Features of a labelled CSV's records: ra's embedder (vectors cached by content in the workspace cache)."""
+def simulation_features(cfg: Config, data: LabelledSet, embedder=None, cache: Path | None = None) -> Features:
+    """Features of a labelled CSV's records: ra's embedder (vectors and rule features cached by content in `cache`,
+    by default the workspace's cache/screen)."""
     from ra_agent.screen.features import build_features, dense_vectors
     from ra_agent.workspace import Workspace
 
-    cache = Workspace.of(cfg).cache_dir / "screen"
+    cache = cache or Workspace.of(cfg).cache_dir / "screen"
     dense, slug = dense_vectors(cfg, data.records, embedder=embedder, cache_dir=cache)
     return build_features(data.records, dense, cfg.screen, embedding=slug, cache_dir=cache)
 
