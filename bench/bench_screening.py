@@ -70,7 +70,7 @@ def asreview_order(exe: Path, csv: Path, priors: tuple[int, int], seed: int, n: 
     out = work / f"asreview_seed{seed}.asreview"
     cmd = [str(exe), "simulate", str(csv), "--prior-idx", str(priors[0]), str(priors[1]), "--seed", str(seed),
            "-o", str(out)]  # fmt: skip
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=work,
                    env={**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"})  # fmt: skip
     with zipfile.ZipFile(out) as z:
         z.extract("results.db", work / f"seed{seed}")

@@ -62,7 +62,7 @@ class Features:
     notes: list[str] = field(default_factory=list)
 
     def __len__(self) -> int:
-        return self.tfidf.shape[0]
+        return len(self.dense)
 
 
 def rule_features(record: ScreenRecord) -> tuple[np.ndarray, str]:

@@ -41,8 +41,8 @@ def prepare(features: Features, screen: ScreenConfig) -> Prepared:
     dense[~has_text] = 0.0
     with_flags = np.hstack([dense, features.flags * screen.flag_weight])
     tfidf = features.tfidf
-    if screen.pico_weight > 0 and features.pico.shape[0] == tfidf.shape[0]:
-        tfidf = sp.hstack([tfidf, features.pico * screen.pico_weight]).tocsr()
+    if screen.pico_weight > 0:
+        tfidf = sp.csr_matrix(sp.hstack([tfidf, features.pico * screen.pico_weight]))
     return Prepared(tfidf, with_flags, dense, features.terms)
 
 
@@ -76,7 +76,13 @@ def _svm(x, rows: np.ndarray, y: np.ndarray, c: float, ratio: float, seed: int) 
     return np.asarray(model.decision_function(x), dtype=np.float64), model
 
 
-def fit(prep: Prepared, rows: Sequence[int], labels: Sequence[int], screen: ScreenConfig, seed: int) -> Fitted:
+def fit(
+    prep: Prepared,
+    rows: Sequence[int] | np.ndarray,
+    labels: Sequence[int] | np.ndarray,
+    screen: ScreenConfig,
+    seed: int,
+) -> Fitted:
     """Train on the decided rows and score every row.
 
     Learners (they need one include and one exclude; before that the order is the record order): a linear SVM
@@ -86,7 +92,7 @@ def fit(prep: Prepared, rows: Sequence[int], labels: Sequence[int], screen: Scre
     """
     rows_a = np.asarray(rows, dtype=np.int64)
     y = np.asarray(labels, dtype=np.int64)
-    n = prep.tfidf.shape[0]
+    n = len(prep.dense)
     if len(set(y.tolist())) < 2:
         return Fitted(-np.arange(n, dtype=np.float64), {}, "untrained")
     raw: dict[str, tuple[float, np.ndarray]] = {}
