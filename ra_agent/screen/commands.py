@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ra_agent.config import Config, load_config
+from ra_agent.screen.model import STRATEGIES
 from ra_agent.screen.project import (
     ScreenError,
     decide,
@@ -31,7 +32,7 @@ def add_screen_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--decide", nargs=2, metavar=("PMID", "DECISION"), help="record a decision: PMID include|exclude")
     p.add_argument("--reason", default="", help="with --decide: why (kept with the decision)")
     p.add_argument("--next", type=int, help="records to show (default [screen] show_next)")
-    p.add_argument("--strategy", choices=("max", "max_explore", "uncertainty", "random"),
+    p.add_argument("--strategy", choices=STRATEGIES,
                    help="query strategy (default [screen] query_strategy)")  # fmt: skip
     p.add_argument("-i", "--interactive", action="store_true", help="prompt for decisions one record at a time")
     p.add_argument("--list", action="store_true", help="list the screening projects")

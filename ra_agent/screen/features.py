@@ -7,7 +7,7 @@ import json
 import logging
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -59,7 +59,6 @@ class Features:
     flags: np.ndarray  # 0/1 per FLAG_NAMES
     pico: sp.csr_matrix  # TF-IDF of the PICO tokens (rules)
     embedding: str = ""  # the embedder slug of `dense`
-    notes: list[str] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.dense)

@@ -194,4 +194,4 @@ def reasons(fitted: Fitted, prep: Prepared, row: int, flags: np.ndarray, k: int 
         bits.append(f"{'; '.join(names)} ({'rules'})")
     if fitted.parts:
         bits.append("rank by " + ", ".join(f"{name} #{part[row]}" for name, part in fitted.parts.items()))
-    return " | ".join(bits) or "record order (no model yet: decide one include and one exclude)"
+    return " | ".join(bits) or "no cue"

@@ -126,6 +126,9 @@ def step(cfg: Config, store: Store, project: str, *, n: int | None = None, featu
     trained_seq = max((d.seq for d in made), default=0)
     rng = np.random.default_rng([screen.seed, trained_seq])
     picks = choose(fitted, undecided, n or screen.show_next, screen, rng, int(sum(labels)))
+    if fitted.digest == "untrained":
+        picks = [(row, "source order (the model starts once one include and one exclude are decided)")
+                 for row, _ in picks]  # fmt: skip
     order = undecided[np.argsort(-fitted.scores[undecided], kind="stable")]
     ranking = [(recs[i].pmid, round(float(fitted.scores[i]), 4)) for i in order]
     position = {int(row): k + 1 for k, row in enumerate(order)}
