@@ -252,6 +252,9 @@ class MindKbConfig:
     status_top: int = _knob(3, 0, 100)
 
 
+SCREEN_STRATEGIES = ("max", "max_explore", "uncertainty", "random")  # `ra screen` query strategies
+
+
 @dataclass(frozen=True)
 class ScreenConfig:
     tfidf_ngram_max: int = _knob(2, 1, 3)
@@ -268,7 +271,7 @@ class ScreenConfig:
     dense_alpha: float = _knob(1.0, 1e-6, 1e6)
     class_ratio: float = _knob(9.8, 0.01, 1000)
     top_terms: int = _knob(15, 0, 1000)
-    query_strategy: str = _knob("max", choices=("max", "max_explore", "uncertainty", "random"))
+    query_strategy: str = _knob("max", choices=SCREEN_STRATEGIES)
     explore_share: float = _knob(0.1, 0, 1)
     explore_until_includes: int = _knob(3, 0, 1_000_000)
     retrain_every: int = _knob(1, 1, 10000)

@@ -5,20 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ra_agent.config import Config, load_config
-from ra_agent.screen.model import STRATEGIES
-from ra_agent.screen.project import (
-    ScreenError,
-    decide,
-    decisions,
-    project_from_import,
-    project_from_search,
-    resolve,
-)
-from ra_agent.screen.session import Step, step
-from ra_agent.store.db import Store
+from ra_agent.config import SCREEN_STRATEGIES, Config, load_config
+
+if TYPE_CHECKING:  # the screening modules (scikit-learn) load when a screen command runs, not with the parser
+    from ra_agent.screen.session import Step
+    from ra_agent.store.db import Store
 
 
 def add_screen_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -32,7 +25,7 @@ def add_screen_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--decide", nargs=2, metavar=("PMID", "DECISION"), help="record a decision: PMID include|exclude")
     p.add_argument("--reason", default="", help="with --decide: why (kept with the decision)")
     p.add_argument("--next", type=int, help="records to show (default [screen] show_next)")
-    p.add_argument("--strategy", choices=STRATEGIES,
+    p.add_argument("--strategy", choices=SCREEN_STRATEGIES,
                    help="query strategy (default [screen] query_strategy)")  # fmt: skip
     p.add_argument("-i", "--interactive", action="store_true", help="prompt for decisions one record at a time")
     p.add_argument("--list", action="store_true", help="list the screening projects")
@@ -61,6 +54,8 @@ def _cfg(args: argparse.Namespace) -> Config:
 
 
 def cmd_screen(args: argparse.Namespace) -> int:
+    from ra_agent.screen.project import ScreenError, decide, project_from_import, project_from_search, resolve
+    from ra_agent.screen.session import step
     from ra_agent.workspace import open_store
 
     cfg = _cfg(args)
@@ -95,13 +90,15 @@ def cmd_screen(args: argparse.Namespace) -> int:
 
 
 def _pmid(store: Store, text: str) -> int:
+    from ra_agent.screen.project import ScreenError
+
     if not text.isdigit():
         raise ScreenError(store.path, f"{text!r} is not a PMID", field="pmid")
     return int(text)
 
 
 def _list(store: Store) -> int:
-    from ra_agent.screen.project import project_pmids, projects
+    from ra_agent.screen.project import decisions, project_pmids, projects
 
     known = projects(store)
     if not known:
@@ -126,7 +123,10 @@ def print_step(result: Step) -> None:
 
 
 def _interactive(cfg: Config, store: Store, project: str) -> int:
-    """One record at a time: i(nclude) / e(xclude) [reason after a space] / s(kip) / q(uit); retrain after each."""
+    """One record at a time: i(nclude) / e(xclude) [reason after a space] / s(top) / q(uit); retrain after each."""
+    from ra_agent.screen.project import decide
+    from ra_agent.screen.session import step
+
     while True:
         result = step(cfg, store, project, n=1)
         print_step(result)

@@ -16,7 +16,6 @@ from ra_agent.config import ScreenConfig
 from ra_agent.screen.features import FLAG_NAMES, Features
 
 MODEL_NAME = "ra-screen-v1"
-STRATEGIES = ("max", "max_explore", "uncertainty", "random")
 
 
 @dataclass
