@@ -70,7 +70,7 @@ def cmd_screen(args: argparse.Namespace) -> int:
             project = project_from_search(store, args.search)
         else:
             if args.seed_labels:
-                raise ScreenError(Path(args.seed_labels), "--seed-labels needs --from FILE", field="seed-labels")
+                raise ScreenError(store.path, "--seed-labels needs --from FILE", field="seed-labels")
             project = resolve(store, args.project)
         if args.screen_command == "export":
             from ra_agent.screen.export import export_decisions
