@@ -378,6 +378,9 @@ def build_parser() -> argparse.ArgumentParser:
     from ra_agent.ask.commands import add_ask_parser
 
     add_ask_parser(sub)
+    from ra_agent.screen.commands import add_screen_parser
+
+    add_screen_parser(sub)
     p = add("demo", cmd_demo, "the main job: run a handbook end to end on the bundled demo corpus")
     p.add_argument("--handbook", default="handbooks/seek_gap_ppi_gerd.md")
     return parser

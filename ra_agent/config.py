@@ -270,6 +270,41 @@ class AnnConfig:
     seed: int = _knob(0, 0, 2**32 - 1)
 
 
+SCREEN_STRATEGIES = ("max", "max_explore", "uncertainty", "random")  # `ra screen` query strategies
+
+
+@dataclass(frozen=True)
+class ScreenConfig:
+    tfidf_ngram_max: int = _knob(2, 1, 3)
+    tfidf_min_df: int = _knob(1, 1, 1000)
+    tfidf_max_df: float = _knob(0.95, 0.01, 1)
+    tfidf_weight: float = _knob(1.0, 0, 10)
+    dense_weight: float = _knob(0.5, 0, 10)
+    knn_weight: float = _knob(0.0, 0, 10)
+    flag_weight: float = _knob(0.5, 0, 10)
+    pico_weight: float = _knob(0.5, 0, 10)
+    combine: str = _knob("rrf", choices=("rrf", "zsum"))
+    rrf_k: float = _knob(10.0, 0, 100000)
+    svm_c: float = _knob(0.11, 1e-4, 1000)
+    dense_alpha: float = _knob(1.0, 1e-6, 1e6)
+    class_ratio: float = _knob(9.8, 0.01, 1000)
+    top_terms: int = _knob(15, 0, 1000)
+    query_strategy: str = _knob("max", choices=SCREEN_STRATEGIES)
+    explore_share: float = _knob(0.1, 0, 1)
+    explore_until_includes: int = _knob(3, 0, 1_000_000)
+    retrain_every: int = _knob(1, 1, 10000)
+    seed: int = _knob(0, 0, 2**32 - 1)
+    show_next: int = _knob(10, 1, 1000)
+    stop_rule: str = _knob("recall_estimate", choices=("recall_estimate", "consecutive_excludes", "none"))
+    stop_consecutive_excludes: int = _knob(100, 1, 1_000_000)
+    stop_recall_target: float = _knob(0.95, 0.5, 1)
+    stop_window: int = _knob(50, 5, 1_000_000)
+    stop_min_screened: float = _knob(0.10, 0, 1)
+    sim_retrain_every: int = _knob(1, 1, 10000)
+    sim_seeds: int = _knob(1, 1, 100)
+    sim_random_runs: int = _knob(20, 1, 10000)
+
+
 @dataclass(frozen=True, repr=False)
 class Secrets:
     """Secrets from the environment or .env only; never printed or logged."""
@@ -301,6 +336,7 @@ class Config:
     ask: AskConfig = field(default_factory=AskConfig)
     mindkb: MindKbConfig = field(default_factory=MindKbConfig)
     ann: AnnConfig = field(default_factory=AnnConfig)
+    screen: ScreenConfig = field(default_factory=ScreenConfig)
     secrets: Secrets = field(default_factory=Secrets)
     source: str = "<defaults>"
     root: str = "."

@@ -278,6 +278,44 @@ CREATE INDEX IF NOT EXISTS mind_kb_collection ON mind_kb(collection, count);
     ALTER TABLE search_run ADD COLUMN error TEXT NOT NULL DEFAULT '';
     DELETE FROM ref WHERE dst = 0;
     """,
+    # 7: screening (issue 17): a project's record set, every decision (append-only, numbered per project) and each
+    # retrained model's spec, weight digest and ranking, so a screening run can be replayed; portable SQL
+    # (no WITHOUT ROWID, no AUTOINCREMENT: seq is MAX(seq) + 1 inside the deciding transaction)
+    """
+    CREATE TABLE screen_project (
+        project      TEXT PRIMARY KEY,
+        source       TEXT NOT NULL,                -- 'search' (a registered query_key) | 'import' (a file)
+        ref          TEXT NOT NULL,                -- the query_key or the file name
+        created_ts   BIGINT NOT NULL
+    );
+    CREATE TABLE screen_record (
+        project  TEXT NOT NULL,
+        pmid     BIGINT NOT NULL,
+        position INTEGER NOT NULL,                 -- order in the search or the file
+        PRIMARY KEY (project, pmid)
+    );
+    CREATE TABLE screen_decision (
+        project    TEXT NOT NULL,
+        seq        INTEGER NOT NULL,               -- 1, 2, ... per project; the latest per pmid counts
+        pmid       BIGINT NOT NULL,
+        label      INTEGER NOT NULL,               -- 1 include, 0 exclude
+        reason     TEXT NOT NULL DEFAULT '',
+        origin     TEXT NOT NULL,                  -- 'user' | 'seed:<column>' (labels of an import)
+        decided_ts BIGINT NOT NULL,
+        PRIMARY KEY (project, seq)
+    );
+    CREATE INDEX screen_decision_pmid ON screen_decision(project, pmid);
+    CREATE TABLE screen_model (
+        project     TEXT NOT NULL,
+        trained_seq INTEGER NOT NULL,              -- the model learnt from the decisions seq <= trained_seq
+        trained_ts  BIGINT NOT NULL,
+        spec        TEXT NOT NULL,                 -- JSON: classifier, features, query strategy, knobs, seed
+        digest      TEXT NOT NULL,                 -- sha1 of the fitted weights (a retrain must reproduce it)
+        top_terms   TEXT NOT NULL DEFAULT '[]',    -- JSON: the heaviest features towards include
+        ranking     TEXT NOT NULL DEFAULT '[]',    -- JSON: [[pmid, score], ...] of the undecided records, best first
+        PRIMARY KEY (project, trained_seq)
+    );
+    """,
 )
 
 

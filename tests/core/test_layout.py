@@ -17,6 +17,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("ingest",),
     ("topics",),
     ("evidence",),
+    ("screen",),
     ("ask",),
     ("agent",),
     ("cli",),

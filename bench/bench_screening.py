@@ -1,0 +1,155 @@
+"""Screening prioritisation: ra's simulation against ASReview's default model on the same records and priors.
+
+usage: python bench/bench_screening.py [--csv data/demo/Cohen_2006_ProtonPumpInhibitors.csv] [--label label_included]
+                                       [--seeds 5] [--retrain-every 1] [--asreview-venv DIR] [--skip-asreview]
+
+Both methods replay the same labels from the same start: per seed, one include and one exclude drawn
+with that seed (ra_agent.screen.simulate.choose_priors, identical row numbers passed to ASReview as
+--prior-idx), ASReview with --seed <seed>. ASReview is PyPI `asreview==3.0.8` (its default AI `elas_u4`:
+TF-IDF uni+bigrams, sublinear tf, linear SVM C=0.11, "balanced" sample weights ratio 9.8, max query,
+retrained after every decision), installed on first use into its own virtualenv under
+~/.cache/ra-bench/asreview-3.0.8 (never into ra's .venv). Metrics of both orders come from the same
+function (ra_agent.screen.simulate.metrics): WSS@95 = (N - records screened to reach 95 % recall) / N - 0.05,
+recall after 10 % of records, ATD = mean share of records screened when each include is found; priors
+count as screened. The target (ra >= ASReview + 0.08 WSS@95) is printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from ra_agent.config import load_config  # noqa: E402
+from ra_agent.screen.model import MODEL_NAME  # noqa: E402
+from ra_agent.screen.simulate import (  # noqa: E402
+    Metrics,
+    choose_priors,
+    mean_metrics,
+    metrics,
+    plot_recall,
+    random_orders,
+    read_labelled_csv,
+    simulate,
+    simulation_features,
+)
+
+ASREVIEW = "asreview==3.0.8"
+DEFAULT_VENV = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ra-bench" / "asreview-3.0.8"
+TARGET = 0.08
+
+
+def asreview_bin(venv: Path) -> Path:
+    """The asreview executable of `venv`, creating the venv and installing ASReview when absent."""
+    exe = venv / "bin" / "asreview"
+    if exe.exists():
+        return exe
+    print(f"installing {ASREVIEW} into {venv} (once) ...", flush=True)
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    base = os.environ.get("RA_BENCH_PYTHON", "python3")
+    subprocess.run([base, "-m", "venv", str(venv)], check=True)
+    subprocess.run([str(venv / "bin" / "pip"), "install", "-q", ASREVIEW], check=True)
+    return exe
+
+
+def asreview_order(exe: Path, csv: Path, priors: tuple[int, int], seed: int, n: int, work: Path) -> np.ndarray:
+    """ASReview's screening order (row numbers, priors first) for one seed; the rows it never reached follow
+    (ASReview stops once every include is found, so they are all excludes and do not move the metrics)."""
+    out = work / f"asreview_seed{seed}.asreview"
+    cmd = [str(exe), "simulate", str(csv), "--prior-idx", str(priors[0]), str(priors[1]), "--seed", str(seed),
+           "-o", str(out)]  # fmt: skip
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=work,
+                   env={**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"})  # fmt: skip
+    with zipfile.ZipFile(out) as z:
+        z.extract("results.db", work / f"seed{seed}")
+    with sqlite3.connect(work / f"seed{seed}" / "results.db") as db:
+        rows = [r[0] for r in db.execute("SELECT record_id FROM results ORDER BY rowid")]
+        ids = dict(db.execute("SELECT record_id, dataset_row FROM record").fetchall())
+    order = [ids[r] for r in rows]
+    assert set(order[:2]) == set(priors), f"ASReview did not start from the priors {priors}: {order[:2]}"
+    seen = set(order)
+    return np.asarray(order + [i for i in range(n) if i not in seen], dtype=np.int64)
+
+
+def line(name: str, m: Metrics) -> str:
+    return f"{name:<28} WSS@95 {m.wss95:6.3f}   recall@10% {m.recall_at_10:6.3f}   ATD {m.atd:6.3f}   " \
+           f"screened to 95%: {m.screened_at_95}"  # fmt: skip
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--csv", default=str(ROOT / "data" / "demo" / "Cohen_2006_ProtonPumpInhibitors.csv"))
+    ap.add_argument("--label", default="label_included")
+    ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--retrain-every", type=int, default=1)
+    ap.add_argument("--asreview-venv", type=Path, default=DEFAULT_VENV)
+    ap.add_argument("--skip-asreview", action="store_true")
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "screening_recall.png")
+    args = ap.parse_args()
+
+    from threadpoolctl import threadpool_limits
+
+    cfg = load_config(ROOT / "config.toml")
+    csv = Path(args.csv)
+    data = read_labelled_csv(csv, args.label)
+    y = data.labels
+    print(f"{csv.name}: {len(y)} records, {int(y.sum())} includes ({args.label}); seeds 0..{args.seeds - 1}; "
+          f"retrain every {args.retrain_every} decision(s)")  # fmt: skip
+    t0 = time.time()
+    features = simulation_features(cfg, data)
+    print(f"features (ra {features.embedding} vectors, TF-IDF, design flags): {time.time() - t0:.0f}s")
+    exe = None if args.skip_asreview else asreview_bin(args.asreview_venv)
+    ra_runs, asr_runs, curves = [], [], {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for seed in range(args.seeds):
+            priors = choose_priors(y, seed)
+            t = time.time()
+            with threadpool_limits(1):
+                order, m = simulate(features, y, cfg.screen, seed=seed, priors=priors, retrain_every=args.retrain_every)
+            ra_runs.append(m)
+            print(f"seed {seed} priors rows {priors}")
+            print("  " + line(f"ra {MODEL_NAME}", m) + f"   ({time.time() - t:.0f}s)", flush=True)
+            if seed == 0:
+                curves[f"ra {MODEL_NAME}"] = y[order]
+            if exe is not None:
+                t = time.time()
+                a_order = asreview_order(exe, csv, priors, seed, len(y), Path(tmp))
+                am = metrics(y[a_order])
+                asr_runs.append(am)
+                print("  " + line("ASReview 3.0.8 elas_u4", am) + f"   ({time.time() - t:.0f}s)", flush=True)
+                if seed == 0:
+                    curves["ASReview 3.0.8 (elas_u4)"] = y[a_order]
+    randoms = random_orders(y, choose_priors(y, 0), seed=0, runs=cfg.screen.sim_random_runs)
+    curves["random order"] = y[randoms[0]]
+    print("\nmean over seeds")
+    ra_mean = mean_metrics(ra_runs)
+    print("  " + line(f"ra {MODEL_NAME}", ra_mean))
+    if asr_runs:
+        asr_mean = mean_metrics(asr_runs)
+        print("  " + line("ASReview 3.0.8 elas_u4", asr_mean))
+    print("  " + line("random order", mean_metrics([metrics(y[o]) for o in randoms])))
+    if asr_runs:
+        gain = ra_mean.wss95 - asr_mean.wss95
+        wins = sum(a.wss95 < r.wss95 for a, r in zip(asr_runs, ra_runs, strict=True))
+        print(f"\nWSS@95 ra - ASReview: {gain:+.3f} (ra ahead on {wins} of {len(ra_runs)} seeds); "
+              f"target +{TARGET:.2f}: {'met' if gain >= TARGET else 'NOT met'}")  # fmt: skip
+    png = plot_recall(curves, args.out, f"{csv.name}: recall curve, seed 0 priors")
+    print(f"recall curves: {png}")
+    print("one dataset, one review topic: these figures do not show how either tool does on other reviews")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,202 @@
+"""Screening features: ra's embedding vectors, TF-IDF of title and abstract, and study-design / PICO rule flags."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.feature_extraction.text import TfidfVectorizer
+
+from ra_agent.config import Config, ScreenConfig
+from ra_agent.evidence.pico.design import NON_TRIAL_CLASSES, design_class
+from ra_agent.models import Paper
+
+log = logging.getLogger(__name__)
+
+FLAGS_RULES = "rules:pico-cues-v2"
+PICO_FIELDS = ("P", "I", "C", "O", "StudyDesign")
+_WORDS = re.compile(r"[a-z][a-z0-9-]+")
+TRIAL = frozenset({"RCT", "controlled trial", "clinical trial"})
+OBSERVATIONAL = frozenset({"cohort", "case-control", "cross-sectional", "case series"})
+# one column per rule over real fields (design from publication type / text cues; sample size from the abstract)
+FLAG_NAMES = ("design: RCT", "design: other trial", "design: observational", "design: review or non-trial",
+              "design: other study", "design: none found", "sample size reported")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ScreenRecord:
+    """One record to screen: what the reviewer sees and the features read."""
+
+    pmid: int
+    title: str
+    abstract: str = ""
+    year: int | None = None
+    pub_types: tuple[str, ...] = ()
+
+    @property
+    def text(self) -> str:
+        return f"{self.title} · {self.abstract}" if self.abstract else self.title
+
+    @classmethod
+    def of(cls, paper: Paper) -> ScreenRecord:
+        return cls(paper.pmid, paper.title, paper.abstract, paper.year, tuple(paper.pub_types))
+
+
+@dataclass
+class Features:
+    """Row-aligned feature blocks of a record set (row i = records[i])."""
+
+    tfidf: sp.csr_matrix
+    terms: np.ndarray  # TF-IDF vocabulary, column order
+    dense: np.ndarray  # unit vectors from ra's embedder (zeros for a record without text)
+    flags: np.ndarray  # 0/1 per FLAG_NAMES
+    pico: sp.csr_matrix  # TF-IDF of the PICO tokens (rules)
+    embedding: str = ""  # the embedder slug of `dense`
+
+    def __len__(self) -> int:
+        return len(self.dense)
+
+
+def rule_features(record: ScreenRecord) -> tuple[np.ndarray, str]:
+    """(FLAG_NAMES as 0/1, PICO tokens) from ra's PICO rules: the design class (publication type, title kind, text
+    cues), whether a sample size is reported, and the words of P, I, C and O prefixed by their field
+    ("I_omeprazole C_ranitidine"), so the learner sees what was compared, not only which words occur."""
+    from ra_agent.evidence.pico.rules import extract
+
+    paper = Paper(pmid=record.pmid, title=record.title, abstract=record.abstract, pub_types=list(record.pub_types))
+    found = extract(paper) if (record.title or record.abstract) else {}
+    design = found.get("StudyDesign")
+    cls = design_class(design.value) if design else ""
+    column = (
+        0 if cls == "RCT" else 1 if cls in TRIAL else 2 if cls in OBSERVATIONAL else 5 if not cls else
+        3 if _non_trial(cls) else 4
+    )  # fmt: skip
+    flags = np.zeros(len(FLAG_NAMES), dtype=np.float32)
+    flags[column] = 1.0
+    flags[6] = float("SampleSize" in found)
+    tokens = [
+        f"{key}_{word}" for key in PICO_FIELDS if key in found for word in _WORDS.findall(found[key].value.lower())
+    ]
+    return flags, " ".join(tokens)
+
+
+def _non_trial(cls: str) -> bool:
+    return cls in NON_TRIAL_CLASSES or any(w in cls for w in ("review", "meta-analysis", "guideline"))
+
+
+def tfidf_matrix(texts: Sequence[str], screen: ScreenConfig) -> tuple[sp.csr_matrix, np.ndarray]:
+    """Sublinear TF-IDF of word uni- to `tfidf_ngram_max`-grams (fitted on the whole record set, labels unused)."""
+    vectorizer = TfidfVectorizer(
+        ngram_range=(1, screen.tfidf_ngram_max),
+        sublinear_tf=True,
+        min_df=screen.tfidf_min_df,
+        max_df=screen.tfidf_max_df if len(texts) > 1 else 1.0,
+    )
+    try:
+        matrix = vectorizer.fit_transform(texts).tocsr()
+    except ValueError:  # no words at all (every record PMID-only)
+        return sp.csr_matrix((len(texts), 1), dtype=np.float64), np.array(["<none>"])
+    return matrix, vectorizer.get_feature_names_out()
+
+
+def build_features(
+    records: Sequence[ScreenRecord],
+    dense: np.ndarray,
+    screen: ScreenConfig,
+    *,
+    embedding: str = "",
+    cache_dir: Path | None = None,
+) -> Features:
+    """The feature blocks of `records` (`dense` row-aligned, from `dense_vectors`); the rule features (the slow
+    part: ra's PICO rules over every abstract) cached by content in `cache_dir`."""
+    texts = [f"{r.title} {r.abstract}".strip() for r in records]
+    tfidf, terms = tfidf_matrix(texts, screen)
+    flags, pico_texts = rule_matrix(records, cache_dir)
+    pico = TfidfVectorizer(sublinear_tf=True, token_pattern=r"\S+")
+    try:
+        pico_m = pico.fit_transform(pico_texts).tocsr()
+    except ValueError:  # no PICO token anywhere
+        pico_m = sp.csr_matrix((len(records), 1), dtype=np.float64)
+    return Features(tfidf, terms, np.asarray(dense, dtype=np.float32), flags, pico_m, embedding)
+
+
+def rule_matrix(records: Sequence[ScreenRecord], cache_dir: Path | None = None) -> tuple[np.ndarray, list[str]]:
+    """(FLAG_NAMES per record, PICO tokens per record), rows aligned; cached by the records' content and the rules."""
+    if not records:
+        return np.zeros((0, len(FLAG_NAMES)), np.float32), []
+    blob = "\n".join(
+        [FLAGS_RULES, *FLAG_NAMES, *PICO_FIELDS, *(f"{r.title}\t{r.abstract}\t{r.pub_types}" for r in records)]
+    )
+    path = cache_dir / f"screen-rules-{hashlib.sha1(blob.encode()).hexdigest()[:20]}.json" if cache_dir else None
+    if path is not None and path.exists():
+        cached = json.loads(path.read_text())
+        return np.asarray(cached["flags"], dtype=np.float32), cached["pico"]
+    pairs = [rule_features(r) for r in records]
+    flags, pico = np.vstack([f for f, _ in pairs]), [t for _, t in pairs]
+    if path is not None:
+        from ra_agent.fileio import atomic_write
+
+        atomic_write(path, json.dumps({"rules": FLAGS_RULES, "flags": flags.tolist(), "pico": pico}))
+    return flags, pico
+
+
+def _save(path: Path, array: np.ndarray) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp.npy")
+    np.save(tmp, array)
+    tmp.replace(path)
+
+
+def dense_vectors(
+    cfg: Config,
+    records: Sequence[ScreenRecord],
+    *,
+    lookup: Callable[[list[int]], tuple[np.ndarray, np.ndarray]] | None = None,
+    embedder=None,
+    cache_dir: Path | None = None,
+) -> tuple[np.ndarray, str]:
+    """(vectors row-aligned with `records`, embedder slug): from the index (`lookup(pmids)` -> (found mask,
+    vectors of the found)) when it holds them, the rest embedded with ra's embedder (cached by content in
+    `cache_dir`). A record without text gets a zero vector."""
+    from ra_agent.embed.embedder import SentenceTransformerEmbedder
+
+    embedder = embedder or SentenceTransformerEmbedder(cfg)
+    slug = embedder.slug
+    out: np.ndarray | None = None
+    todo = [i for i, r in enumerate(records) if r.text.strip()]
+    if lookup is not None and todo:
+        found, vectors = lookup([records[i].pmid for i in todo])
+        if found.any():
+            out = np.zeros((len(records), vectors.shape[1]), dtype=np.float32)
+            rows = [i for i, hit in zip(todo, found, strict=True) if hit]
+            out[rows] = vectors
+            todo = [i for i, hit in zip(todo, found, strict=True) if not hit]
+    if todo:
+        texts = [records[i].text for i in todo]
+        fresh = _cached_encode(embedder, texts, cache_dir)
+        if out is None:
+            out = np.zeros((len(records), fresh.shape[1]), dtype=np.float32)
+        out[todo] = fresh
+        log.info("screening: embedded %d records not in the index with %s", len(todo), slug)
+    if out is None:  # nothing has text
+        out = np.zeros((len(records), 1), dtype=np.float32)
+    return out, slug
+
+
+def _cached_encode(embedder, texts: list[str], cache_dir: Path | None) -> np.ndarray:
+    if cache_dir is None:
+        return embedder.encode(texts)
+    key = hashlib.sha1("\n".join([embedder.slug, *texts]).encode("utf-8")).hexdigest()[:20]
+    path = cache_dir / f"screen-E-{key}.npy"
+    if path.exists():
+        return np.load(path)
+    vectors = embedder.encode(texts)
+    _save(path, vectors)
+    return vectors

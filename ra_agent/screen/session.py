@@ -1,0 +1,181 @@
+"""One screening step over a project: features, retrain on every decision so far, rank, stopping aid, store the model."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ra_agent.config import Config, ScreenConfig
+from ra_agent.screen.features import Features, ScreenRecord, build_features, dense_vectors
+from ra_agent.screen.model import Fitted, choose, fit, prepare, reasons, spec
+from ra_agent.screen.project import decisions, records
+from ra_agent.store.db import Store
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Ranked:
+    rank: int
+    pmid: int
+    title: str
+    year: int | None
+    score: float
+    why: str
+
+
+@dataclass(frozen=True)
+class StopStatus:
+    """The stopping aid: an estimate of the includes left and whether the chosen rule says stop."""
+
+    rule: str
+    screened: int
+    total: int
+    includes: int
+    estimated_left: float  # add-one include rate of the recent decisions x undecided records
+    estimated_recall: float
+    consecutive_excludes: int
+    stop: bool
+    reason: str
+
+
+@dataclass
+class Step:
+    project: str
+    next: list[Ranked]
+    ranking: list[tuple[int, float]]  # every undecided record, best first
+    stop: StopStatus
+    trained_seq: int
+    digest: str
+    top_terms: list[tuple[str, float]] = field(default_factory=list)
+
+
+def stop_status(labels_in_order: list[int], total: int, screen: ScreenConfig) -> StopStatus:
+    """Stopping aid over the decisions in the order made. Estimated includes left = the include rate (add-one) of the
+    last `stop_window` decisions, or of the current run of excludes when longer, x the undecided records (screening
+    best-first the rate only falls, so this is an upper estimate).
+    Rules: recall_estimate (found / (found + left) >= stop_recall_target), consecutive_excludes (the last
+    `stop_consecutive_excludes` decisions were all excludes), none; never before `stop_min_screened` of the records."""
+    screened, found = len(labels_in_order), int(sum(labels_in_order))
+    streak = 0
+    for label in reversed(labels_in_order):
+        if label:
+            break
+        streak += 1
+    window = labels_in_order[-max(screen.stop_window, streak) :] if screened else []
+    rate = (sum(window) + 1) / (len(window) + 1)  # add-one: a run of excludes never reads as "none left"
+    left = round(rate * (total - screened), 1)
+    recall = found / (found + left) if found + left > 0 else 0.0
+    enough = screened >= screen.stop_min_screened * total and found > 0
+    if screen.stop_rule == "recall_estimate":
+        met = recall >= screen.stop_recall_target
+        why = f"estimated recall {recall:.0%} (target {screen.stop_recall_target:.0%})"
+    elif screen.stop_rule == "consecutive_excludes":
+        met = streak >= screen.stop_consecutive_excludes
+        why = f"{streak} consecutive excludes (rule: {screen.stop_consecutive_excludes})"
+    else:
+        met, why = False, "no stopping rule ([screen] stop_rule = none)"
+    if not enough and met:
+        why += f"; but under {screen.stop_min_screened:.0%} of the records screened or no include yet"
+    stop = (met and enough) or screened >= total
+    return StopStatus(screen.stop_rule, screened, total, found, left, round(recall, 4), streak, stop,
+                      ("all records screened" if screened >= total else why))  # fmt: skip
+
+
+def project_features(cfg: Config, recs: list[ScreenRecord]) -> Features:
+    """Features of the project's records: vectors from the active index (the rest embedded, cached), TF-IDF, flags."""
+    from ra_agent.store.vectors import open_active
+    from ra_agent.workspace import Workspace
+
+    def lookup(pmids: list[int]):
+        try:
+            index = open_active(cfg)
+            found = index.has(pmids)
+        except FileNotFoundError:  # no index yet: everything is embedded here
+            return np.zeros(len(pmids), dtype=bool), np.zeros((0, 1), dtype=np.float32)
+        return found, index.get([p for p, hit in zip(pmids, found, strict=True) if hit]).astype(np.float32)
+
+    cache = Workspace.of(cfg).cache_dir / "screen"
+    dense, slug = dense_vectors(cfg, recs, lookup=lookup, cache_dir=cache)
+    return build_features(recs, dense, cfg.screen, embedding=slug, cache_dir=cache)
+
+
+def step(cfg: Config, store: Store, project: str, *, n: int | None = None, features: Features | None = None) -> Step:
+    """Retrain on every decision of `project`, store the model, and return the next records to screen."""
+    from threadpoolctl import threadpool_limits
+
+    screen = cfg.screen
+    recs = records(store, project)
+    made = decisions(store, project)
+    row_of = {r.pmid: i for i, r in enumerate(recs)}
+    made = [d for d in made if d.pmid in row_of]
+    features = features or project_features(cfg, recs)
+    prep = prepare(features, screen)
+    rows = [row_of[d.pmid] for d in made]
+    labels = [d.label for d in made]
+    with threadpool_limits(1):  # small dense solves: threads only contend
+        fitted = fit(prep, rows, labels, screen, screen.seed)
+    decided = np.zeros(len(recs), dtype=bool)
+    decided[rows] = True
+    undecided = np.flatnonzero(~decided)
+    trained_seq = max((d.seq for d in made), default=0)
+    rng = np.random.default_rng([screen.seed, trained_seq])
+    picks = choose(fitted, undecided, n or screen.show_next, screen, rng, int(sum(labels)))
+    if fitted.digest == "untrained":
+        picks = [(row, "source order (the model starts once one include and one exclude are decided)")
+                 for row, _ in picks]  # fmt: skip
+    order = undecided[np.argsort(-fitted.scores[undecided], kind="stable")]
+    ranking = [(recs[i].pmid, round(float(fitted.scores[i]), 4)) for i in order]
+    position = {int(row): k + 1 for k, row in enumerate(order)}
+    shown = [
+        Ranked(position[row], recs[row].pmid, recs[row].title, recs[row].year, round(float(fitted.scores[row]), 4),
+               f"{how}; {reasons(fitted, prep, row, features.flags[row])}")
+        for row, how in picks
+    ]  # fmt: skip
+    status = stop_status(labels, len(recs), screen)
+    save_model(store, project, trained_seq, fitted, spec(screen, embedding=features.embedding, seed=screen.seed),
+               ranking)  # fmt: skip
+    return Step(project, shown, ranking, status, trained_seq, fitted.digest, fitted.top_terms)
+
+
+def save_model(store: Store, project: str, trained_seq: int, fitted: Fitted, spec_json: str, ranking) -> None:
+    """The model trained on decisions <= trained_seq: spec, weight digest, top terms and ranking (replaced on retrain)."""
+    with store.transaction() as conn:
+        conn.execute(
+            "INSERT INTO screen_model (project, trained_seq, trained_ts, spec, digest, top_terms, ranking) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (project, trained_seq) DO UPDATE SET trained_ts = excluded.trained_ts, "
+            "spec = excluded.spec, digest = excluded.digest, top_terms = excluded.top_terms, ranking = excluded.ranking",
+            (project, trained_seq, int(time.time()), spec_json, fitted.digest, json.dumps(fitted.top_terms),
+             json.dumps(ranking)),
+        )  # fmt: skip
+
+
+def stored_model(store: Store, project: str, trained_seq: int | None = None) -> dict | None:
+    """The stored model row (the latest, or the one trained on decisions <= trained_seq)."""
+    sql = "SELECT * FROM screen_model WHERE project = ?" + (" AND trained_seq = ?" if trained_seq is not None else "")
+    args = (project, trained_seq) if trained_seq is not None else (project,)
+    row = store.conn.execute(sql + " ORDER BY trained_seq DESC LIMIT 1", args).fetchone()
+    return dict(row) if row else None
+
+
+def discovery_curve(cfg: Config, store: Store, project: str) -> Path:
+    """PNG of the project's recall so far (includes found against records screened, in decision order) beside
+    the random-order expectation; `plots/screening/<project>.png` in the workspace."""
+    import re
+
+    from ra_agent.screen.simulate import plot_recall
+    from ra_agent.workspace import Workspace
+
+    made = decisions(store, project)
+    total = len(records(store, project))
+    labels = np.zeros(total, dtype=np.int64)
+    labels[: len(made)] = [d.label for d in made]
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", project)
+    path = Workspace.of(cfg).plots_dir / "screening" / f"{name}.png"
+    title = f"{project}: {len(made)} of {total} screened, {int(labels.sum())} included"
+    return plot_recall({"screened so far": labels[: max(1, len(made))]}, path, title, total=total)

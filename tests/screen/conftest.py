@@ -1,0 +1,64 @@
+"""Fixtures of the screening tests: the demo corpus's labels and its features (ra's vectors cached by content)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from demo_corpus import DEMO, demo_rows, write_demo_subset
+
+from ra_agent.config import Config
+from ra_agent.screen.features import Features
+from ra_agent.screen.simulate import LabelledSet, read_labelled_csv, simulation_features
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+SUBSET = 240  # the first rows of the demo CSV (11 includes): a small project for the store and CLI tests
+
+
+def screen_cfg(data_dir: Path, **screen) -> Config:
+    return Config().with_overrides(
+        workspace={"data_dir": str(data_dir), "demo_corpus": ""}, ingest={"offline": True}, screen=screen
+    )
+
+
+@pytest.fixture(scope="session")
+def cache_dir(request) -> Path:
+    """pytest's cache folder for screening vectors and rule features (keyed by content, reused across runs)."""
+    return Path(request.config.cache.mkdir("ra_screen"))
+
+
+@pytest.fixture(scope="session")
+def demo_labelled() -> LabelledSet:
+    return read_labelled_csv(DEMO, "label_included")
+
+
+@pytest.fixture(scope="session")
+def demo_features(demo_labelled: LabelledSet, cache_dir: Path) -> Features:
+    """Features of all 1,333 demo records (embedding them once takes a minute or two; then cached)."""
+    cfg = screen_cfg(cache_dir.parent / "unused")
+    return simulation_features(cfg, demo_labelled, cache=cache_dir)
+
+
+@pytest.fixture
+def subset_csv(tmp_path: Path) -> Path:
+    return write_demo_subset(tmp_path / "ppi_subset.csv", demo_rows()[:SUBSET])
+
+
+@pytest.fixture
+def workspace(tmp_path: Path, cache_dir: Path) -> Config:
+    """An empty workspace whose screening cache holds the vectors and rule features computed before."""
+    cfg = screen_cfg(tmp_path / "data")
+    target = cfg.data_dir / "cache" / "screen"
+    target.mkdir(parents=True)
+    for path in cache_dir.glob("screen-*"):
+        shutil.copy(path, target / path.name)
+    return cfg
+
+
+def warm_cache(cfg: Config, cache_dir: Path) -> None:
+    """Copy what a test computed into the session cache (so the next test or run does not embed again)."""
+    for path in (cfg.data_dir / "cache" / "screen").glob("screen-*"):
+        if not (cache_dir / path.name).exists():
+            shutil.copy(path, cache_dir / path.name)
