@@ -70,7 +70,7 @@ def cmd_screen(args: argparse.Namespace) -> int:
             project = project_from_search(store, args.search)
         else:
             if args.seed_labels:
-                raise ScreenError(store.path, "--seed-labels needs --from FILE", field="seed-labels")
+                raise ScreenError(store.where, "--seed-labels needs --from FILE", field="seed-labels")
             project = resolve(store, args.project)
         if args.screen_command == "export":
             from ra_agent.screen.export import export_decisions
@@ -93,7 +93,7 @@ def _pmid(store: Store, text: str) -> int:
     from ra_agent.screen.project import ScreenError
 
     if not text.isdigit():
-        raise ScreenError(store.path, f"{text!r} is not a PMID", field="pmid")
+        raise ScreenError(store.where, f"{text!r} is not a PMID", field="pmid")
     return int(text)
 
 

@@ -55,11 +55,11 @@ def project_from_search(store: Store, query_or_key: str) -> str:
     runs = query_runs(store)
     key = query_or_key if query_or_key in runs else query_key(query_or_key)
     if key not in runs:
-        raise ScreenError(store.path, f"no registered search {query_or_key!r} (ra queries lists them)", field="search")
+        raise ScreenError(store.where, f"no registered search {query_or_key!r} (ra queries lists them)", field="search")
     pmids = [r[0] for r in store.conn.execute(
         "SELECT pmid FROM candidate_papers WHERE query_key = ? ORDER BY rank, pmid", (key,))]  # fmt: skip
     if not pmids:
-        raise ScreenError(store.path, f"search {key} has no records yet (ra ingest)", field="search")
+        raise ScreenError(store.where, f"search {key} has no records yet (ra ingest)", field="search")
     project = f"search:{key}"
     _register(store, project, "search", key, pmids)
     return project
@@ -119,14 +119,14 @@ def resolve(store: Store, project: str | None) -> str:
     if project:
         if project not in known:
             names = ", ".join(known) or "none yet (ra screen --search QUERY or --from FILE)"
-            raise ScreenError(store.path, f"no screening project {project!r} (projects: {names})", field="project")
+            raise ScreenError(store.where, f"no screening project {project!r} (projects: {names})", field="project")
         return project
     if len(known) == 1:
         return next(iter(known))
     if not known:
-        raise ScreenError(store.path, "no screening project yet: start one with --search QUERY or --from FILE",
+        raise ScreenError(store.where, "no screening project yet: start one with --search QUERY or --from FILE",
                           field="project")  # fmt: skip
-    raise ScreenError(store.path, f"several projects, name one with --project ({', '.join(known)})", field="project")
+    raise ScreenError(store.where, f"several projects, name one with --project ({', '.join(known)})", field="project")
 
 
 def project_pmids(store: Store, project: str) -> list[int]:
@@ -145,14 +145,14 @@ def decide(store: Store, project: str, pmid: int, label: int | str, *, reason: s
     """Append one decision (a later one for the same record replaces it); returns its sequence number."""
     if isinstance(label, str):
         if label.lower() not in LABELS:
-            raise ScreenError(store.path, f"decision {label!r} is not include or exclude", field="decision")
+            raise ScreenError(store.where, f"decision {label!r} is not include or exclude", field="decision")
         label = LABELS[label.lower()]
     with store.transaction() as conn:
         if (
             conn.execute("SELECT 1 FROM screen_record WHERE project = ? AND pmid = ?", (project, pmid)).fetchone()
             is None
         ):
-            raise ScreenError(store.path, f"PMID {pmid} is not a record of project {project!r}", field="pmid")
+            raise ScreenError(store.where, f"PMID {pmid} is not a record of project {project!r}", field="pmid")
         seq = conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM screen_decision WHERE project = ?",
                            (project,)).fetchone()[0]  # fmt: skip
         conn.execute(
