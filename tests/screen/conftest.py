@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from demo_corpus import DEMO, demo_rows, write_demo_subset
+from screen_support import screen_cfg
 
 from ra_agent.config import Config
 from ra_agent.screen.features import Features
@@ -15,12 +16,6 @@ from ra_agent.screen.simulate import LabelledSet, read_labelled_csv, simulation_
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 SUBSET = 240  # the first rows of the demo CSV (11 includes): a small project for the store and CLI tests
-
-
-def screen_cfg(data_dir: Path, **screen) -> Config:
-    return Config().with_overrides(
-        workspace={"data_dir": str(data_dir), "demo_corpus": ""}, ingest={"offline": True}, screen=screen
-    )
 
 
 @pytest.fixture(scope="session")
@@ -55,10 +50,3 @@ def workspace(tmp_path: Path, cache_dir: Path) -> Config:
     for path in cache_dir.glob("screen-*"):
         shutil.copy(path, target / path.name)
     return cfg
-
-
-def warm_cache(cfg: Config, cache_dir: Path) -> None:
-    """Copy what a test computed into the session cache (so the next test or run does not embed again)."""
-    for path in (cfg.data_dir / "cache" / "screen").glob("screen-*"):
-        if not (cache_dir / path.name).exists():
-            shutil.copy(path, cache_dir / path.name)

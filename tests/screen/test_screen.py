@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import screen_cfg, warm_cache
+from screen_support import screen_cfg, warm_cache
 
 from ra_agent.cli import main
 from ra_agent.ingest.importers import import_file
