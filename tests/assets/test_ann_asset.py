@@ -65,7 +65,7 @@ def test_ann_index_is_built_used_and_rebuilt_when_the_embedding_index_grows(tmp_
     meta = latest(instance, "ann_index")
     assert meta["action"] == "built" and meta["count"] == 220 and meta["nlist"] == 4
     assert meta["recall_queries"] == 20 and meta["recall_at_10"] >= 0.7
-    assert meta["search"].startswith("ANN index") and meta["seconds"] > 0
+    assert meta["search"].startswith("ANN index") and "seconds" in meta  # (a build over 220 rows can round to 0.0 s)
     cfg = load_config(config)
     vectors = open_active(cfg)
     query = vectors.get([int(rows[5]["pubmedID"])])[0]
