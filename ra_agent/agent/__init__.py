@@ -3,6 +3,7 @@
 from ra_agent.agent.cycle import run_cycle
 from ra_agent.agent.goal import GoalStore
 from ra_agent.agent.guards import pause_requested
+from ra_agent.agent.handbook import HandbookError
 from ra_agent.agent.loopguard import GoalLock, GoalLocked
 from ra_agent.agent.reporting import load_prisma, record_goal_playbook, workspace_relative
 from ra_agent.agent.runner import mark_crashed, start_goal
@@ -12,6 +13,7 @@ __all__ = [
     "GoalLock",
     "GoalLocked",
     "GoalStore",
+    "HandbookError",
     "StageRequest",
     "load_prisma",
     "mark_crashed",

@@ -181,7 +181,9 @@ def references(context: dg.AssetExecutionContext, ra: RaConfigResource, store: S
         result = harvest_references(cfg, db, db.all_pmids(), progress=log_progress(context, "papers checked"))
         counts = db.counts()
         orphans = db.conn.execute("SELECT COUNT(*) FROM ref WHERE src NOT IN (SELECT pmid FROM paper)").fetchone()[0]
-    if getattr(result, "crossref_offline", False):
+    if cfg.ingest.offline:
+        context.log.info("offline mode ([ingest] offline = true): no Crossref or E-utilities call this run")
+    elif getattr(result, "crossref_offline", False):
         context.log.warning("crossref_offline: Crossref unreachable, references skipped this run")
     yield dg.MaterializeResult(
         metadata={**scalars(result), "ref_edges": counts["ref"], "ref_unmapped_dois": counts["ref_unmapped"]}
