@@ -112,14 +112,24 @@ def agent_cycle_job():
     agent_cycle_op()
 
 
+def stage_job(stage: str, assets: list, what: str):
+    return dg.define_asset_job(
+        f"agent_{stage}_job",
+        selection=assets,
+        description=f"Agent stage `{stage}`: {what} Launched by agent_sensor for the cycle that asked for it "
+        "(tags ra/goal, ra/cycle, ra/stage, ra/request).",
+    )
+
+
 STAGE_JOBS = {
-    "search": dg.define_asset_job("agent_search_job", selection=[pubmed_search]),
-    "organise": dg.define_asset_job("agent_organise_job", selection=[embedding_index, clusters, cluster_metrics]),
-    "pico": dg.define_asset_job("agent_pico_job", selection=[pico_extractions]),
-    "sr_overlap": dg.define_asset_job("agent_sr_overlap_job", selection=[sr_overlap]),
-    "expand": dg.define_asset_job("agent_expand_job", selection=[cluster_expansion]),
-    "reports": dg.define_asset_job("agent_reports_job", selection=[reports, mind_kb]),
-}
+    "search": stage_job("search", [pubmed_search], "one PubMed search the goal chose (partition = query key)."),
+    "organise": stage_job("organise", [embedding_index, clusters, cluster_metrics],
+                          "switch the index when complete, admit new papers to the clusters, refresh metrics."),
+    "pico": stage_job("pico", [pico_extractions], "PICO of one cluster's abstracts and its PICO vectors."),
+    "sr_overlap": stage_job("sr_overlap", [sr_overlap], "existing systematic reviews covering one cluster."),
+    "expand": stage_job("expand", [cluster_expansion], "semantic or citation expansion of one frozen cluster."),
+    "reports": stage_job("reports", [reports, mind_kb], "the goal's dossiers or SR drafts, then the Mind-KB."),
+}  # fmt: skip
 STAGE_PARTITIONS = {
     "search": search_query_partitions,
     "pico": cluster_partitions,
