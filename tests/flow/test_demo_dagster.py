@@ -25,7 +25,7 @@ DEMO_ASSETS = ("papers", "references", "embedding_index", "clusters", "cluster_m
 
 
 @pytest.mark.slow
-def test_demo_runs_through_dagster_and_leaves_nothing_to_replay(demo_project, tmp_path):
+def test_demo_runs_through_dagster_and_leaves_nothing_to_replay(demo_project, tmp_path, monkeypatch):
     config = write_config(demo_project)
     home = tmp_path / "dagster_home"
     home.mkdir()
@@ -37,7 +37,8 @@ def test_demo_runs_through_dagster_and_leaves_nothing_to_replay(demo_project, tm
     written = [line[len("wrote ") :] for line in done.stdout.splitlines() if line.startswith("wrote ")]
     assert written and all(Path(p).exists() and "/reports/" in p for p in written)
 
-    with dg.DagsterInstance.from_ref(dg.InstanceRef.from_dir(str(home))) as instance:
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    with dg.DagsterInstance.get() as instance:
         for key in DEMO_ASSETS:
             assert instance.get_latest_materialization_event(dg.AssetKey(key)) is not None, key
         assert instance.get_materialized_partitions(dg.AssetKey("embedding_shards"))
