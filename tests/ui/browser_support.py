@@ -7,17 +7,17 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 import pytest
+from flow.test_e2e_dagster_dev import free_port, graphql, wait_for  # the flow e2e test's helpers
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCATION = "ra"  # workspace.yaml's code location
@@ -36,22 +36,6 @@ def chromium_or_fail() -> str:
     if reason and not os.environ.get("CI"):
         pytest.skip(f"Chromium is missing and scripts/setup.sh could not install it: {reason}")
     pytest.fail("Chromium is missing (/usr/bin/chromium): `bash scripts/setup.sh` installs Debian's chromium package")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(predicate: Callable, timeout: float, what: str, poll: float = 2.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(poll)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
 def private_env(home: Path, data_dir: Path) -> dict[str, str]:
@@ -103,6 +87,7 @@ def kill_leftovers(home: Path) -> list[str]:
 
 def run_demo(env: dict[str, str], log: Path, timeout: float) -> None:
     """`bash scripts/demo.sh` (the main job through Dagster) on the private instance and workspace."""
+    started = time.monotonic()
     with log.open("w") as out:
         process = subprocess.Popen(["bash", str(ROOT / "scripts" / "demo.sh")], cwd=ROOT, env=env, stdout=out,
                                    stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
@@ -112,6 +97,7 @@ def run_demo(env: dict[str, str], log: Path, timeout: float) -> None:
             stop_group(process, grace=10)
             raise AssertionError(f"scripts/demo.sh still running after {timeout:.0f}s; log {log}") from None
     assert code == 0, f"scripts/demo.sh exited {code}; log {log}:\n{log.read_text()[-3000:]}"
+    print(f"scripts/demo.sh: {time.monotonic() - started:.0f}s (log {log})")
 
 
 @dataclass(frozen=True)
@@ -126,12 +112,7 @@ class Ui:
         return f"http://127.0.0.1:{self.port}"
 
     def graphql(self, query: str, variables: dict | None = None) -> dict:
-        body = json.dumps({"query": query, "variables": variables or {}}).encode()
-        request = urllib.request.Request(f"{self.url}/graphql", body, {"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=30) as response:
-            data = json.loads(response.read())
-        assert "errors" not in data, data
-        return data["data"]
+        return graphql(self.port, query, variables)
 
 
 @contextlib.contextmanager
@@ -151,13 +132,17 @@ def ui_server(env: dict[str, str], home: Path, data_dir: Path, log: Path) -> Ite
         except OSError:
             return False
 
+    started = time.monotonic()
     try:
         wait_for(up, 240, f"the Dagster webserver on port {ui.port} (log {log})")
         wait_for(lambda: location_loaded(ui), 240, f"the code location {LOCATION!r} to load (log {log})")
+        print(f"scripts/ui.sh: up after {time.monotonic() - started:.0f}s on port {ui.port} (log {log})")
         yield ui
     finally:
         failing = sys.exc_info()[0] is not None
+        started = time.monotonic()
         stop_group(process, grace=60)
+        print(f"scripts/ui.sh: stopped {time.monotonic() - started:.0f}s after SIGTERM")
         out.close()
         leftovers = kill_leftovers(home)
         if leftovers:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import Page, expect, sync_playwright
 
 from .browser_support import CHROMIUM_ARGS, LOCATION, Ui, latest_materializations, report_previews, runs_by_id, wait_for
@@ -87,7 +88,9 @@ def test_dagster_ui_after_the_demo(demo_ui: Ui, chromium: str, tmp_path: Path):
         browser = playwright.chromium.launch(executable_path=chromium, headless=True, args=CHROMIUM_ARGS)
         page = browser.new_context(viewport={"width": 1600, "height": 1200}).new_page()
         page.set_default_timeout(TIMEOUT_MS)
-        # Dagster's once-per-instance "Join the Dagster community" dialog: skip it whenever it shows
+        # Dagster's once-per-instance "Join the Dagster community" dialog: mark it seen (as its Skip button does);
+        # should it show anyway, skip it
+        ui.graphql("mutation { setNuxSeen }")
         page.add_locator_handler(page.get_by_text("Join the Dagster community"),
                                  lambda _: page.get_by_role("button", name="Skip").click())  # fmt: skip
         steps = Steps(page, tmp_path / "screenshots", ui, [tmp_path / "demo.log", ui.log])
@@ -112,15 +115,27 @@ def check_lineage(page: Page, ui: Ui, asset_names: list[str], groups: set[str]) 
     graph = page.locator("svg")
     for group in groups:
         expect(graph.get_by_text(group, exact=True).first).to_be_visible()
-    page.get_by_role("button", name="settings", exact=True).click()
-    toggle = page.get_by_role("menuitem", name=re.compile("all groups"))
-    if "Expand" in toggle.inner_text():
-        toggle.click()
-    else:  # (already expanded: the UI remembers it)
-        page.keyboard.press("Escape")
+    expand_all_groups(page)
     for name in asset_names:
         # an asset named like its group ("clusters") shows twice: the group's header and the asset's node
         expect(graph.get_by_text(name, exact=True).nth(int(name in groups))).to_be_visible()
+
+
+def expand_all_groups(page: Page, attempts: int = 3) -> None:
+    """The graph's settings menu: "Expand all groups" (it reads "Collapse all groups" once they are expanded)."""
+    toggle = page.get_by_role("menuitem", name=re.compile("all groups"))
+    for attempt in range(1, attempts + 1):
+        page.get_by_role("button", name="settings", exact=True).click()
+        try:
+            toggle.wait_for(timeout=10_000)
+            if "Expand" in toggle.inner_text():
+                toggle.click()
+            else:
+                page.keyboard.press("Escape")
+            return
+        except PlaywrightError:  # the menu closed under us (a dialog, a re-render): open it again
+            if attempt == attempts:
+                raise
 
 
 def check_materialised(page: Page, ui: Ui, steps: Steps, demo_runs: set[str]) -> None:
