@@ -185,11 +185,12 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_embed(args: argparse.Namespace) -> int:
+    from ra_agent.agent.stages import pico_rebuilder
     from ra_agent.embed.index import embed_all
 
     cfg = _config(args)
     with _store(cfg) as store, progress_bar("embed", unit="paper") as bar:
-        result = embed_all(cfg, store, progress=bar)
+        result = embed_all(cfg, store, progress=bar, before_switch=pico_rebuilder(cfg))
     print(
         f"embedded {result.embedded} papers into {result.folder} ({result.skipped} skipped); active index: {result.active}"
     )

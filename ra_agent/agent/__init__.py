@@ -3,15 +3,24 @@
 from ra_agent.agent.cycle import run_cycle
 from ra_agent.agent.goal import GoalStore
 from ra_agent.agent.guards import pause_requested
+from ra_agent.agent.handbook import HandbookError
 from ra_agent.agent.loopguard import GoalLock, GoalLocked
 from ra_agent.agent.reporting import load_prisma, record_goal_playbook, workspace_relative
 from ra_agent.agent.runner import mark_crashed, start_goal
-from ra_agent.agent.stages import StageRequest, run_expand, run_pico_stage, run_reports, run_sr_overlap
+from ra_agent.agent.stages import (
+    StageRequest,
+    run_expand,
+    run_pico_stage,
+    run_reports,
+    run_sr_overlap,
+    switch_index,
+)
 
 __all__ = [
     "GoalLock",
     "GoalLocked",
     "GoalStore",
+    "HandbookError",
     "StageRequest",
     "load_prisma",
     "mark_crashed",
@@ -23,5 +32,6 @@ __all__ = [
     "run_reports",
     "run_sr_overlap",
     "start_goal",
+    "switch_index",
     "workspace_relative",
 ]

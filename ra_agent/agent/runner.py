@@ -18,7 +18,7 @@ from ra_agent.agent.guards import pause_requested, stop_requested
 from ra_agent.agent.handbook import load_handbook
 from ra_agent.agent.loopguard import GoalLock
 from ra_agent.agent.reporting import relative_posix
-from ra_agent.agent.stages import StageRequest, perform
+from ra_agent.agent.stages import StageRequest, perform, pico_rebuilder
 from ra_agent.config import Config
 from ra_agent.embed.index import embed_all
 from ra_agent.store.db import Store
@@ -168,7 +168,7 @@ def run_demo(cfg: Config, store: Store, handbook, progress_factory) -> list[str]
     imported = import_pending(cfg, store)
     log.info("demo: imported %s (%d new papers)", ", ".join(imported.files) or "nothing new", imported.inserted)
     with progress_factory("embed", unit="paper") as bar:
-        embed_all(cfg, store, progress=bar)
+        embed_all(cfg, store, progress=bar, before_switch=pico_rebuilder(cfg))
     organised = organise(cfg, store)
     log.info("demo: %d active clusters", organised.active_clusters)
     brain = brain_for(cfg, store)

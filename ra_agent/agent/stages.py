@@ -87,12 +87,27 @@ def run_search(cfg: Config, store: Store, query_key: str, progress=None):
     )
 
 
-def run_organise(cfg: Config, store: Store, goal_id: str | None = None):
-    """Stage `organise`: switch the index when complete, then cluster intake and metrics."""
+def switch_index(cfg: Config, store: Store, embedder=None):
+    """Make the configured model's folder the active index once complete, every vector family with it: the PICO
+    families are re-embedded from the PICO records on disk before the switch (embed.index.build_index)."""
     from ra_agent.embed.index import build_index
+
+    return build_index(cfg, store, before_switch=pico_rebuilder(cfg, embedder))
+
+
+def pico_rebuilder(cfg: Config, embedder=None):
+    """build_index's `before_switch` hook with an embedder made only when there are PICO records to embed."""
+    from ra_agent.embed.embedder import SentenceTransformerEmbedder
+    from ra_agent.evidence.pico.vectors import pico_family_rebuilder
+
+    return pico_family_rebuilder(cfg, lambda: embedder or SentenceTransformerEmbedder(cfg))
+
+
+def run_organise(cfg: Config, store: Store, goal_id: str | None = None, embedder=None):
+    """Stage `organise`: switch the index when complete (with every vector family), then cluster intake and metrics."""
     from ra_agent.topics.organise import organise
 
-    build_index(cfg, store)
+    switch_index(cfg, store, embedder)
     return organise(cfg, store, goal_id=goal_id)
 
 
@@ -107,10 +122,9 @@ class PicoStageResult:
 def run_pico_stage(cfg: Config, store: Store, cluster_id: str, brain=None, embedder=None, progress=None):
     """Stage `pico`: extract PICO for a cluster's members (LLM brain, else the rule extractor), write
     `pico/<cluster_id>.jsonl`, embed the p i c o m families, record `eligible_trials`."""
-    import numpy as np
-
     from ra_agent.embed.embedder import SentenceTransformerEmbedder
-    from ra_agent.evidence.pico.extract import count_eligible, make_extractor, pico_texts, read_pico, run_pico
+    from ra_agent.evidence.pico.extract import count_eligible, make_extractor, read_pico, run_pico
+    from ra_agent.evidence.pico.vectors import embed_pico_families
     from ra_agent.store.vectors import open_active
     from ra_agent.topics.view import member_pmids, pico_path, set_cluster_metrics
 
@@ -123,17 +137,7 @@ def run_pico_stage(cfg: Config, store: Store, cluster_id: str, brain=None, embed
     records = read_pico(out_path)
     eligible = count_eligible(papers, {r.pmid: r for r in records})
     set_cluster_metrics(store, cluster_id, eligible_trials=eligible)
-    embedder = embedder or SentenceTransformerEmbedder(cfg)
-    vectors = open_active(cfg)
-    written = 0
-    pmids = np.array([r.pmid for r in records], dtype=np.int64)
-    for family in ("p", "i", "c", "o", "m"):
-        texts = [pico_texts(r)[family] for r in records]
-        filled = [i for i, t in enumerate(texts) if t]
-        if not filled:
-            continue
-        encoded = embedder.encode([texts[i] for i in filled])
-        written += vectors.put(family, pmids[filled], encoded)
+    written = embed_pico_families(open_active(cfg), records, embedder or SentenceTransformerEmbedder(cfg))
     log.info("pico %s: %d records, %d eligible trials, %d PICO vectors", cluster_id, len(records), eligible, written)
     return PicoStageResult(cluster_id, result.metadata(), written, eligible)
 
@@ -193,9 +197,9 @@ def perform(cfg: Config, store: Store, request: StageRequest, *, brain=None, emb
     if request.stage == "search":
         return run_search(cfg, store, request.key)
     if request.stage == "embed":
-        return embed_all(cfg, store, embedder=embedder)
+        return embed_all(cfg, store, embedder=embedder, before_switch=pico_rebuilder(cfg, embedder))
     if request.stage == "organise":
-        return run_organise(cfg, store, goal_id=goal_id)
+        return run_organise(cfg, store, goal_id=goal_id, embedder=embedder)
     if request.stage == "pico":
         return run_pico_stage(cfg, store, request.key, brain=brain, embedder=embedder)
     if request.stage == "sr_overlap":

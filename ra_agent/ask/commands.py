@@ -77,7 +77,9 @@ def embed_first(cfg: Config, store: Store, embedder: Any, missing: int) -> None:
     """Embed the papers an `ra import` (or a search) added since the last `ra embed`, with a progress bar."""
     from tqdm import tqdm
 
+    from ra_agent.embed.embedder import SentenceTransformerEmbedder
     from ra_agent.embed.index import embed_all
+    from ra_agent.evidence.pico.vectors import pico_family_rebuilder
 
     print(f"ra ask: {missing} papers are not embedded yet; embedding them first", file=sys.stderr)
     with tqdm(total=missing, desc="embed", unit="paper", file=sys.stderr, disable=None, dynamic_ncols=True) as bar:
@@ -86,7 +88,8 @@ def embed_first(cfg: Config, store: Store, embedder: Any, missing: int) -> None:
             bar.total, bar.n = total, done
             bar.refresh()
 
-        result = embed_all(cfg, store, progress=progress, embedder=embedder)
+        result = embed_all(cfg, store, progress=progress, embedder=embedder,
+                           before_switch=pico_family_rebuilder(cfg, lambda: embedder or SentenceTransformerEmbedder(cfg)))  # fmt: skip
     print(f"ra ask: embedded {result.embedded} papers; active index: {result.active}", file=sys.stderr)
 
 

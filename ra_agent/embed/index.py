@@ -148,6 +148,10 @@ class IndexResult:
     problems: list[str]
     active: str | None
     previous: str | None
+    rebuilt: int = 0  # vectors `before_switch` wrote into the folder before it became active
+
+
+BeforeSwitch = Callable[[VectorStore], int]
 
 
 def build_index(
@@ -157,12 +161,14 @@ def build_index(
     *,
     activate: bool = True,
     allow_incomplete: bool = False,
+    before_switch: BeforeSwitch | None = None,
 ) -> IndexResult:
     """Check a model folder (default: the configured model's) and make it the active index.
 
     The switch needs a clean `verify()` and, when `db` is given and another folder is
     active, a vector for every paper: a half-finished re-embed never replaces a complete
-    index unless `allow_incomplete`.
+    index unless `allow_incomplete`. `before_switch(folder)` runs just before the switch (the
+    agent passes `evidence.pico.vectors.pico_family_rebuilder`: every PICO family, not only E).
     """
     slug = slug or configured_slug(cfg)
     vectors = VectorStore(emb_root(cfg.data_dir) / slug, chunk_rows=cfg.embedding.topk_chunk_rows)
@@ -170,12 +176,31 @@ def build_index(
     missing = missing_vectors(vectors, db) if db is not None else 0
     previous = active_index(cfg.data_dir)
     complete = missing == 0 or allow_incomplete or previous in (None, slug)
+    rebuilt = 0
     if activate and previous != slug:
         if problems or not complete:
             log.warning("not activating %s: %s", slug, "; ".join(problems) or f"{missing} papers lack a vector")
         else:
+            rebuilt = before_switch(vectors) if before_switch is not None else 0
             switch_active(cfg.data_dir, slug)
-    return IndexResult(slug, len(vectors), vectors.families, missing, problems, active_index(cfg.data_dir), previous)
+    return IndexResult(slug, len(vectors), vectors.families, missing, problems, active_index(cfg.data_dir), previous,
+                       rebuilt)  # fmt: skip
+
+
+def shards_behind(cfg: Config, db: Store) -> list[dict]:
+    """Ingest batches (embedding shards) with papers that have text but no vector in the configured model's folder:
+    [{batch_id, papers, missing}] — every shard after a model bump, until its backfill run."""
+    folder = emb_root(cfg.data_dir) / configured_slug(cfg)
+    vectors = VectorStore(folder) if (folder / "meta.json").exists() else None
+    behind = []
+    for batch in db.batches():
+        papers = [r[0] for r in db.conn.execute(
+            "SELECT pmid FROM paper WHERE batch_id = ? AND (trim(title) != '' OR trim(abstract) != '') ORDER BY pmid",
+            (batch["batch_id"],))]  # fmt: skip
+        missing = len(papers) if vectors is None else int((~vectors.has(papers)).sum())
+        if missing:
+            behind.append({"batch_id": batch["batch_id"], "papers": len(papers), "missing": missing})
+    return behind
 
 
 Progress = Callable[..., None] | None
@@ -190,8 +215,10 @@ class EmbedAllResult:
     active: str | None = None
 
 
-def embed_all(cfg: Config, store: Store, progress: Progress = None, embedder=None) -> EmbedAllResult:
-    """Embed every ingest batch (only papers without a vector) and switch the active index when complete."""
+def embed_all(cfg: Config, store: Store, progress: Progress = None, embedder=None,
+              before_switch: BeforeSwitch | None = None) -> EmbedAllResult:  # fmt: skip
+    """Embed every ingest batch (only papers without a vector) and switch the active index when complete
+    (`before_switch`: see build_index)."""
     from ra_agent.embed.embedder import SentenceTransformerEmbedder
     from ra_agent.embed.index import build_index, embed_shard, vector_store_for
 
@@ -209,5 +236,5 @@ def embed_all(cfg: Config, store: Store, progress: Progress = None, embedder=Non
         done += result.requested
         if progress:
             progress(done, total)
-    out.active = build_index(cfg, store).active
+    out.active = build_index(cfg, store, before_switch=before_switch).active
     return out

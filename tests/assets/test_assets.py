@@ -18,12 +18,18 @@ from ra_agent.store.vectors import active_index
 from ra_agent.topics.features import ABSTRACT_FAMILY
 from ra_agent.workspace import open_store
 from ra_assets.defs.clusters.assets import cluster_metrics, clusters
+from ra_assets.defs.clusters.checks import members_exist_in_paper, tau_assign_in_range
 from ra_assets.defs.embeddings.assets import embedding_index, embedding_shards
+from ra_assets.defs.embeddings.checks import every_paper_embedded, offsets_sorted_unique, vectors_finite_unit_norm
 from ra_assets.defs.ingest.assets import papers, references
+from ra_assets.defs.ingest.checks import deleted_citations_absent, no_empty_titles, ref_src_in_paper
 from ra_assets.partitions import ingest_batch_partitions, partition_name
 from ra_assets.resources import build_resources
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+INGEST_CHECKS = (no_empty_titles, deleted_citations_absent, ref_src_in_paper)
+INDEX_CHECKS = (offsets_sorted_unique, vectors_finite_unit_norm, every_paper_embedded)
+CLUSTER_CHECKS = (members_exist_in_paper, tau_assign_in_range)
 
 
 @pytest.fixture
@@ -42,7 +48,8 @@ def test_papers_asset_called_directly_reports_the_corpus_and_its_checks(project)
     config, rows = project
     resources = build_resources(str(config))
     with dg.build_asset_context(resources={"ra": resources["ra"], "store": resources["store"]}) as context:
-        result, *checks = list(papers(context))
+        result = papers(context)
+    checks = [no_empty_titles(store=resources["store"]), deleted_citations_absent(store=resources["store"])]
 
     pmids = {int(r["pubmedID"]) for r in rows if r["pubmedID"].strip()}
     assert result.metadata["papers"] == len(pmids)
@@ -51,9 +58,14 @@ def test_papers_asset_called_directly_reports_the_corpus_and_its_checks(project)
     # the Cohen export has records with neither title nor abstract: flagged as a warning, which does not block
     pmid_only = sum(1 for r in rows if not (r["title"] + r["abstract"]).strip())
     assert result.metadata["pmid_only"] == pmid_only > 0
+    # the export carries no publication types: the table says so with the real count, and the rule kinds count
+    types = {r.data["article_type"]: r.data["papers"] for r in result.metadata["article_types"].records}
+    assert types == {"(none recorded)": len(pmids)}
+    kinds = {r.data["kind"]: r.data["papers"] for r in result.metadata["publication_kinds_by_rule"].records}
+    assert sum(kinds.values()) == len(pmids) and kinds["(no title)"] == pmid_only and kinds.get("RCT", 0) > 0
     titles, deleted = checks
-    assert deleted.check_name == "deleted_citations_absent" and deleted.passed
-    assert titles.check_name == "no_empty_titles" and not titles.passed
+    assert deleted.passed
+    assert not titles.passed
     assert titles.severity == dg.AssetCheckSeverity.WARN and titles.metadata["pmid_only"].value == pmid_only
 
     cfg = load_config(config)
@@ -63,10 +75,10 @@ def test_papers_asset_called_directly_reports_the_corpus_and_its_checks(project)
         )
         store.conn.commit()
     with dg.build_asset_context(resources={"ra": resources["ra"], "store": resources["store"]}) as context:
-        result, *checks = list(papers(context))
+        result = papers(context)
     assert result.metadata["import_inserted"] == 0  # the file was loaded once; nothing new
     assert result.metadata["papers"] == len(pmids)
-    titles = next(c for c in checks if c.check_name == "no_empty_titles")
+    titles = no_empty_titles(store=resources["store"])
     assert not titles.passed and titles.severity == dg.AssetCheckSeverity.ERROR
     assert titles.metadata["abstract_without_title"].value == 1
 
@@ -76,7 +88,7 @@ def test_materialize_runs_ingest_embedding_and_clustering_with_lineage(project):
     resources = build_resources(str(config))
     instance = dg.DagsterInstance.ephemeral()
 
-    ingest = dg.materialize([papers, references], resources=resources, instance=instance)
+    ingest = dg.materialize([papers, references, *INGEST_CHECKS], resources=resources, instance=instance)
     assert ingest.success
     # the warning-level no_empty_titles failure (PMID-only rows) does not block references downstream
     warned = {c.check_name: (c.passed, c.severity) for c in ingest.get_asset_check_evaluations()}
@@ -95,7 +107,8 @@ def test_materialize_runs_ingest_embedding_and_clustering_with_lineage(project):
         (event,) = shard.asset_materializations_for_node("embedding_shards")
         embedded += event.metadata["embedded"].value
 
-    organised = dg.materialize([embedding_index, clusters, cluster_metrics], resources=resources, instance=instance)
+    organised = dg.materialize([embedding_index, clusters, cluster_metrics, *INDEX_CHECKS, *CLUSTER_CHECKS],
+                               resources=resources, instance=instance)  # fmt: skip
     assert organised.success
     assert embedded == sum(1 for r in rows if r["pubmedID"].strip() and (r["title"] + r["abstract"]).strip())
     assert active_index(cfg.data_dir) is not None

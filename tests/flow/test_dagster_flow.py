@@ -14,8 +14,8 @@ from ra_agent.config import load_config
 from ra_agent.evidence.report_base import verify_citations
 from ra_agent.llm.rules_brain import RulesBrain
 from ra_agent.workspace import open_store
+from ra_assets import local
 from ra_assets.defs.agent.automation import agent_sensor
-from ra_assets.resources import build_resources
 
 from .conftest import write_config
 
@@ -37,19 +37,11 @@ def defs(project):
 
 
 def tick(instance, project: Path, cursor: str | None = None):
-    with dg.build_sensor_context(
-        instance=instance, cursor=cursor, resources=build_resources(str(project / "config.toml"))
-    ) as context:
-        return agent_sensor(context), context
+    return local.tick(agent_sensor, instance, project / "config.toml", cursor)
 
 
 def execute(defs, instance, request: dg.RunRequest):
-    job = defs.resolve_job_def(request.job_name)
-    tags = {**request.tags, "dagster/run_key": request.run_key}
-    run_config = request.run_config if request.run_config else {}
-    result = job.execute_in_process(instance=instance, partition_key=request.partition_key, run_config=run_config,
-                                    tags=tags)  # fmt: skip
-    assert result.success
+    assert local.execute(defs, instance, request, agent_sensor.name).success
 
 
 def new_goal(project: Path) -> str:
@@ -154,17 +146,7 @@ def test_dagster_path_gives_the_local_runner_history(project, defs, demo_templat
 
 def drive(defs, instance, project: Path, ticks: int = 40, cursor: str | None = None):
     """Tick the sensor and execute what it asks for until it skips; returns the last SkipReason and cursor."""
-    result = None
-    for _ in range(ticks):
-        result, _ = tick(instance, project, cursor)
-        if isinstance(result, dg.SkipReason):
-            break
-        cursor = result.cursor
-        for request in result.dynamic_partitions_requests:
-            instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
-        for request in result.run_requests:
-            execute(defs, instance, request)
-    return result, cursor
+    return local.drive(defs, instance, project / "config.toml", agent_sensor, ticks=ticks, cursor=cursor)
 
 
 def test_sensor_skips_a_paused_goal_resumes_it_and_picks_up_new_goals(project, defs):
@@ -201,7 +183,7 @@ def test_max_cycles_binds_the_dagster_path_like_the_local_runner(project, defs, 
     cfg = load_config(config)
     with dg.instance_for_test() as instance:
         done, _ = drive(defs, instance, project)
-    assert isinstance(done, dg.SkipReason) and "status stopped" in str(done.skip_message)
+    assert isinstance(done, dg.SkipReason) and str(done.skip_message) == "no goal to run (1 stopped)"
     with open_store(cfg) as store:
         dagster_state = GoalStore(cfg.data_dir, store).load(goal_id)
     assert dagster_state.stop_reason() == "max_cycles reached (2 cycles)" and dagster_state.cycle == 2

@@ -101,7 +101,7 @@ LINEAGE = """
 
 def test_handbook_job_and_agent_sensor_reach_stopped(dagster_dev):
     port, project, log = dagster_dev
-    handbook = str(project / "handbooks" / "seek_gap_ppi_gerd.md")
+    handbook = "seek_gap_ppi_gerd"  # the Launchpad's choice: one of handbooks/*.md (a Dagster Enum)
     params = {
         "selector": {"repositoryLocationName": LOCATION, "repositoryName": "__repository__", "jobName": "handbook_job"},
         "runConfigData": {"ops": {"start_goal_op": {"config": {"handbook": handbook}}}},

@@ -348,3 +348,23 @@ def design_class(design: str) -> str:
     found = publication_kind(design) if _NON_TRIAL_DESIGN.search(design) else None
     found = found or design_from_text(design)
     return found[0] if found else design.split("(")[0].strip().lower()
+
+
+def publication_kinds(store) -> dict[str, dict[str, int]]:
+    """Corpus counts for the `papers` asset: `article_type` (the records' own publication types; "(none
+    recorded)" for exports without them, as the bundled Cohen CSV) and `kind` (rule: a non-trial publication
+    type or title kind, else a design publication type, else the title's design cue; "(no cue)" otherwise)."""
+    import json
+    from collections import Counter
+
+    types: Counter[str] = Counter()
+    kinds: Counter[str] = Counter()
+    for title, pub_types, article_type in store.conn.execute("SELECT title, pub_types, article_type FROM paper"):
+        types[article_type or "(none recorded)"] += 1
+        pts = json.loads(pub_types or "[]")
+        if not title.strip():
+            kinds["(no title)"] += 1
+            continue
+        found = non_trial_kind(title, pts) or design_from_pub_types(pts) or design_from_text(title)
+        kinds[found[0] if found else "(no cue)"] += 1
+    return {"article_type": dict(types.most_common()), "kind": dict(kinds.most_common())}

@@ -11,6 +11,7 @@ its next cycle, as in the local runner.
 """
 
 import json
+from collections import Counter
 
 import dagster as dg
 
@@ -18,6 +19,7 @@ from ra_agent.agent import (
     GoalLock,
     GoalLocked,
     GoalStore,
+    HandbookError,
     StageRequest,
     mark_crashed,
     pause_requested,
@@ -28,6 +30,7 @@ from ra_assets.defs.clusters.assets import cluster_metrics, clusters
 from ra_assets.defs.embeddings.assets import embedding_index
 from ra_assets.defs.findings.assets import cluster_expansion, mind_kb, pico_extractions, reports, sr_overlap
 from ra_assets.defs.ingest.assets import pubmed_search
+from ra_assets.handbooks import handbook_choices
 from ra_assets.partitions import cluster_partitions, expansion_partitions, partition_name, search_query_partitions
 from ra_assets.resources import BrainResource, RaConfigResource, StoreResource
 
@@ -41,27 +44,42 @@ IN_FLIGHT = (
 DONE = (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
 
 
-class HandbookConfig(dg.Config):
-    handbook: str = "handbooks/seek_gap_ppi_gerd.md"
-
-
 class CycleConfig(dg.Config):
     goal_id: str
 
 
-@dg.op(tags={"kind": "agent"})
-def start_goal_op(context: dg.OpExecutionContext, config: HandbookConfig, ra: RaConfigResource,
-                  store: StoreResource, brain: BrainResource) -> str:  # fmt: skip
+HANDBOOKS = handbook_choices()
+
+
+@dg.op(
+    tags={"kind": "agent"},
+    config_schema={
+        "handbook": dg.Field(
+            HANDBOOKS.enum,
+            default_value=HANDBOOKS.default,
+            description=f"A handbook of {HANDBOOKS.folder} (the list is read when the definitions load).",
+        )
+    },
+)
+def start_goal_op(context: dg.OpExecutionContext, ra: RaConfigResource, store: StoreResource,
+                  brain: BrainResource) -> str:  # fmt: skip
     """Validate the handbook (strict front matter) and create the goal; the agent sensor takes it from here."""
+    handbook = HANDBOOKS.path(context.op_config["handbook"])
     cfg = ra.get_config()
     with store.get_client() as db:
-        state = start_goal(cfg, db, config.handbook, brain.get_client(db).name)
-    context.log.info(f"goal {state.goal_id} created from {config.handbook} ({state.primary_goal}: {state.topic})")
-    context.add_output_metadata({"goal_id": state.goal_id, "handbook": config.handbook, "topic": state.topic})
+        try:
+            state = start_goal(cfg, db, handbook, brain.get_client(db).name)
+        except HandbookError as exc:  # a user's file: one line naming file, line and key, no stack around it
+            raise dg.Failure(description=str(exc), metadata={"handbook": str(handbook)}) from None
+    context.log.info(f"goal {state.goal_id} created from {handbook.name} ({state.primary_goal}: {state.topic})")
+    context.add_output_metadata({"goal_id": state.goal_id, "handbook": str(handbook), "topic": state.topic})
     return state.goal_id
 
 
-@dg.job(description="Start a goal from a handbook (launchpad config: the handbook path).")
+@dg.job(
+    description="Start a goal from a handbook: pick one of handbooks/*.md in the Launchpad config "
+    "(`ops.start_goal_op.config.handbook`); the agent sensor then runs its cycles and stages, tagged ra/goal and ra/cycle."
+)
 def handbook_job():
     start_goal_op()
 
@@ -94,14 +112,24 @@ def agent_cycle_job():
     agent_cycle_op()
 
 
+def stage_job(stage: str, assets: list, what: str):
+    return dg.define_asset_job(
+        f"agent_{stage}_job",
+        selection=assets,
+        description=f"Agent stage `{stage}`: {what} Launched by agent_sensor for the cycle that asked for it "
+        "(tags ra/goal, ra/cycle, ra/stage, ra/request).",
+    )
+
+
 STAGE_JOBS = {
-    "search": dg.define_asset_job("agent_search_job", selection=[pubmed_search]),
-    "organise": dg.define_asset_job("agent_organise_job", selection=[embedding_index, clusters, cluster_metrics]),
-    "pico": dg.define_asset_job("agent_pico_job", selection=[pico_extractions]),
-    "sr_overlap": dg.define_asset_job("agent_sr_overlap_job", selection=[sr_overlap]),
-    "expand": dg.define_asset_job("agent_expand_job", selection=[cluster_expansion]),
-    "reports": dg.define_asset_job("agent_reports_job", selection=[reports, mind_kb]),
-}
+    "search": stage_job("search", [pubmed_search], "one PubMed search the goal chose (partition = query key)."),
+    "organise": stage_job("organise", [embedding_index, clusters, cluster_metrics],
+                          "switch the index when complete, admit new papers to the clusters, refresh metrics."),
+    "pico": stage_job("pico", [pico_extractions], "PICO of one cluster's abstracts and its PICO vectors."),
+    "sr_overlap": stage_job("sr_overlap", [sr_overlap], "existing systematic reviews covering one cluster."),
+    "expand": stage_job("expand", [cluster_expansion], "semantic or citation expansion of one frozen cluster."),
+    "reports": stage_job("reports", [reports, mind_kb], "the goal's dossiers or SR drafts, then the Mind-KB."),
+}  # fmt: skip
 STAGE_PARTITIONS = {
     "search": search_query_partitions,
     "pico": cluster_partitions,
@@ -178,25 +206,42 @@ def next_step(context, cfg, db, state) -> tuple[dg.RunRequest | None, list, str]
     return run, [], ""
 
 
+def finished(state, why: str) -> bool:
+    """A goal with nothing left to run (stopped, error, or crashed before this tick): counted, not listed."""
+    return why == f"status {state.status}" or (state.status == "crashed" and not why.startswith("crashed:"))
+
+
 @dg.sensor(
     jobs=[agent_cycle_job, *STAGE_JOBS.values()],
     minimum_interval_seconds=5,
     default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Per active goal: run the stages its last cycle asked for, then its next cycle.",
+    description="Per active goal: run the stages its last cycle asked for, then its next cycle (runs tagged "
+    "ra/goal, ra/cycle, ra/stage; run_key goal:cycle:request). Logs only what it launches or marks crashed; "
+    "otherwise the skip reason names the goals that wait and counts the finished ones.",
 )
 def agent_sensor(context: dg.SensorEvaluationContext, ra: RaConfigResource, store: StoreResource):
     cfg = ra.get_config()
     cursor = json.loads(context.cursor) if context.cursor else {}
-    runs, additions, waiting = [], [], []
+    runs, additions, waiting, done = [], [], [], Counter()
     with store.get_client() as db:
         for state in GoalStore(cfg.data_dir, db).states():
             run, adds, why = next_step(context, cfg, db, state)
             if run is None:
+                if finished(state, why):
+                    done[state.status] += 1
+                    continue
+                if why.startswith("crashed:"):  # this tick marked it crashed: an action worth a log line
+                    context.log.warning(f"goal {state.goal_id} {why}")
                 waiting.append(f"{state.goal_id}: {why}")
                 continue
+            context.log.info(f"goal {state.goal_id}: {run.tags['ra/stage']} run (cycle {run.tags['ra/cycle']}, "
+                             f"{run.job_name}{' ' + run.partition_key if run.partition_key else ''})")  # fmt: skip
             runs.append(run)
             additions.extend(adds)
             cursor[state.goal_id] = run.run_key
     if not runs:
-        return dg.SkipReason("; ".join(waiting) or "no goals (launch handbook_job)")
+        summary = ", ".join(f"{n} {status}" for status, n in sorted(done.items()))
+        parts = waiting + ([f"finished goals: {summary}"] if summary else [])
+        return dg.SkipReason("; ".join(parts) if waiting else "no goal to run" + (f" ({summary})" if summary else
+                             " (launch handbook_job)"))  # fmt: skip
     return dg.SensorResult(run_requests=runs, dynamic_partitions_requests=additions, cursor=json.dumps(cursor))

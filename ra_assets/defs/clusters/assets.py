@@ -5,7 +5,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from ra_agent.topics import markdown_table, organise, refresh_metrics
+from ra_agent.topics import organise, refresh_metrics
 from ra_assets.defs.embeddings.assets import embedding_index
 from ra_assets.meta import content_version, scalars
 from ra_assets.resources import RaConfigResource, StoreResource
@@ -22,35 +22,45 @@ def png_markdown(path: str, alt: str) -> dg.MetadataValue:
     group_name="clusters",
     kinds={"python", "sqlite"},
     code_version="1",
-    check_specs=[
-        dg.AssetCheckSpec("members_exist_in_paper", asset="clusters", blocking=True),
-        dg.AssetCheckSpec("tau_assign_in_range", asset="clusters"),
-    ],
 )
-def clusters(context: dg.AssetExecutionContext, ra: RaConfigResource, store: StoreResource):
+def clusters(context: dg.AssetExecutionContext, ra: RaConfigResource, store: StoreResource) -> dg.MaterializeResult:
     """Topic clusters (memo 40): HDBSCAN over the active vectors, audited and labelled, frozen centroids,
     tau_assign = P95 of inner distances. Later runs admit new papers to the frozen centroids
     (or the unassigned pool) and never move a centroid."""
     cfg = ra.get_config()
     with store.get_client() as db:
         result = organise(cfg, db, metrics=False)  # cluster_metrics, downstream, refreshes them
-        orphans = db.conn.execute(
-            "SELECT COUNT(*) FROM cluster_member WHERE pmid NOT IN (SELECT pmid FROM paper)"
-        ).fetchone()[0]
-        bad_tau = db.conn.execute(
-            "SELECT COUNT(*) FROM cluster_manifest WHERE status='active' AND NOT (tau_assign > 0 AND tau_assign <= 2)"
-        ).fetchone()[0]
         rows = db.conn.execute("SELECT cluster_id, pmid FROM cluster_member ORDER BY cluster_id, pmid")
         version = content_version(f"{cid}:{pmid}" for cid, pmid in rows)  # the memberships
-    yield dg.MaterializeResult(
+    return dg.MaterializeResult(
         metadata={
             **scalars(result, skip=("table", "map_png")),
             "manifest": dg.MetadataValue.md(result.table or "_no clusters_"),
         },
         data_version=version,  # unchanged memberships leave the findings downstream fresh
     )
-    yield dg.AssetCheckResult(check_name="members_exist_in_paper", passed=orphans == 0, metadata={"orphans": orphans})
-    yield dg.AssetCheckResult(check_name="tau_assign_in_range", passed=bad_tau == 0, metadata={"bad": bad_tau})
+
+
+METRIC_COLUMNS = (
+    ("cluster_id", "string"), ("label", "string"), ("size", "int"), ("mean_year", "float"), ("ers", "float"),
+    ("cvgr", "float"), ("het_numeric", "float"), ("dispersion", "float"), ("unstable", "int"),
+    ("eligible_trials", "int"), ("sr_overlap", "float"), ("prisma_compliant", "string"),
+)  # fmt: skip
+
+
+def metrics_table(rows: list[dict]) -> dg.MetadataValue:
+    """Every active cluster's metrics as a table (all rows: the UI sorts and scrolls it)."""
+    schema = dg.TableSchema(columns=[dg.TableColumn(name, kind) for name, kind in METRIC_COLUMNS])
+
+    def cell(name: str, kind: str, value):
+        if value is None:
+            return None
+        if kind == "float":
+            return round(float(value), 3)
+        return str(value) if kind == "string" else int(value)
+
+    records = [dg.TableRecord({name: cell(name, kind, row.get(name)) for name, kind in METRIC_COLUMNS}) for row in rows]
+    return dg.MetadataValue.table(records, schema=schema)
 
 
 @dg.asset(deps=[clusters], group_name="clusters", kinds={"python", "sqlite"}, code_version="1")
@@ -63,7 +73,7 @@ def cluster_metrics(
     with store.get_client() as db:
         rows, map_png = refresh_metrics(cfg, db)
     unstable = sum(1 for r in rows if r.get("unstable"))
-    metadata = {"clusters": len(rows), "unstable": unstable, "metrics": dg.MetadataValue.md(markdown_table(rows))}
+    metadata = {"clusters": len(rows), "unstable": unstable, "metrics": metrics_table(rows)}
     if map_png:
         metadata["cluster_map"] = png_markdown(map_png, "2-D map of the clusters")
         metadata["cluster_map_path"] = dg.MetadataValue.path(map_png)

@@ -9,7 +9,8 @@ from ra_assets.resources import StoreResource
 shard_job = dg.define_asset_job(
     "embedding_shard_job",
     selection=dg.AssetSelection.assets(embedding_shards),
-    description="Embed one ingest batch. Backfill all partitions after a model bump.",
+    description="Embed ingest batches into the configured model's folder (one partition per batch). After a model "
+    "bump, materialise the embeddings group instead: one backfill over every shard, then the index switch.",
 )
 
 index_job = dg.define_asset_job(
@@ -27,12 +28,18 @@ def new_batches(context: dg.SensorEvaluationContext, store: StoreResource) -> li
     return [b for b in batches if b not in known]
 
 
-@dg.sensor(job=shard_job, minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING)
+@dg.sensor(
+    job=shard_job,
+    minimum_interval_seconds=30,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Add an `ingest_batch` partition and request one embedding_shards run (run_key shard:<batch>) for "
+    "every new ingest batch in the store. Logs only what it launches.",
+)
 def ingest_batch_sensor(context: dg.SensorEvaluationContext, store: StoreResource):
-    """Add a partition and request one embedding run for every new ingest batch."""
     fresh = new_batches(context, store)
     if not fresh:
         return dg.SkipReason("no new ingest batches")
+    context.log.info(f"new ingest batches: {', '.join(fresh)}")
     return dg.SensorResult(
         run_requests=[dg.RunRequest(partition_key=b, run_key=f"shard:{b}") for b in fresh],
         dynamic_partitions_requests=[ingest_batch_partitions.build_add_request(fresh)],

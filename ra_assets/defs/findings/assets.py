@@ -19,7 +19,15 @@ from ra_assets.resources import BrainResource, EmbedderResource, EutilsResource,
     kinds={"python", "json"},
     code_version="pico-cues-v2",
     pool="llm",
-    check_specs=[dg.AssetCheckSpec("pico_jsonl_valid", asset="pico_extractions", blocking=True)],
+    check_specs=[
+        dg.AssetCheckSpec(
+            "pico_jsonl_valid",
+            asset="pico_extractions",
+            blocking=True,
+            description="The cluster's pico/<cluster_id>.jsonl parses line by line (one record per PMID) and holds "
+            "as many records as the run extracted; judged on the file this run wrote, so it runs with the asset.",
+        )
+    ],
 )
 def pico_extractions(
     context: dg.AssetExecutionContext,

@@ -30,16 +30,21 @@ baseline_weekly_schedule = dg.build_schedule_from_partitioned_job(
 )
 
 
-@dg.sensor(job=search_job, minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING)
+@dg.sensor(
+    job=search_job,
+    minimum_interval_seconds=30,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Turn searches users registered in the store (`ra ingest --query --register`) into `search_query` "
+    "partitions and one pubmed_search run each (run_key search:<key>). Logs only what it launches.",
+)
 def search_query_sensor(context: dg.SensorEvaluationContext, store: StoreResource):
-    """Turn searches users registered in the store (`ra ingest --query --register`) into
-    `search_query` partitions and one pubmed_search run each."""
     with store.get_client() as db:
         wanted = registered_queries(db, origin="user")
     known = set(context.instance.get_dynamic_partitions(partition_name(search_query_partitions)))
     new = [key for key in wanted if key not in known]
     if not new:
         return dg.SkipReason(f"no new searches ({len(wanted)} registered, all partitioned)")
+    context.log.info(f"new searches: {', '.join(wanted[k]['query'][:80] for k in new)}")
     return dg.SensorResult(
         run_requests=[
             dg.RunRequest(partition_key=k, run_key=f"search:{k}", tags={"ra/query": wanted[k]["query"][:200]})

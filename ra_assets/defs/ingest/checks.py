@@ -1,0 +1,47 @@
+"""Corpus checks, each runnable on its own from the UI: titles present, deleted citations absent, references' sources."""
+
+import dagster as dg
+
+from ra_assets.defs.ingest.assets import papers, references
+from ra_assets.resources import StoreResource
+
+
+@dg.asset_check(asset=papers, blocking=True)
+def no_empty_titles(store: StoreResource) -> dg.AssetCheckResult:
+    """Every paper with an abstract has a title: an abstract without one means an importer lost a field (error,
+    blocks downstream). PMID-only rows (a screening export without text, as in the Cohen CSV) are kept and never
+    embedded: a warning only."""
+    with store.get_client() as db:
+        untitled = db.conn.execute(
+            "SELECT COUNT(*) FROM paper WHERE trim(title) = '' AND trim(abstract) != ''"
+        ).fetchone()[0]
+        pmid_only = [
+            r[0] for r in db.conn.execute("SELECT pmid FROM paper WHERE trim(title) = '' AND trim(abstract) = ''")
+        ]
+    return dg.AssetCheckResult(
+        passed=untitled == 0 and not pmid_only,
+        severity=dg.AssetCheckSeverity.ERROR if untitled else dg.AssetCheckSeverity.WARN,
+        metadata={
+            "abstract_without_title": untitled,
+            "pmid_only": len(pmid_only),
+            "pmid_only_sample": str(pmid_only[:20]),
+        },  # fmt: skip
+    )
+
+
+@dg.asset_check(asset=papers)
+def deleted_citations_absent(store: StoreResource) -> dg.AssetCheckResult:
+    """No paper PubMed deleted (baseline/update deletion lists, `deleted_citation`) is back in the corpus."""
+    with store.get_client() as db:
+        resurrected = db.conn.execute(
+            "SELECT COUNT(*) FROM paper p JOIN deleted_citation d ON d.pmid = p.pmid"
+        ).fetchone()[0]
+    return dg.AssetCheckResult(passed=resurrected == 0, metadata={"deleted_but_present": resurrected})
+
+
+@dg.asset_check(asset=references, blocking=True)
+def ref_src_in_paper(store: StoreResource) -> dg.AssetCheckResult:
+    """Every citation edge starts at a paper of the corpus (no orphan `ref.src`)."""
+    with store.get_client() as db:
+        orphans = db.conn.execute("SELECT COUNT(*) FROM ref WHERE src NOT IN (SELECT pmid FROM paper)").fetchone()[0]
+    return dg.AssetCheckResult(passed=orphans == 0, metadata={"orphan_edges": orphans})
