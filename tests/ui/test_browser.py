@@ -16,10 +16,20 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+import yaml
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import Page, expect, sync_playwright
 
-from .browser_support import CHROMIUM_ARGS, LOCATION, Ui, latest_materializations, report_previews, runs_by_id, wait_for
+from .browser_support import (
+    CHROMIUM_ARGS,
+    LOCATION,
+    ROOT,
+    Ui,
+    latest_materializations,
+    report_previews,
+    runs_by_id,
+    wait_for,
+)
 
 pytestmark = pytest.mark.e2e
 TIMEOUT_MS = 60_000  # every locator and assertion auto-waits this long (a loaded 2-core machine is slow)
@@ -34,18 +44,16 @@ def loaded_definitions() -> dg.Definitions:
     return defs()
 
 
-def handbook_value(definitions: dg.Definitions, stem: str) -> str:
-    """The Launchpad value that names handbooks/<stem>.md: an Enum value of the handbook job's config, else a path."""
+def handbook_choices(definitions: dg.Definitions) -> list[str]:
+    """The values of handbook_job's `handbook` config: an Enum of the handbooks/*.md beside config.toml."""
     job = definitions.resolve_job_def("handbook_job")
     op_config = job.run_config_schema.config_type.fields["ops"].config_type.fields["start_goal_op"].config_type
     field = op_config.fields["config"].config_type.fields["handbook"].config_type
     while getattr(field, "inner_type", None) is not None:  # Noneable / default wrappers
         field = field.inner_type
-    values = [v.config_value for v in getattr(field, "enum_values", [])]
-    if values:
-        assert stem in values, f"handbook_job's Enum lacks {stem}: {values}"
-        return stem
-    return f"handbooks/{stem}.md"
+    values = sorted(v.config_value for v in getattr(field, "enum_values", []))
+    assert values, f"handbook_job's config `handbook` is {field.kind}, not an Enum of the handbooks"
+    return values
 
 
 def goal_states(data_dir: Path) -> dict[str, dict]:
@@ -102,7 +110,7 @@ def test_dagster_ui_after_the_demo(demo_ui: Ui, chromium: str, tmp_path: Path):
             with steps.step("3_report_preview"):
                 check_report_preview(page, ui)
             with steps.step("4_launchpad_handbook_runs"):
-                check_launchpad(page, ui, steps, handbook_value(definitions, LAUNCHPAD_HANDBOOK))
+                check_launchpad(page, ui, steps, handbook_choices(definitions))
         finally:
             browser.close()
 
@@ -175,15 +183,28 @@ def check_report_preview(page: Page, ui: Ui) -> None:
     expect(dialog.get_by_role("heading", name=title[2:].strip(), exact=True)).to_be_visible()
 
 
-def check_launchpad(page: Page, ui: Ui, steps: Steps, handbook: str) -> None:
-    """The Launchpad launches handbook_job with the chosen handbook; its goal's runs carry ra/goal and ra/cycle, and the
-    Runs page filtered by the goal's tag lists them."""
+def check_launchpad(page: Page, ui: Ui, steps: Steps, choices: list[str]) -> None:
+    """The Launchpad's config editor offers the handbooks of handbooks/ as the `handbook` choice; launching
+    handbook_job with one starts a goal on it whose runs carry ra/goal and ra/cycle, and the Runs page filtered by the
+    goal's tag lists them."""
+    shipped = sorted(p.stem for p in (ROOT / "handbooks").glob("*.md"))
+    assert choices == shipped, f"handbook_job offers {choices}, handbooks/ holds {shipped}"
     before = set(goal_states(ui.data_dir))
     page.goto(f"{ui.url}/locations/{LOCATION}/jobs/handbook_job/playground")
     expect(page.locator(".CodeMirror")).to_be_visible()
     expect(page.get_by_text("start_goal_op", exact=True).first).to_be_visible()
-    yaml = f"ops:\n  start_goal_op:\n    config:\n      handbook: {handbook}\n"
-    page.evaluate("yaml => document.querySelector('.CodeMirror').CodeMirror.setValue(yaml)", yaml)
+    # type the op's config up to the value, then ask the editor for completions (Ctrl+Space) and pick one
+    page.evaluate("""yaml => { const cm = document.querySelector('.CodeMirror').CodeMirror;
+                               cm.setValue(yaml); cm.focus(); cm.setCursor(cm.lineCount(), 0); }""",
+                  "ops:\n  start_goal_op:\n    config:\n      handbook: ")  # fmt: skip
+    page.keyboard.press("Control+Space")
+    hints = page.locator(".CodeMirror-hint")
+    expect(hints).to_have_count(len(choices))
+    assert sorted(hints.all_inner_texts()) == choices, hints.all_inner_texts()
+    steps.shot("4_launchpad_choices")
+    hints.filter(has_text=re.compile(f"^{LAUNCHPAD_HANDBOOK}$")).click()
+    config = page.evaluate("document.querySelector('.CodeMirror').CodeMirror.getValue()")
+    assert yaml.safe_load(config)["ops"]["start_goal_op"]["config"]["handbook"] == LAUNCHPAD_HANDBOOK, config
     expect(page.get_by_text("No errors")).to_be_visible()
     steps.shot("4_launchpad_config")
     page.get_by_role("button", name="Launch Run").click()
