@@ -88,7 +88,7 @@ class Steps:
 def test_dagster_ui_after_the_demo(demo_ui: Ui, chromium: str, tmp_path: Path):
     ui = demo_ui
     definitions = loaded_definitions()
-    asset_names = sorted(key.path[-1] for key in definitions.resolve_all_asset_keys())
+    asset_keys = sorted("/".join(key.path) for key in definitions.resolve_all_asset_keys())
     groups = {spec.group_name for spec in definitions.resolve_all_asset_specs() if spec.group_name}
     demo_runs = set(dg.DagsterInstance.from_config(str(ui.home)).get_run_ids())
     expect.set_options(timeout=TIMEOUT_MS)
@@ -104,7 +104,7 @@ def test_dagster_ui_after_the_demo(demo_ui: Ui, chromium: str, tmp_path: Path):
         steps = Steps(page, tmp_path / "screenshots", ui, [tmp_path / "demo.log", ui.log])
         try:
             with steps.step("1_lineage_lists_every_asset"):
-                check_lineage(page, ui, asset_names, groups)
+                check_lineage(page, ui, asset_keys, groups)
             with steps.step("2_demo_assets_materialised"):
                 check_materialised(page, ui, steps, demo_runs)
             with steps.step("3_report_preview"):
@@ -115,16 +115,17 @@ def test_dagster_ui_after_the_demo(demo_ui: Ui, chromium: str, tmp_path: Path):
             browser.close()
 
 
-def check_lineage(page: Page, ui: Ui, asset_names: list[str], groups: set[str]) -> None:
+def check_lineage(page: Page, ui: Ui, asset_keys: list[str], groups: set[str]) -> None:
     """The global lineage page, every group expanded, shows a node for every asset key of the Definitions."""
     served = sorted(latest_materializations(ui))
-    assert served == asset_names, f"the server's asset graph {served} != the Definitions' {asset_names}"
+    assert served == asset_keys, f"the server's asset graph {served} != the Definitions' {asset_keys}"
     page.goto(f"{ui.url}/asset-groups")
     graph = page.locator("svg")
     for group in groups:
         expect(graph.get_by_text(group, exact=True).first).to_be_visible()
     expand_all_groups(page)
-    for name in asset_names:
+    for key in asset_keys:
+        name = key.rpartition("/")[2]  # a node shows the key's last part
         # an asset named like its group ("clusters") shows twice: the group's header and the asset's node
         expect(graph.get_by_text(name, exact=True).nth(int(name in groups))).to_be_visible()
 
