@@ -1,12 +1,16 @@
 """Phases of the model-bump backfill test, each in a fresh process (a code location reload), printing JSON.
 
-usage: python backfill_steps.py {embed_all | bump_check | backfill_one | backfill_rest}
+usage: python backfill_steps.py {embed_all | bump_check | backfill_one | backfill_rest | backfill_all}
+(backfill_all: what the UI's one backfill over the embeddings group runs — every shard in one run, the
+embedding_shards single-run backfill policy, then the index.) embed_all also writes the rule extractor's PICO
+records of every paper (pico/all.jsonl) and their p i c o m vectors into the first model's folder.
 Environment: RA_CONFIG (the project's config.toml) and DAGSTER_HOME (a persistent instance).
 """
 
 import json
 import os
 import sys
+from pathlib import Path
 
 import dagster as dg
 
@@ -18,9 +22,39 @@ from ra_assets.definitions import defs as load_defs
 SHARDS = dg.AssetKey("embedding_shards")
 
 
-def materialize(defs, instance, job_name: str, partition: str | None = None) -> None:
+def materialize(defs, instance, job_name: str, partition: str | None = None, tags: dict | None = None) -> None:
     job = defs.resolve_job_def(job_name)
-    assert job.execute_in_process(instance=instance, partition_key=partition).success
+    assert job.execute_in_process(instance=instance, partition_key=partition, tags=tags).success
+
+
+def write_pico(cfg, store) -> None:
+    """Rule-extracted PICO of every paper, and its vectors in the active folder (what the pico stage does)."""
+    from ra_agent.embed.embedder import SentenceTransformerEmbedder
+    from ra_agent.evidence.pico.extract import make_extractor, read_pico, run_pico
+    from ra_agent.evidence.pico.vectors import embed_pico_families
+    from ra_agent.store.vectors import open_active
+    from ra_agent.workspace import Workspace
+
+    path = Path(Workspace.of(cfg).pico_dir) / "all.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    run_pico(store.papers(store.all_pmids()), make_extractor(None, cfg), path)
+    embed_pico_families(open_active(cfg), read_pico(path), SentenceTransformerEmbedder(cfg))
+
+
+def shards_check(cfg_path: str) -> dict:
+    from ra_assets.defs.embeddings.checks import shards_on_configured_model
+    from ra_assets.resources import build_resources
+
+    resources = build_resources(cfg_path)
+    result = shards_on_configured_model(ra=resources["ra"], store=resources["store"])
+    return {"passed": result.passed, "behind": sorted(r.data["batch_id"] for r in result.metadata["behind"].records)}
+
+
+def nonzero_rows(folder: Path) -> dict[str, int]:
+    from ra_agent.store.vectors import VectorStore
+
+    vectors = VectorStore(folder)
+    return {f: int(vectors.has(vectors.pmids, f).sum()) for f in vectors.families}
 
 
 def recorded_code_versions(instance, partitions) -> dict[str, str]:
@@ -43,6 +77,15 @@ def main(step: str) -> dict:
         for batch in batches:
             materialize(defs, instance, "embedding_shard_job", batch)
         materialize(defs, instance, "embedding_index_job")
+        with open_store(cfg) as store:
+            write_pico(cfg, store)
+    elif step == "backfill_all":  # one run over the whole partition range, as the single-run backfill policy asks
+        range_tags = {
+            "dagster/asset_partition_range_start": batches[0],
+            "dagster/asset_partition_range_end": batches[-1],
+        }
+        materialize(defs, instance, "embedding_shard_job", tags=range_tags)
+        materialize(defs, instance, "embedding_index_job")
     elif step == "backfill_one":
         materialize(defs, instance, "embedding_shard_job", batches[0])
         materialize(defs, instance, "embedding_index_job")  # must not switch to an incomplete folder
@@ -59,6 +102,8 @@ def main(step: str) -> dict:
         "batches": batches,
         "active": active_index(cfg.data_dir),
         "folders": folders,
+        "check": shards_check(os.environ["RA_CONFIG"]),
+        "families": {p.name: nonzero_rows(p) for p in emb_root(cfg.data_dir).iterdir() if (p / "meta.json").exists()},
     }
 
 

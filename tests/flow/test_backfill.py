@@ -57,21 +57,41 @@ def test_model_bump_backfill_switches_only_when_complete(project):
     assert len(first["batches"]) == PAPERS // SHARD
     old = first["active"]
     assert old.endswith("@1") and first["folders"] == {old: PAPERS} and first["unsynced"] == []
+    assert first["check"] == {"passed": True, "behind": []}
+    pico_rows = first["families"][old]
+    assert (
+        set(pico_rows) == {"E", "p", "i", "c", "o", "m"} and pico_rows["E"] == PAPERS and 0 < pico_rows["i"] <= PAPERS
+    )
     before = np.array(VectorStore(emb_root(project / "data") / old).matrix("E"))
 
     (project / "config.toml").write_text(config_text("2"))
     bumped = step(project, "bump_check")
     assert bumped["code_version"].endswith("@2")
     assert bumped["unsynced"] == bumped["batches"]  # every shard was materialised with the old code version
+    assert bumped["check"] == {"passed": False, "behind": sorted(bumped["batches"])}  # the UI lists them
 
     partial = step(project, "backfill_one")
     new = partial["code_version"]
     assert partial["folders"] == {old: PAPERS, new: SHARD}
     assert partial["active"] == old  # an incomplete re-embed never replaces the index
     assert partial["unsynced"] == partial["batches"][1:]
+    assert partial["check"]["behind"] == sorted(partial["batches"][1:])
 
     final = step(project, "backfill_rest")
     assert final["active"] == new and final["unsynced"] == []
     assert final["folders"] == {old: PAPERS, new: PAPERS}
     after_old = np.array(VectorStore(emb_root(project / "data") / old).matrix("E"))
     assert np.array_equal(before, after_old)  # the old folder is untouched and still readable
+    # the switch rebuilt every vector family with the new model, not only E
+    assert final["families"][new] == pico_rows and final["check"] == {"passed": True, "behind": []}
+
+
+@pytest.mark.slow
+def test_one_backfill_run_re_embeds_every_shard_and_every_family(project):
+    first = step(project, "embed_all")
+    old = first["active"]
+    (project / "config.toml").write_text(config_text("2"))
+    done = step(project, "backfill_all")  # one run over the whole ingest_batch range, then the index
+    new = done["code_version"]
+    assert done["active"] == new != old and done["unsynced"] == [] and done["check"]["passed"]
+    assert done["families"][new] == first["families"][old]  # E and p i c o m, row for row
