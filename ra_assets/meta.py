@@ -36,3 +36,10 @@ def content_version(parts: Iterable[bytes | str]) -> dg.DataVersion:
 def md_bullets(lines: Iterable[str], title: str = "") -> dg.MetadataValue:
     body = "\n".join(f"- {line}" for line in lines) or "_(none)_"
     return dg.MetadataValue.md(f"**{title}**\n\n{body}" if title else body)
+
+
+def none_found(store, sql: str, what: str) -> dg.AssetCheckResult:
+    """An asset check that passes when `sql` (a SELECT COUNT(*)) counts no row; the count is its metadata `what`."""
+    with store.get_client() as db:
+        found = db.conn.execute(sql).fetchone()[0]
+    return dg.AssetCheckResult(passed=found == 0, metadata={what: found})

@@ -3,6 +3,7 @@
 import dagster as dg
 
 from ra_assets.defs.ingest.assets import papers, references
+from ra_assets.meta import none_found
 from ra_assets.resources import StoreResource
 
 
@@ -32,16 +33,11 @@ def no_empty_titles(store: StoreResource) -> dg.AssetCheckResult:
 @dg.asset_check(asset=papers)
 def deleted_citations_absent(store: StoreResource) -> dg.AssetCheckResult:
     """No paper PubMed deleted (baseline/update deletion lists, `deleted_citation`) is back in the corpus."""
-    with store.get_client() as db:
-        resurrected = db.conn.execute(
-            "SELECT COUNT(*) FROM paper p JOIN deleted_citation d ON d.pmid = p.pmid"
-        ).fetchone()[0]
-    return dg.AssetCheckResult(passed=resurrected == 0, metadata={"deleted_but_present": resurrected})
+    sql = "SELECT COUNT(*) FROM paper p JOIN deleted_citation d ON d.pmid = p.pmid"
+    return none_found(store, sql, "deleted_but_present")
 
 
 @dg.asset_check(asset=references, blocking=True)
 def ref_src_in_paper(store: StoreResource) -> dg.AssetCheckResult:
     """Every citation edge starts at a paper of the corpus (no orphan `ref.src`)."""
-    with store.get_client() as db:
-        orphans = db.conn.execute("SELECT COUNT(*) FROM ref WHERE src NOT IN (SELECT pmid FROM paper)").fetchone()[0]
-    return dg.AssetCheckResult(passed=orphans == 0, metadata={"orphan_edges": orphans})
+    return none_found(store, "SELECT COUNT(*) FROM ref WHERE src NOT IN (SELECT pmid FROM paper)", "orphan_edges")
