@@ -19,3 +19,30 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     echo "$want" > "$stamp"
     echo "setup: installed ra into .venv"
 fi
+# The browser test (tests/ui) drives Debian's Chromium: the project cannot download a browser build, so the
+# `chromium` package is installed when it is missing (as root, or with passwordless sudo). When that cannot
+# happen, the reason goes to .venv/.ra-no-chromium (delete it to try again) and the browser test skips with
+# it, except under CI, where a missing browser fails the test.
+no_chromium=.venv/.ra-no-chromium
+if command -v chromium >/dev/null 2>&1 || [ -x /usr/bin/chromium ]; then
+    rm -f "$no_chromium"
+elif [ ! -f "$no_chromium" ]; then
+    why="" as_root=""
+    if ! command -v apt-get >/dev/null 2>&1; then
+        why="no apt-get here: install Chromium so that \`chromium\` is on PATH"
+    elif [ "$(id -u)" != 0 ]; then
+        if sudo -n true 2>/dev/null; then as_root="sudo -n"; else
+            why="not root and no passwordless sudo: run \`sudo apt-get install -y chromium\`"
+        fi
+    fi
+    if [ -z "$why" ]; then
+        echo "setup: installing Debian's chromium (for the browser test)"
+        $as_root apt-get update -qq >/dev/null \
+            && $as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null \
+            || why="\`apt-get install chromium\` failed: install it by hand"
+    fi
+    if [ -n "$why" ]; then
+        echo "$why" > "$no_chromium"
+        echo "setup: Chromium is missing ($why); the browser test skips until it is installed"
+    fi
+fi
