@@ -5,9 +5,10 @@ from __future__ import annotations
 import dagster as dg
 
 from ra_agent.config import load_config
-from ra_agent.screen.project import decisions, project_from_import
+from ra_agent.screen.project import decide, decisions, project_from_import
 from ra_agent.workspace import open_store
 from ra_assets.defs.screening.assets import screen_project_partitions, screening_ranking
+from ra_assets.defs.screening.automation import screening_sensor
 from ra_assets.partitions import partition_name
 from ra_assets.resources import build_resources
 
@@ -30,3 +31,34 @@ def test_screening_ranking_materialises_per_project(workspace, subset_csv, tmp_p
     assert meta["records"] == meta["screened"] + meta["undecided"]
     assert "| rank | PMID |" in meta["ranking"] and "data:image/png;base64," in meta["recall_curve"]
     assert meta["trained_on_decisions"] == max(d.seq for d in made)
+
+
+def test_screening_sensor_adds_the_project_then_skips_until_a_new_decision(workspace, subset_csv, tmp_path):
+    config = tmp_path / "config.toml"
+    config.write_text(f'[workspace]\ndata_dir = "{workspace.data_dir}"\ndemo_corpus = ""\n[ingest]\noffline = true\n')
+    cfg = load_config(config)
+    resources = build_resources(str(config))
+    instance = dg.DagsterInstance.ephemeral()
+
+    def tick(cursor=None):
+        with dg.build_sensor_context(instance=instance, cursor=cursor, resources=resources) as context:
+            return screening_sensor(context), context
+
+    empty, _ = tick()
+    assert isinstance(empty, dg.SkipReason) and "no screening projects" in str(empty.skip_message)
+    with open_store(cfg) as store:
+        project = project_from_import(cfg, store, subset_csv, seed_labels="label_included")
+        made = decisions(store, project)
+    first, _ = tick()
+    assert isinstance(first, dg.SensorResult)
+    assert [r.partition_key for r in first.run_requests or []] == [project]
+    assert first.dynamic_partitions_requests and list(first.dynamic_partitions_requests[0].partition_keys) == [project]
+    instance.add_dynamic_partitions(partition_name(screen_project_partitions), [project])
+    quiet, _ = tick(first.cursor)
+    assert isinstance(quiet, dg.SkipReason) and "no new decisions" in str(quiet.skip_message)
+    with open_store(cfg) as store:  # the reviewer revises a seeded decision: a new decision, a new ranking
+        seq = decide(store, project, made[0].pmid, 1 - made[0].label, reason="revised on full text")
+    again, _ = tick(first.cursor)
+    assert isinstance(again, dg.SensorResult)
+    assert [r.run_key for r in again.run_requests or []] == [f"screen:{project}:{seq}"]
+    assert not again.dynamic_partitions_requests
