@@ -16,11 +16,18 @@ SUPERUSER = "postgres"
 FAST = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
 
 
+def runuser() -> str | None:
+    """util-linux's runuser (in /usr/sbin, which a minimal PATH such as `env -i`'s or cron's lacks)."""
+    return shutil.which("runuser") or shutil.which("runuser", path="/usr/sbin:/sbin")
+
+
 def missing_binaries() -> str | None:
     """Why no server can start here (None when initdb, pg_ctl and postgres are all present)."""
     absent = [name for name in ("initdb", "pg_ctl", "postgres") if not (PG_BIN / name).is_file()]
     if absent:
         return f"PostgreSQL server binaries not found in {PG_BIN} ({', '.join(absent)}); set RA_TEST_PG_BIN"
+    if os.geteuid() == 0 and runuser() is None:
+        return "running as root, and runuser (util-linux) is not found to start PostgreSQL as its own user"
     return None
 
 
@@ -44,8 +51,10 @@ class PgServer:
     def _run(self, *args: str) -> None:
         cmd = [str(PG_BIN / args[0]), *args[1:]]
         if self._as_postgres:
-            cmd = ["runuser", "-u", SUPERUSER, "--", *cmd]
-        subprocess.run(cmd, check=True, capture_output=True, text=True)
+            cmd = [runuser() or "runuser", "-u", SUPERUSER, "--", *cmd]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} exited {done.returncode}: {(done.stderr or done.stdout).strip()}")
 
     def start(self) -> PgServer:
         if self._as_postgres:
