@@ -66,10 +66,18 @@ def test_definitions_hold_the_pipeline(defs):
         "reports",
         "mind_kb",
         "cluster_expansion",
+        "ann_index",
+        "screening_ranking",
     }
     graph = defs.resolve_asset_graph()
     assert dg.AssetKey("embedding_index") in graph.get(dg.AssetKey("clusters")).parent_keys
-    assert {s.name for s in defs.sensors} == {"agent_sensor", "ingest_batch_sensor", "search_query_sensor"}
+    assert {s.name for s in defs.sensors} == {
+        "agent_sensor",
+        "ingest_batch_sensor",
+        "search_query_sensor",
+        "ann_index_automation",
+        "screening_sensor",
+    }
     assert [s.name for s in defs.schedules] == ["weekly_baseline_snapshot"]
     assert defs.resolve_job_def("handbook_job") and defs.resolve_job_def("agent_cycle_job")
 
