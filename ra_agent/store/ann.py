@@ -187,22 +187,17 @@ def search(vectors: VectorStore, query: np.ndarray, k: int, cfg: AnnConfig) -> T
         if state.meta is not None or len(vectors) >= cfg.min_rows:
             _log_route(vectors, f"exact scan ({state.reason})")
         return vectors.topk(query, k)
-    q = np.asarray(query, dtype=np.float32).ravel()
-    norm = float(np.linalg.norm(q))
-    if q.shape != (vectors.dim,) or not norm > 0:
-        raise ValueError(f"query must be a non-zero vector of {vectors.dim} values")
+    q = vectors.unit_query(query)
     if k <= 0:
         return TopK(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32), "ann")
     index = _load(ann_dir(vectors) / INDEX_FILE)
     index.nprobe = cfg.nprobe
     with one_faiss_thread():
-        scores, rows = index.search((q / norm).reshape(1, -1), k)
+        scores, rows = index.search(q, k)
     scores, rows = scores[0], rows[0]
     found = rows >= 0
-    scores, rows = scores[found], rows[found].astype(np.int64)
-    order = np.lexsort((rows, -scores))
     _log_route(vectors, f"ANN index ({KIND}, {state.meta and state.meta.get('count')} rows, nprobe {cfg.nprobe})")
-    return TopK(np.asarray(vectors.row_pmids[rows[order]], dtype=np.int64), scores[order], "ann")
+    return vectors.ranked(rows[found].astype(np.int64), scores[found], "ann")
 
 
 def _load(path: Path) -> Any:

@@ -329,11 +329,7 @@ class VectorStore:
         decoded in SIMD registers, or float32 rows), which keeps the chunk's best k; the
         chunks' candidates are merged with argpartition. Ties go to the earlier row.
         """
-        q = np.asarray(query, dtype=np.float32).ravel()
-        norm = float(np.linalg.norm(q))
-        if q.shape != (self.dim,) or not norm > 0:
-            raise ValueError(f"query must be a non-zero vector of {self.dim} values")
-        q = (q / norm).reshape(1, -1)
+        q = self.unit_query(query)
         if k <= 0:
             return TopK(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
         total = len(self.matrix(family))
@@ -350,8 +346,20 @@ class VectorStore:
                     best_scores = np.concatenate([best_scores, scores])
                     keep = _top_indices(best_scores, k)
                     best_rows, best_scores = best_rows[keep], best_scores[keep]
-        order = np.lexsort((best_rows, -best_scores))
-        return TopK(np.asarray(self._row_pmids[best_rows[order]], dtype=np.int64), best_scores[order])
+        return self.ranked(best_rows, best_scores)
+
+    def unit_query(self, query: np.ndarray) -> np.ndarray:
+        """`query` as a unit float32 row of shape (1, dim); ValueError unless it is a non-zero vector of `dim` values."""
+        q = np.asarray(query, dtype=np.float32).ravel()
+        norm = float(np.linalg.norm(q))
+        if q.shape != (self.dim,) or not norm > 0:
+            raise ValueError(f"query must be a non-zero vector of {self.dim} values")
+        return (q / norm).reshape(1, -1)
+
+    def ranked(self, rows: np.ndarray, scores: np.ndarray, method: str = "exact") -> TopK:
+        """Matched rows and their scores as a TopK of PMIDs: highest score first, ties to the earlier row."""
+        order = np.lexsort((rows, -scores))
+        return TopK(np.asarray(self._row_pmids[rows[order]], dtype=np.int64), scores[order], method)
 
     def verify(self, norm_tol: float = NORM_TOL) -> list[str]:
         """Problems found (empty when healthy): offsets sorted, unique and matching rows.i64; vectors finite and unit-norm."""
