@@ -7,6 +7,7 @@ import dagster as dg
 from ra_agent.config import load_config
 from ra_agent.screen.project import decide, decisions, project_from_import
 from ra_agent.workspace import open_store
+from ra_assets import local
 from ra_assets.defs.screening.assets import screen_project_partitions, screening_ranking
 from ra_assets.defs.screening.automation import screening_sensor
 from ra_assets.partitions import partition_name
@@ -37,12 +38,10 @@ def test_screening_sensor_adds_the_project_then_skips_until_a_new_decision(works
     config = tmp_path / "config.toml"
     config.write_text(f'[workspace]\ndata_dir = "{workspace.data_dir}"\ndemo_corpus = ""\n[ingest]\noffline = true\n')
     cfg = load_config(config)
-    resources = build_resources(str(config))
     instance = dg.DagsterInstance.ephemeral()
 
     def tick(cursor=None):
-        with dg.build_sensor_context(instance=instance, cursor=cursor, resources=resources) as context:
-            return screening_sensor(context), context
+        return local.tick(screening_sensor, instance, config, cursor)
 
     empty, _ = tick()
     assert isinstance(empty, dg.SkipReason) and "no screening projects" in str(empty.skip_message)
