@@ -16,6 +16,7 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 
 from ra_agent.config import Config, ScreenConfig
 from ra_agent.evidence.pico.design import NON_TRIAL_CLASSES, design_class
+from ra_agent.fileio import atomic_write, atomic_writer
 from ra_agent.models import Paper
 
 log = logging.getLogger(__name__)
@@ -141,17 +142,8 @@ def rule_matrix(records: Sequence[ScreenRecord], cache_dir: Path | None = None) 
     pairs = [rule_features(r) for r in records]
     flags, pico = np.vstack([f for f, _ in pairs]), [t for _, t in pairs]
     if path is not None:
-        from ra_agent.fileio import atomic_write
-
         atomic_write(path, json.dumps({"rules": FLAGS_RULES, "flags": flags.tolist(), "pico": pico}))
     return flags, pico
-
-
-def _save(path: Path, array: np.ndarray) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp.npy")
-    np.save(tmp, array)
-    tmp.replace(path)
 
 
 def dense_vectors(
@@ -198,5 +190,6 @@ def _cached_encode(embedder, texts: list[str], cache_dir: Path | None) -> np.nda
     if path.exists():
         return np.load(path)
     vectors = embedder.encode(texts)
-    _save(path, vectors)
+    with atomic_writer(path) as fh:
+        np.save(fh, vectors)
     return vectors
