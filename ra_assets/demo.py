@@ -27,7 +27,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from ra_agent.agent import GoalStore
+from ra_agent.agent import GoalStore, spawned_goals, written_reports
 from ra_agent.config import ConfigError, default_config_path, load_config
 from ra_agent.workspace import open_store
 from ra_assets.local import console_level, drive
@@ -86,7 +86,7 @@ def goal_tree(goals: GoalStore, first: str) -> list:
         seen.add(goal_id)
         state = goals.load(goal_id)
         states.append(state)
-        queue += [h["new_goal"] for h in state.events("alternative_proposed") if h.get("new_goal")]
+        queue += spawned_goals(state)
     return states
 
 
@@ -130,7 +130,7 @@ def run_demo(config_path: Path, handbook: str, instance: dg.DagsterInstance, say
     with open_store(cfg) as store:
         goals = GoalStore(cfg.data_dir, store)
         states = goal_tree(goals, goal_id)
-        written = [str(cfg.data_dir / h["path"]) for s in states for h in s.events("report_written")]
+        written = [path for state in states for path in written_reports(cfg, state)]
         for state in states:
             say(f"demo: goal {state.goal_id} {state.status} after {state.cycle} cycles: {state.stop_reason() or '-'}")
         return written or [str(goals.state_path(goal_id))]

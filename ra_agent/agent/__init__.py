@@ -6,7 +6,7 @@ from ra_agent.agent.guards import pause_requested
 from ra_agent.agent.handbook import HandbookError
 from ra_agent.agent.loopguard import GoalLock, GoalLocked
 from ra_agent.agent.reporting import load_prisma, record_goal_playbook, workspace_relative
-from ra_agent.agent.runner import mark_crashed, start_goal
+from ra_agent.agent.runner import mark_crashed, spawned_goals, start_goal, written_reports
 from ra_agent.agent.stages import (
     StageRequest,
     run_expand,
@@ -31,7 +31,9 @@ __all__ = [
     "run_pico_stage",
     "run_reports",
     "run_sr_overlap",
+    "spawned_goals",
     "start_goal",
     "switch_index",
     "workspace_relative",
+    "written_reports",
 ]

@@ -121,9 +121,14 @@ def run_goal(
         return goals.load(goal_id)
 
 
-def spawned_goals(cfg: Config, store: Store, state: GoalState) -> list[str]:
+def spawned_goals(state: GoalState) -> list[str]:
     """Goals spawned by this goal's propose_alternative_pico calls, in order."""
     return [h["new_goal"] for h in state.events("alternative_proposed") if h.get("new_goal")]
+
+
+def written_reports(cfg: Config, state: GoalState) -> list[str]:
+    """The paths of the reports this goal wrote (dossiers, SR drafts), in order."""
+    return [str(cfg.data_dir / h["path"]) for h in state.events("report_written")]
 
 
 def run_with_spawned(
@@ -147,7 +152,7 @@ def run_with_spawned(
                 on_goal(goals.load(current), parent)
         state = run_goal(cfg, store, current, brain, **run_options)
         done.append(state)
-        queue += [(child, state) for child in spawned_goals(cfg, store, state) if goals.exists(child)]
+        queue += [(child, state) for child in spawned_goals(state) if goals.exists(child)]
     return done
 
 
@@ -175,7 +180,7 @@ def run_demo(cfg: Config, store: Store, handbook, progress_factory) -> list[str]
     first = start_goal(cfg, store, handbook, brain.name)
     written: list[str] = []
     for state in run_with_spawned(cfg, store, first.goal_id, brain):
-        written += [str(cfg.data_dir / h["path"]) for h in state.events("report_written")]
+        written += written_reports(cfg, state)
         log.info("demo: goal %s %s after %d cycles (%s): %s", state.goal_id, state.status, state.cycle, brain.label(),
                  state.stop_reason() or "-")  # fmt: skip
     return written or [str(GoalStore(cfg.data_dir, store).state_path(first.goal_id))]
