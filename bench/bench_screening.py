@@ -1,7 +1,11 @@
 """Screening prioritisation: ra's simulation against ASReview's default model on the same records and priors.
 
-usage: python bench/bench_screening.py [--csv data/demo/Cohen_2006_ProtonPumpInhibitors.csv] [--label label_included]
-                                       [--seeds 5] [--retrain-every 1] [--asreview-venv DIR] [--skip-asreview]
+usage: python bench/bench_screening.py [--csv data/demo/Cohen_2006_ProtonPumpInhibitors.csv [--csv MORE.csv ...]]
+                                       [--label label_included] [--seeds 5] [--retrain-every 1]
+                                       [--asreview-venv DIR] [--skip-asreview]
+
+Several --csv: each review is compared as below, then a table and the mean gain over the reviews are printed
+(held-out reviews: bench/synergy_csv.py turns SYNERGY dataset folders into such CSVs).
 
 Both methods replay the same labels from the same start: per seed, one include and one exclude drawn
 with that seed (ra_agent.screen.simulate.choose_priors, identical row numbers passed to ASReview as
@@ -88,29 +92,17 @@ def line(name: str, m: Metrics) -> str:
            f"screened to 95%: {m.screened_at_95}"  # fmt: skip
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--csv", default=str(ROOT / "data" / "demo" / "Cohen_2006_ProtonPumpInhibitors.csv"))
-    ap.add_argument("--label", default="label_included")
-    ap.add_argument("--seeds", type=int, default=5)
-    ap.add_argument("--retrain-every", type=int, default=1)
-    ap.add_argument("--asreview-venv", type=Path, default=DEFAULT_VENV)
-    ap.add_argument("--skip-asreview", action="store_true")
-    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "screening_recall.png")
-    args = ap.parse_args()
-
+def compare(csv: Path, label: str, args, cfg, exe: Path | None) -> tuple[Metrics, Metrics | None]:
+    """Both tools on one labelled CSV, seeds 0..args.seeds-1: per-seed lines, the means, the recall-curve PNG."""
     from threadpoolctl import threadpool_limits
 
-    cfg = load_config(ROOT / "config.toml")
-    csv = Path(args.csv)
-    data = read_labelled_csv(csv, args.label)
+    data = read_labelled_csv(csv, label)
     y = data.labels
-    print(f"{csv.name}: {len(y)} records, {int(y.sum())} includes ({args.label}); seeds 0..{args.seeds - 1}; "
+    print(f"\n{csv.name}: {len(y)} records, {int(y.sum())} includes ({label}); seeds 0..{args.seeds - 1}; "
           f"retrain every {args.retrain_every} decision(s)")  # fmt: skip
     t0 = time.time()
     features = simulation_features(cfg, data)
     print(f"features (ra {features.embedding} vectors, TF-IDF, design flags): {time.time() - t0:.0f}s")
-    exe = None if args.skip_asreview else asreview_bin(args.asreview_venv)
     ra_runs, asr_runs, curves = [], [], {}
     with tempfile.TemporaryDirectory() as tmp:
         for seed in range(args.seeds):
@@ -133,21 +125,55 @@ def main() -> int:
                     curves["ASReview 3.0.8 (elas_u4)"] = y[a_order]
     randoms = random_orders(y, choose_priors(y, 0), seed=0, runs=cfg.screen.sim_random_runs)
     curves["random order"] = y[randoms[0]]
-    print("\nmean over seeds")
+    print("mean over seeds")
     ra_mean = mean_metrics(ra_runs)
     print("  " + line(f"ra {MODEL_NAME}", ra_mean))
-    if asr_runs:
-        asr_mean = mean_metrics(asr_runs)
+    asr_mean = mean_metrics(asr_runs) if asr_runs else None
+    if asr_mean is not None:
         print("  " + line("ASReview 3.0.8 elas_u4", asr_mean))
     print("  " + line("random order", mean_metrics([metrics(y[o]) for o in randoms])))
-    if asr_runs:
-        gain = ra_mean.wss95 - asr_mean.wss95
+    if asr_mean is not None:
         wins = sum(a.wss95 < r.wss95 for a, r in zip(asr_runs, ra_runs, strict=True))
-        print(f"\nWSS@95 ra - ASReview: {gain:+.3f} (ra ahead on {wins} of {len(ra_runs)} seeds); "
-              f"target +{TARGET:.2f}: {'met' if gain >= TARGET else 'NOT met'}")  # fmt: skip
-    png = plot_recall(curves, args.out, f"{csv.name}: recall curve, seed 0 priors")
+        print(
+            f"WSS@95 ra - ASReview: {ra_mean.wss95 - asr_mean.wss95:+.3f} (ra ahead on {wins} of {len(ra_runs)} seeds)"
+        )
+    out = args.out if len(args.csv) == 1 else args.out.with_name(f"{args.out.stem}_{csv.stem}{args.out.suffix}")
+    png = plot_recall(curves, out, f"{csv.name}: recall curve, seed 0 priors")
     print(f"recall curves: {png}")
-    print("one dataset, one review topic: these figures do not show how either tool does on other reviews")
+    return ra_mean, asr_mean
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--csv", action="append", type=Path,
+                    help="a labelled CSV (repeat for several reviews; default: the demo corpus)")  # fmt: skip
+    ap.add_argument("--label", default="label_included")
+    ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--retrain-every", type=int, default=1)
+    ap.add_argument("--asreview-venv", type=Path, default=DEFAULT_VENV)
+    ap.add_argument("--skip-asreview", action="store_true")
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "screening_recall.png")
+    args = ap.parse_args()
+    args.csv = [csv.resolve() for csv in args.csv or [ROOT / "data" / "demo" / "Cohen_2006_ProtonPumpInhibitors.csv"]]
+
+    cfg = load_config(ROOT / "config.toml")
+    exe = None if args.skip_asreview else asreview_bin(args.asreview_venv)
+    results = [(csv, *compare(csv, args.label, args, cfg, exe)) for csv in args.csv]
+    if exe is None:
+        return 0
+    gains = [r.wss95 - a.wss95 for _, r, a in results if a is not None]
+    if len(results) > 1:
+        print(f"\n{'review':<44} {'ra WSS@95':>9} {'ASReview':>9} {'gain':>7}   ra recall@10% / ASReview")
+        for csv, r, a in results:
+            assert a is not None
+            print(f"{csv.stem[:44]:<44} {r.wss95:9.3f} {a.wss95:9.3f} {r.wss95 - a.wss95:+7.3f}   "
+                  f"{r.recall_at_10:.3f} / {a.recall_at_10:.3f}")  # fmt: skip
+    gain = float(np.mean(gains))
+    ahead = sum(g > 0 for g in gains)
+    print(f"\nWSS@95 ra - ASReview, mean over {len(gains)} review(s): {gain:+.3f} (ra ahead on {ahead}); "
+          f"target +{TARGET:.2f}: {'met' if gain >= TARGET else 'NOT met'}")  # fmt: skip
+    if len(results) == 1:
+        print("one dataset, one review topic: these figures do not show how either tool does on other reviews")
     return 0
 
 
