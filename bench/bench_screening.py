@@ -2,10 +2,12 @@
 
 usage: python bench/bench_screening.py [--csv data/demo/Cohen_2006_ProtonPumpInhibitors.csv [--csv MORE.csv ...]]
                                        [--label label_included] [--seeds 5] [--retrain-every 1]
-                                       [--asreview-venv DIR] [--skip-asreview]
+                                       [--asreview-venv DIR] [--skip-asreview] [--every-other-label]
 
 Several --csv: each review is compared as below, then a table and the mean gain over the reviews are printed
-(held-out reviews: bench/synergy_csv.py turns SYNERGY dataset folders into such CSVs).
+(held-out reviews: bench/synergy_csv.py turns SYNERGY dataset folders into such CSVs). --every-other-label also
+prints, per review, the WSS@95 reached if each include were ranked by ra's model trained on every other label:
+an estimate of how far any query strategy over these features could go, not a bound.
 
 Both methods replay the same labels from the same start: per seed, one include and one exclude drawn
 with that seed (ra_agent.screen.simulate.choose_priors, identical row numbers passed to ASReview as
@@ -37,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from ra_agent.config import load_config  # noqa: E402
-from ra_agent.screen.model import MODEL_NAME  # noqa: E402
+from ra_agent.screen.model import MODEL_NAME, fit, prepare  # noqa: E402
 from ra_agent.screen.simulate import (  # noqa: E402
     Metrics,
     choose_priors,
@@ -92,6 +94,21 @@ def line(name: str, m: Metrics) -> str:
            f"screened to 95%: {m.screened_at_95}"  # fmt: skip
 
 
+def every_other_label(features, y: np.ndarray, screen) -> float:
+    """WSS@95 if each include were ranked by ra's model trained on every other record's label (the excludes
+    in-sample): the excludes outranking the include at the 95 % cut are what any screening order with this model
+    would still have to pass. An estimate of what more labels could buy, not a bound on an active-learning order."""
+    prep = prepare(features, screen)
+    n, includes, excludes = len(y), np.flatnonzero(y == 1), np.flatnonzero(y == 0)
+    above = []
+    for i in includes:
+        rows = np.setdiff1d(np.arange(n), [i])
+        scores = fit(prep, rows, y[rows], screen, seed=0).scores
+        above.append(int((scores[excludes] > scores[i]).sum()))
+    k95 = int(np.ceil(0.95 * len(includes)))
+    return round((n - k95 - sorted(above)[k95 - 1]) / n - 0.05, 4)
+
+
 def compare(csv: Path, label: str, args, cfg, exe: Path | None) -> tuple[Metrics, Metrics | None]:
     """Both tools on one labelled CSV, seeds 0..args.seeds-1: per-seed lines, the means, the recall-curve PNG."""
     from threadpoolctl import threadpool_limits
@@ -132,6 +149,10 @@ def compare(csv: Path, label: str, args, cfg, exe: Path | None) -> tuple[Metrics
     if asr_mean is not None:
         print("  " + line("ASReview 3.0.8 elas_u4", asr_mean))
     print("  " + line("random order", mean_metrics([metrics(y[o]) for o in randoms])))
+    if args.every_other_label:
+        with threadpool_limits(1):
+            estimate = every_other_label(features, y, cfg.screen)
+        print(f"  every-other-label estimate (ra's model knowing every other label): WSS@95 {estimate:.3f}")
     if asr_mean is not None:
         wins = sum(a.wss95 < r.wss95 for a, r in zip(asr_runs, ra_runs, strict=True))
         print(
@@ -152,6 +173,8 @@ def main() -> int:
     ap.add_argument("--retrain-every", type=int, default=1)
     ap.add_argument("--asreview-venv", type=Path, default=DEFAULT_VENV)
     ap.add_argument("--skip-asreview", action="store_true")
+    ap.add_argument("--every-other-label", action="store_true",
+                    help="also print the WSS@95 of ranking each include with every other label known")  # fmt: skip
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "screening_recall.png")
     args = ap.parse_args()
     args.csv = [csv.resolve() for csv in args.csv or [ROOT / "data" / "demo" / "Cohen_2006_ProtonPumpInhibitors.csv"]]
