@@ -4,9 +4,10 @@ usage: python bench/synergy_csv.py OUT_DIR DATASET_DIR [DATASET_DIR ...]
 
 A SYNERGY v1 dataset folder (github.com/asreview/synergy-dataset, release 1.0) holds `labels.csv`
 (openalex_id, doi, pmid, label_included) and `works_*.zip`: JSON lists of OpenAlex works, whose abstract is an
-inverted index (word -> positions). Each folder becomes OUT_DIR/<folder name>.csv with the columns
-pmid, title, abstract, year, label_included, in labels.csv's row order; a labelled work missing from the zips
-is reported and left out. Feed the CSVs to bench/bench_screening.py (--csv, repeated) to measure on held-out reviews.
+inverted index (word -> positions). Each folder becomes OUT_DIR/<folder name>.csv, in labels.csv's row order; a
+labelled work missing from the zips is reported and left out. Columns: openalex_id, doi, pmid, title, abstract,
+year, label_included and referenced_works (the OpenAlex ids each work cites, space-separated: ra's citation
+links). Feed the CSVs to bench/bench_screening.py (--csv, repeated) to measure on held-out reviews.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import json
 import sys
 import zipfile
 from pathlib import Path
+
+COLUMNS = ("openalex_id", "doi", "pmid", "title", "abstract", "year", "label_included", "referenced_works")
 
 
 def abstract_text(inverted: dict[str, list[int]] | None) -> str:
@@ -49,16 +52,19 @@ def convert(folder: Path, out_dir: Path) -> Path:
                 missing += 1
                 continue
             rows.append({
+                "openalex_id": row["openalex_id"],
+                "doi": row.get("doi") or "",
                 "pmid": (row.get("pmid") or "").rstrip("/").rsplit("/", 1)[-1],
                 "title": work.get("title") or work.get("display_name") or "",
                 "abstract": abstract_text(work.get("abstract_inverted_index")),
                 "year": work.get("publication_year") or "",
                 "label_included": row["label_included"],
+                "referenced_works": " ".join(work.get("referenced_works") or []),
             })  # fmt: skip
     out_dir.mkdir(parents=True, exist_ok=True)
     out = out_dir / f"{folder.name}.csv"
     with out.open("w", encoding="utf-8", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=["pmid", "title", "abstract", "year", "label_included"])
+        writer = csv.DictWriter(fh, fieldnames=list(COLUMNS))
         writer.writeheader()
         writer.writerows(rows)
     included = sum(r["label_included"] == "1" for r in rows)

@@ -283,6 +283,7 @@ class ScreenConfig:
     knn_weight: float = _knob(0.0, 0, 10)
     flag_weight: float = _knob(0.5, 0, 10)
     pico_weight: float = _knob(0.5, 0, 10)
+    links_weight: float = _knob(0.7, 0, 10)
     combine: str = _knob("rrf", choices=("rrf", "zsum"))
     rrf_k: float = _knob(10.0, 0, 100000)
     svm_c: float = _knob(0.11, 1e-4, 1000)

@@ -1,4 +1,5 @@
-"""Screening features: ra's embedding vectors, TF-IDF of title and abstract, and study-design / PICO rule flags."""
+"""Screening features: ra's embedding vectors, TF-IDF of title and abstract, study-design / PICO rule flags, and the
+citation links between records (shared references, one citing another)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 from ra_agent.config import Config, ScreenConfig
 from ra_agent.evidence.pico.design import NON_TRIAL_CLASSES, design_class
 from ra_agent.fileio import atomic_write, atomic_writer
-from ra_agent.models import Paper
+from ra_agent.models import Paper, Reference
 
 log = logging.getLogger(__name__)
 
@@ -40,14 +41,45 @@ class ScreenRecord:
     abstract: str = ""
     year: int | None = None
     pub_types: tuple[str, ...] = ()
+    ids: tuple[str, ...] = ()  # the record's own identifiers, normalised by `work_id` ("pmid:123", "doi:10.1/x")
+    refs: tuple[str, ...] = ()  # identifiers of the works it cites, normalised the same way
 
     @property
     def text(self) -> str:
         return f"{self.title} · {self.abstract}" if self.abstract else self.title
 
     @classmethod
-    def of(cls, paper: Paper) -> ScreenRecord:
-        return cls(paper.pmid, paper.title, paper.abstract, paper.year, tuple(paper.pub_types))
+    def of(cls, paper: Paper, references: Sequence[Reference] = ()) -> ScreenRecord:
+        """A stored paper with the references the store holds for it (PMID edges and unmapped DOIs)."""
+        ids = tuple(i for i in (work_id(str(paper.pmid)), work_id(paper.doi or "")) if i)
+        refs = tuple(sorted({i for r in references for i in (work_id(str(r.pmid or "")), work_id(r.doi or "")) if i}))
+        return cls(paper.pmid, paper.title, paper.abstract, paper.year, tuple(paper.pub_types), ids, refs)
+
+
+_URL_PREFIX = re.compile(r"^https?://(dx\.)?(doi\.org|openalex\.org|pubmed\.ncbi\.nlm\.nih\.gov)/", re.I)
+
+
+def work_id(raw: str) -> str:
+    """One normal form per identifier, so a record's own id and another record's reference to it match:
+    "pmid:<digits>" (a bare number of up to 9 digits or a PubMed URL), "doi:<lower-case doi>" (with or without
+    https://doi.org/), "openalex:<id>" (W-numbers, with or without https://openalex.org/); "" for nothing."""
+    value = raw.strip().rstrip("/")
+    host = _URL_PREFIX.match(value)
+    rest = value[host.end() :] if host else value
+    if not rest:
+        return ""
+    if (host and "pubmed" in host.group(2).lower()) or (rest.isdigit() and len(rest) <= 9):
+        return f"pmid:{int(rest)}" if rest.isdigit() and int(rest) > 0 else ""
+    if rest.lower().startswith("10.") and "/" in rest:
+        return f"doi:{rest.lower()}"
+    if re.fullmatch(r"[Ww]\d+", rest):
+        return f"openalex:{rest.upper()}"
+    return "" if rest.isdigit() else f"id:{rest.lower()}"
+
+
+def split_ids(cell: str) -> tuple[str, ...]:
+    """A cell listing identifiers (separated by spaces, ";" or ",") as normalised ids."""
+    return tuple(i for i in (work_id(part) for part in re.split(r"[\s;,]+", cell)) if i)
 
 
 @dataclass
@@ -60,6 +92,7 @@ class Features:
     flags: np.ndarray  # 0/1 per FLAG_NAMES
     pico: sp.csr_matrix  # TF-IDF of the PICO tokens (rules)
     embedding: str = ""  # the embedder slug of `dense`
+    links: sp.csr_matrix | None = None  # citation links (`citation_matrix`); None when no record lists references
 
     def __len__(self) -> int:
         return len(self.dense)
@@ -125,7 +158,22 @@ def build_features(
         pico_m = pico.fit_transform(pico_texts).tocsr()
     except ValueError:  # no PICO token anywhere
         pico_m = sp.csr_matrix((len(records), 1), dtype=np.float64)
-    return Features(tfidf, terms, np.asarray(dense, dtype=np.float32), flags, pico_m, embedding)
+    links = citation_matrix(records)
+    return Features(tfidf, terms, np.asarray(dense, dtype=np.float32), flags, pico_m, embedding, links)
+
+
+def citation_matrix(records: Sequence[ScreenRecord]) -> sp.csr_matrix | None:
+    """Sublinear TF-IDF over each record's cited works plus its own ids, keeping the ids that at least two records
+    share: two records citing the same work (bibliographic coupling) share a column, and so do a record and one
+    that cites it. None when no record lists references (a plain title/abstract export)."""
+    if not any(r.refs for r in records):
+        return None
+    docs = [" ".join((*r.refs, *r.ids)) for r in records]
+    vectorizer = TfidfVectorizer(token_pattern=r"\S+", lowercase=False, sublinear_tf=True, min_df=2)
+    try:
+        return vectorizer.fit_transform(docs).tocsr()
+    except ValueError:  # no id shared by two records: the links say nothing
+        return None
 
 
 def rule_matrix(records: Sequence[ScreenRecord], cache_dir: Path | None = None) -> tuple[np.ndarray, list[str]]:

@@ -30,7 +30,8 @@ class Prepared:
 
 def prepare(features: Features, screen: ScreenConfig) -> Prepared:
     """Centre ra's vectors on the record set's mean (MiniLM vectors share a large common direction) and re-normalise,
-    append the design flags (scaled by `flag_weight`); append the PICO tokens (scaled by `pico_weight`) to TF-IDF."""
+    append the design flags (scaled by `flag_weight`); append the PICO tokens (scaled by `pico_weight`) and the
+    citation links (scaled by `links_weight`, when the records list references) to TF-IDF."""
     dense = np.asarray(features.dense, dtype=np.float64)
     has_text = np.linalg.norm(dense, axis=1) > 0
     if has_text.any():
@@ -42,6 +43,8 @@ def prepare(features: Features, screen: ScreenConfig) -> Prepared:
     tfidf = features.tfidf
     if screen.pico_weight > 0:
         tfidf = sp.csr_matrix(sp.hstack([tfidf, features.pico * screen.pico_weight]))
+    if screen.links_weight > 0 and features.links is not None:
+        tfidf = sp.csr_matrix(sp.hstack([tfidf, features.links * screen.links_weight]))
     return Prepared(tfidf, with_flags, dense, features.terms)
 
 

@@ -135,10 +135,11 @@ def project_pmids(store: Store, project: str) -> list[int]:
 
 
 def records(store: Store, project: str) -> list[ScreenRecord]:
-    """The project's records in their source order (a PMID the store lacks is a PMID-only record)."""
+    """The project's records in their source order, each with the references the store holds for it (a PMID the
+    store lacks is a PMID-only record)."""
     pmids = project_pmids(store, project)
     papers = {p.pmid: p for p in store.papers(pmids)}
-    return [ScreenRecord.of(papers[p]) if p in papers else ScreenRecord(p, "") for p in pmids]
+    return [ScreenRecord.of(papers[p], store.references_of(p)) if p in papers else ScreenRecord(p, "") for p in pmids]
 
 
 def decide(store: Store, project: str, pmid: int, label: int | str, *, reason: str = "", origin: str = "user") -> int:

@@ -12,12 +12,15 @@ import numpy as np
 
 from ra_agent.config import Config, ScreenConfig
 from ra_agent.fileio import InputError, check_text_file
-from ra_agent.screen.features import Features, ScreenRecord
+from ra_agent.screen.features import Features, ScreenRecord, split_ids, work_id
 from ra_agent.screen.model import MODEL_NAME, Prepared, choose, fit, prepare
 
 log = logging.getLogger(__name__)
 
 Progress = Callable[[int, int], None]
+# columns of a labelled export naming the works each record cites, and the record's own work id
+REF_COLUMNS = ("referenced_works", "references", "cited_works", "cited_references", "refs")
+ID_COLUMNS = ("openalex_id", "openalex", "work_id")
 
 
 class LabelError(InputError):
@@ -42,8 +45,10 @@ class Metrics:
 
 
 def read_labelled_csv(path: str | Path, label: str) -> LabelledSet:
-    """The records of a CSV export with a 0/1 label column (PMID, title, abstract, year columns as `ra import` reads
-    them; a row without a PMID keeps its row number as id). A missing column is a one-line LabelError."""
+    """The records of a CSV export with a 0/1 label column (PMID, title, abstract, year and DOI columns as `ra import`
+    reads them; a row without a PMID keeps its row number as id). Citation links when the export has them: the
+    works each record cites (`REF_COLUMNS`, ids separated by spaces, ";" or ",") and its own OpenAlex id
+    (`ID_COLUMNS`). A missing label column is a one-line LabelError."""
     from ra_agent.ingest.importers import CSV_COLUMNS
 
     path = Path(path)
@@ -55,10 +60,11 @@ def read_labelled_csv(path: str | Path, label: str) -> LabelledSet:
             raise LabelError(path, f"no label column {label!r} (columns: {', '.join(headers)})", line=1, field=label)
         key = {h.strip().lower().replace(" ", "_"): h for h in headers}
 
-        def column(name: str) -> str | None:
-            return next((key[s] for s in CSV_COLUMNS[name] if s in key), None)
+        def column(spellings: tuple[str, ...]) -> str | None:
+            return next((key[s] for s in spellings if s in key), None)
 
-        cols = {name: column(name) for name in ("pmid", "title", "abstract", "year")}
+        cols = {name: column(CSV_COLUMNS[name]) for name in ("pmid", "title", "abstract", "year", "doi")}
+        cols |= {"refs": column(REF_COLUMNS), "work_id": column(ID_COLUMNS)}
         records, labels = [], []
         for line, row in enumerate(reader, start=2):
             raw = (row.get(label) or "").strip()
@@ -81,6 +87,8 @@ def _record(row: dict, cols: dict[str, str | None], line: int) -> ScreenRecord:
         title=get("title"),
         abstract=get("abstract"),
         year=int(float(year)) if year.replace(".", "", 1).isdigit() else None,
+        ids=tuple(dict.fromkeys(i for i in (work_id(pmid), work_id(get("doi")), work_id(get("work_id"))) if i)),
+        refs=split_ids(get("refs")),
     )
 
 

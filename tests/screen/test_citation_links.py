@@ -1,0 +1,82 @@
+"""Citation links in screening, on real records: identifiers meet in one normal form, OpenAlex exports and stored
+PubMed references become links, and a record sharing references with a known exclude moves down."""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+from screen_support import screen_cfg
+
+from ra_agent.screen.features import build_features, citation_matrix, split_ids, work_id
+from ra_agent.screen.model import fit, prepare
+from ra_agent.screen.project import project_from_import, records
+from ra_agent.screen.simulate import read_labelled_csv
+from ra_agent.workspace import open_store
+
+ROOT = Path(__file__).resolve().parents[2]
+SYNERGY = ROOT / "tests" / "fixtures" / "synergy" / "Nelson_2002"
+PUBMED = ROOT / "tests" / "fixtures" / "eutils" / "pubmed7.xml"
+
+
+def _openalex_csv(tmp_path: Path) -> Path:
+    spec = importlib.util.spec_from_file_location("synergy_csv", ROOT / "bench" / "synergy_csv.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.convert(SYNERGY, tmp_path)
+
+
+def test_identifier_forms_meet():
+    assert work_id("https://doi.org/10.1016/S0149-2918(97)80125-7") == work_id("10.1016/s0149-2918(97)80125-7")
+    assert work_id("https://pubmed.ncbi.nlm.nih.gov/9220205/") == work_id("9220205") == "pmid:9220205"
+    assert work_id("https://openalex.org/W2037688346") == work_id("W2037688346") == "openalex:W2037688346"
+    assert work_id("") == work_id("0") == ""
+    assert split_ids("https://openalex.org/W1 W2; 10.1/a,12345") == ("openalex:W1", "openalex:W2", "doi:10.1/a",
+                                                                      "pmid:12345")  # fmt: skip
+
+
+def test_an_openalex_export_links_records_that_share_references(tmp_path):
+    data = read_labelled_csv(_openalex_csv(tmp_path), "label_included")
+    assert all(r.refs for r in data.records)
+    assert all(any(i.startswith("openalex:") for i in r.ids) for r in data.records)
+    links = citation_matrix(data.records)
+    assert links is not None
+    shared = (links @ links.T).toarray()
+    for a, ra in enumerate(data.records):
+        for b, rb in enumerate(data.records):
+            if a != b:  # a link exactly where two records cite a common work (or one cites the other)
+                common = set(ra.refs + ra.ids) & set(rb.refs + rb.ids)
+                assert (shared[a, b] > 0) == bool(common), (a, b, common)
+    assert (shared[~np.eye(len(shared), dtype=bool)] > 0).any()
+
+
+def test_a_record_sharing_references_with_a_known_exclude_moves_down(tmp_path):
+    data = read_labelled_csv(_openalex_csv(tmp_path), "label_included")
+    screen = replace(screen_cfg(tmp_path).screen, dense_weight=0.0, combine="zsum")  # the SVM's own margins
+    features = build_features(data.records, np.zeros((len(data.records), 8), np.float32), screen)
+    links = (features.links @ features.links.T).toarray()
+    include = int(np.flatnonzero(data.labels == 1)[0])
+    exclude, linked = (int(i) for i in np.argwhere(np.triu(links, 1) > 0)[0])
+    assert data.labels[exclude] == 0 and linked != include
+    others = [i for i in range(len(data.records)) if links[linked, i] == 0 and i not in (include, exclude)]
+
+    def margin(weight: float) -> float:
+        scores = fit(prepare(features, replace(screen, links_weight=weight)), [include, exclude], [1, 0], screen,
+                     seed=0).scores  # fmt: skip
+        return float(scores[linked] - scores[others].mean())
+
+    assert margin(0.7) < margin(0.0)
+
+
+def test_a_project_from_pubmed_xml_screens_with_the_stored_references(tmp_path):
+    cfg = screen_cfg(tmp_path / "data")
+    with open_store(cfg) as store:
+        project = project_from_import(cfg, store, PUBMED)
+        (record,) = records(store, project)
+        stored = store.references_of(record.pmid)
+    assert record.ids[0] == f"pmid:{record.pmid}"
+    assert len(stored) > 10
+    assert set(record.refs) == {work_id(str(r.pmid)) if r.pmid else work_id(r.doi or "") for r in stored}
