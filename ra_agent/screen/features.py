@@ -162,6 +162,14 @@ def build_features(
     return Features(tfidf, terms, np.asarray(dense, dtype=np.float32), flags, pico_m, embedding, links)
 
 
+def linked(links: sp.csr_matrix | None, row: int, among: Sequence[int]) -> list[int]:
+    """The rows of `among` that share a citation link with `row` (a common cited work, or one citing the other)."""
+    if links is None or not len(among):
+        return []
+    shared = (links[list(among)] @ links[row].T).toarray().ravel()
+    return [int(r) for r, s in zip(among, shared, strict=True) if s > 0 and r != row]
+
+
 def citation_matrix(records: Sequence[ScreenRecord]) -> sp.csr_matrix | None:
     """Sublinear TF-IDF over each record's cited works plus its own ids, keeping the ids that at least two records
     share: two records citing the same work (bibliographic coupling) share a column, and so do a record and one

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from ra_agent.config import Config, ScreenConfig
-from ra_agent.screen.features import Features, ScreenRecord, build_features, dense_vectors
+from ra_agent.screen.features import Features, ScreenRecord, build_features, dense_vectors, linked
 from ra_agent.screen.model import Fitted, choose, fit, prepare, reasons, spec
 from ra_agent.screen.project import decisions, records
 from ra_agent.store.db import Store
@@ -132,9 +132,16 @@ def step(cfg: Config, store: Store, project: str, *, n: int | None = None, featu
     order = undecided[np.argsort(-fitted.scores[undecided], kind="stable")]
     ranking = [(recs[i].pmid, round(float(fitted.scores[i]), 4)) for i in order]
     position = {int(row): k + 1 for k, row in enumerate(order)}
+    included = [r for r, y in zip(rows, labels, strict=True) if y == 1]
+
+    def why(row: int, how: str) -> str:
+        links = [recs[i].pmid for i in linked(features.links, row, included)]
+        cites = f" | citation links to included PMID {', '.join(map(str, links[:5]))}" if links else ""
+        return f"{how}; {reasons(fitted, prep, row, features.flags[row])}{cites}"
+
     shown = [
         Ranked(position[row], recs[row].pmid, recs[row].title, recs[row].year, round(float(fitted.scores[row]), 4),
-               f"{how}; {reasons(fitted, prep, row, features.flags[row])}")
+               why(row, how))
         for row, how in picks
     ]  # fmt: skip
     status = stop_status(labels, len(recs), screen)

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 from screen_support import screen_cfg
 
-from ra_agent.screen.features import build_features, citation_matrix, split_ids, work_id
+from ra_agent.screen.features import build_features, citation_matrix, linked, split_ids, work_id
 from ra_agent.screen.model import fit, prepare
 from ra_agent.screen.project import project_from_import, records
 from ra_agent.screen.simulate import read_labelled_csv
@@ -51,6 +51,9 @@ def test_an_openalex_export_links_records_that_share_references(tmp_path):
                 common = set(ra.refs + ra.ids) & set(rb.refs + rb.ids)
                 assert (shared[a, b] > 0) == bool(common), (a, b, common)
     assert (shared[~np.eye(len(shared), dtype=bool)] > 0).any()
+    everyone = list(range(len(data.records)))
+    for row in everyone:  # what `ra screen` names as a shown record's links to the includes decided so far
+        assert linked(links, row, everyone) == [b for b in everyone if b != row and shared[row, b] > 0]
 
 
 def test_a_record_sharing_references_with_a_known_exclude_moves_down(tmp_path):
