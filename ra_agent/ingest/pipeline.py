@@ -371,7 +371,8 @@ class ParentFetch:
     error: str = ""
 
 
-def _lacking_references(store: Store, pmids: Sequence[int]) -> list[int]:
+def lacking_references(store: Store, pmids: Sequence[int]) -> list[int]:
+    """The PMIDs of `pmids` with no reference row stored (neither a PMID edge nor a cited DOI), in order."""
     out: list[int] = []
     for start in range(0, len(pmids), 500):
         part = list(pmids[start : start + 500])
@@ -395,7 +396,7 @@ def fetch_references(
     offline: nothing is asked. An API failure is logged and leaves the rest for later; never raises.
     """
     out = ParentFetch()
-    todo = _lacking_references(store, list(dict.fromkeys(pmids)))
+    todo = lacking_references(store, list(dict.fromkeys(pmids)))
     out.lacking = len(todo)
     if cfg.ingest.offline or not todo:
         out.offline = cfg.ingest.offline
@@ -412,7 +413,7 @@ def fetch_references(
     before = store.counts()["ref"]
     store.add_refs(edges)
     out.elink_edges = store.counts()["ref"] - before
-    still = _lacking_references(store, todo)
+    still = lacking_references(store, todo)
     if still:
         out.crossref = harvest_references(cfg, store, still, crossref=crossref, eutils=eutils)
         out.offline = out.crossref.crossref_offline or out.crossref.eutils_offline
@@ -421,4 +422,12 @@ def fetch_references(
     return out
 
 
-__all__ = ["ParentFetch", "RefResult", "SearchResult", "fetch_references", "harvest_references", "search_and_ingest"]
+__all__ = [
+    "ParentFetch",
+    "RefResult",
+    "SearchResult",
+    "fetch_references",
+    "harvest_references",
+    "lacking_references",
+    "search_and_ingest",
+]

@@ -53,6 +53,15 @@ def _cfg(args: argparse.Namespace) -> Config:
     return cfg
 
 
+def _citation_links(cfg, store, project: str) -> None:
+    from ra_agent.screen.project import fill_citation_links
+
+    linked, total, fetched = fill_citation_links(cfg, store, project)
+    how = ("offline: only stored references" if fetched.offline else
+           f"{fetched.elink_edges} reference edges fetched" if fetched.lacking else "all stored")  # fmt: skip
+    print(f"{project}: {linked} of {total} records list references for the citation links ({how})")
+
+
 def cmd_screen(args: argparse.Namespace) -> int:
     from ra_agent.screen.project import ScreenError, decide, project_from_import, project_from_search, resolve
     from ra_agent.screen.session import step
@@ -64,10 +73,10 @@ def cmd_screen(args: argparse.Namespace) -> int:
     with open_store(cfg) as store:
         if args.list:
             return _list(store)
-        if args.from_file:
-            project = project_from_import(cfg, store, args.from_file, args.seed_labels)
-        elif args.search:
-            project = project_from_search(store, args.search)
+        if args.from_file or args.search:
+            project = (project_from_import(cfg, store, args.from_file, args.seed_labels) if args.from_file
+                       else project_from_search(store, args.search))  # fmt: skip
+            _citation_links(cfg, store, project)
         else:
             if args.seed_labels:
                 raise ScreenError(store.where, "--seed-labels needs --from FILE", field="seed-labels")

@@ -6,11 +6,15 @@ import csv
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ra_agent.config import Config
 from ra_agent.fileio import InputError
 from ra_agent.screen.features import ScreenRecord
 from ra_agent.store.db import Store
+
+if TYPE_CHECKING:
+    from ra_agent.ingest.pipeline import ParentFetch
 
 INCLUDE, EXCLUDE = 1, 0
 LABELS = {"include": INCLUDE, "exclude": EXCLUDE}
@@ -127,6 +131,17 @@ def resolve(store: Store, project: str | None) -> str:
         raise ScreenError(store.where, "no screening project yet: start one with --search QUERY or --from FILE",
                           field="project")  # fmt: skip
     raise ScreenError(store.where, f"several projects, name one with --project ({', '.join(known)})", field="project")
+
+
+def fill_citation_links(cfg: Config, store: Store, project: str) -> tuple[int, int, ParentFetch]:
+    """Fill the citation graph of a project's papers that have no references stored (online: PubMed's reference
+    lists through elink, then Crossref for DOIs; offline: nothing is asked). Returns (records listing references,
+    records, what the fetch did)."""
+    from ra_agent.ingest.pipeline import fetch_references, lacking_references
+
+    pmids = project_pmids(store, project)
+    fetched = fetch_references(cfg, store, pmids)
+    return len(pmids) - len(lacking_references(store, pmids)), len(pmids), fetched
 
 
 def project_pmids(store: Store, project: str) -> list[int]:

@@ -12,7 +12,7 @@ from screen_support import screen_cfg
 
 from ra_agent.screen.features import build_features, citation_matrix, linked, split_ids, work_id
 from ra_agent.screen.model import fit, prepare
-from ra_agent.screen.project import project_from_import, records
+from ra_agent.screen.project import fill_citation_links, project_from_import, records
 from ra_agent.screen.simulate import read_labelled_csv
 from ra_agent.workspace import open_store
 
@@ -83,3 +83,28 @@ def test_a_project_from_pubmed_xml_screens_with_the_stored_references(tmp_path):
     assert record.ids[0] == f"pmid:{record.pmid}"
     assert len(stored) > 10
     assert set(record.refs) == {work_id(str(r.pmid)) if r.pmid else work_id(r.doi or "") for r in stored}
+
+
+def test_a_plain_export_gets_its_citation_links_from_pubmed_once_online(tmp_path, eutils_server, crossref_server,
+                                                                        cfg_for):  # fmt: skip
+    """`ra screen --from` on an export without references: elink (the replay of real PubMed answers) fills them."""
+    from replay import load_index
+
+    index = load_index()
+    cited = {p: r.refs for p, r in index.records.items() if r.refs}
+    export = tmp_path / "plain.csv"
+    export.write_text("pmid,title\n" + "".join(f'{p},"{index.records[p].title}"\n' for p in cited))
+    offline = screen_cfg(tmp_path / "offline")
+    with open_store(offline) as store:
+        project = project_from_import(offline, store, export)
+        linked_offline, total, fetched = fill_citation_links(offline, store, project)
+        assert (linked_offline, total, fetched.offline) == (0, len(cited), True)
+        assert not any(r.refs for r in records(store, project))
+    cfg = cfg_for(tmp_path / "online", eutils_server, crossref_server)
+    with open_store(cfg) as store:
+        project = project_from_import(cfg, store, export)
+        linked_online, total, fetched = fill_citation_links(cfg, store, project)
+        recs = records(store, project)
+    assert not fetched.offline and fetched.elink_edges > 0 and linked_online == total
+    for record in recs:
+        assert set(record.refs) == {f"pmid:{p}" for p in cited[record.pmid] if p != record.pmid}

@@ -21,7 +21,8 @@ def screening_ranking(
     context: dg.AssetExecutionContext, ra: RaConfigResource, store: StoreResource
 ) -> dg.MaterializeResult:
     """The current screening order of one project's undecided records: the active-learning model
-    (linear SVM on TF-IDF fused with a ridge model on ra's vectors + design flags) retrained on every
+    (linear SVM on TF-IDF + PICO tokens + the citation links the store holds, fused with a ridge model on
+    ra's vectors + design flags) retrained on every
     decision so far, with the stopping aid (estimated includes left, the [screen] stop_rule verdict) and the
     project's recall-so-far curve. Decisions come from `ra screen`; the model row is stored in the store."""
     cfg = ra.get_config()
