@@ -15,7 +15,7 @@ from sklearn.svm import LinearSVC
 from ra_agent.config import ScreenConfig
 from ra_agent.screen.features import FLAG_NAMES, Features
 
-MODEL_NAME = "ra-screen-v1"
+MODEL_NAME = "ra-screen-v2"  # v2: citation links beside the words
 
 
 @dataclass

@@ -5,6 +5,7 @@ import base64
 import dagster as dg
 
 from ra_agent.screen import discovery_curve, projects, step
+from ra_agent.screen.model import MODEL_NAME
 from ra_assets.resources import RaConfigResource, StoreResource
 
 # keys are ra screening project names (screen_project.project: "search:<query_key>" or "import:<file name>")
@@ -15,7 +16,7 @@ screen_project_partitions = dg.DynamicPartitionsDefinition(name="screen_project"
     partitions_def=screen_project_partitions,
     group_name="screening",
     kinds={"python", "sklearn"},
-    code_version="ra-screen-v1",
+    code_version=MODEL_NAME,
 )
 def screening_ranking(
     context: dg.AssetExecutionContext, ra: RaConfigResource, store: StoreResource
