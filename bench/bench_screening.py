@@ -96,8 +96,8 @@ def line(name: str, m: Metrics) -> str:
 
 def every_other_label(features, y: np.ndarray, screen) -> float:
     """WSS@95 if each include were ranked by ra's model trained on every other record's label (the excludes
-    in-sample): the excludes outranking the include at the 95 % cut are what any screening order with this model
-    would still have to pass. An estimate of what more labels could buy, not a bound on an active-learning order."""
+    in-sample), counting the excludes that outrank the include at the 95 % cut. An estimate of what more labels
+    could buy with these features, not a bound on an active-learning order."""
     prep = prepare(features, screen)
     n, includes, excludes = len(y), np.flatnonzero(y == 1), np.flatnonzero(y == 0)
     above = []
@@ -119,7 +119,9 @@ def compare(csv: Path, label: str, args, cfg, exe: Path | None) -> tuple[Metrics
           f"retrain every {args.retrain_every} decision(s)")  # fmt: skip
     t0 = time.time()
     features = simulation_features(cfg, data)
-    print(f"features (ra {features.embedding} vectors, TF-IDF, design flags): {time.time() - t0:.0f}s")
+    linked = 0 if features.links is None else int((features.links.getnnz(axis=1) > 0).sum())
+    print(f"features (ra {features.embedding} vectors, TF-IDF, design flags; citation links on {linked} records): "
+          f"{time.time() - t0:.0f}s")  # fmt: skip
     ra_runs, asr_runs, curves = [], [], {}
     with tempfile.TemporaryDirectory() as tmp:
         for seed in range(args.seeds):
