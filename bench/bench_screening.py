@@ -119,9 +119,8 @@ def compare(csv: Path, label: str, args, cfg, exe: Path | None) -> tuple[Metrics
           f"retrain every {args.retrain_every} decision(s)")  # fmt: skip
     t0 = time.time()
     features = simulation_features(cfg, data)
-    linked = 0 if features.links is None else int((features.links.getnnz(axis=1) > 0).sum())
-    print(f"features (ra {features.embedding} vectors, TF-IDF, design flags; citation links on {linked} records): "
-          f"{time.time() - t0:.0f}s")  # fmt: skip
+    print(f"features (ra {features.embedding} vectors, TF-IDF, design flags; citation links on "
+          f"{features.linked_records} records): {time.time() - t0:.0f}s")  # fmt: skip
     ra_runs, asr_runs, curves = [], [], {}
     with tempfile.TemporaryDirectory() as tmp:
         for seed in range(args.seeds):

@@ -97,6 +97,11 @@ class Features:
     def __len__(self) -> int:
         return len(self.dense)
 
+    @property
+    def linked_records(self) -> int:
+        """Records with a citation link to at least one other record."""
+        return 0 if self.links is None else int((self.links.getnnz(axis=1) > 0).sum())
+
 
 def rule_features(record: ScreenRecord) -> tuple[np.ndarray, str]:
     """(FLAG_NAMES as 0/1, PICO tokens) from ra's PICO rules: the design class (publication type, title kind, text

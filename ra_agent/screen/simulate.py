@@ -216,13 +216,14 @@ class SimulationReport:
     random: Metrics  # mean of random orders after the same priors
     png: Path | None
     retrain_every: int
+    linked: int = 0  # records with a citation link to another record (0: the export lists no references)
 
     def mean(self) -> Metrics:
         return mean_metrics(self.runs)
 
     def lines(self) -> list[str]:
         out = [f"{self.source}: {self.n} records, {self.includes} includes; priors 1 include + 1 exclude per seed; "
-               f"retrained every {self.retrain_every} decision(s)"]  # fmt: skip
+               f"retrained every {self.retrain_every} decision(s); citation links on {self.linked} records"]  # fmt: skip
         for seed, (inc, exc), m in zip(self.seeds, self.priors, self.runs, strict=True):
             out.append(f"  seed {seed} (priors rows {inc}, {exc}): WSS@95 {m.wss95:.3f}  recall@10% "
                        f"{m.recall_at_10:.3f}  ATD {m.atd:.3f}  screened for 95% recall: {m.screened_at_95}")  # fmt: skip
@@ -303,4 +304,4 @@ def run_simulation(
         png = plot_recall({f"ra {MODEL_NAME}": data.labels[orders[0]], "random order": data.labels[randoms[0]]},
                           out, title)  # fmt: skip
     return SimulationReport(data.source, len(data.labels), int(data.labels.sum()), list(range(n_seeds)), priors,
-                            runs, random_mean, png, retrain)  # fmt: skip
+                            runs, random_mean, png, retrain, features.linked_records)  # fmt: skip

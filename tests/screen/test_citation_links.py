@@ -61,6 +61,7 @@ def test_a_record_sharing_references_with_a_known_exclude_moves_down(tmp_path):
     screen = replace(screen_cfg(tmp_path).screen, dense_weight=0.0, combine="zsum")  # the SVM's own margins
     features = build_features(data.records, np.zeros((len(data.records), 8), np.float32), screen)
     links = (features.links @ features.links.T).toarray()
+    assert features.linked_records == int(((links - np.diag(np.diag(links))) > 0).any(axis=1).sum()) > 0
     include = int(np.flatnonzero(data.labels == 1)[0])
     exclude, linked = (int(i) for i in np.argwhere(np.triu(links, 1) > 0)[0])
     assert data.labels[exclude] == 0 and linked != include
