@@ -7,11 +7,13 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the names below load on first use: `ra` builds its parser without importing scikit-learn
     from ra_agent.screen.commands import add_screen_parser
+    from ra_agent.screen.model import MODEL_NAME
     from ra_agent.screen.project import decide, decisions, projects, records
     from ra_agent.screen.session import discovery_curve, step
     from ra_agent.screen.simulate import metrics, plot_recall
 
 _HOME = {
+    "MODEL_NAME": "model",
     "add_screen_parser": "commands",
     "decide": "project",
     "decisions": "project",
@@ -23,7 +25,7 @@ _HOME = {
     "plot_recall": "simulate",
 }
 
-__all__ = ["add_screen_parser", "decide", "decisions", "discovery_curve", "metrics", "plot_recall", "projects",
+__all__ = ["MODEL_NAME", "add_screen_parser", "decide", "decisions", "discovery_curve", "metrics", "plot_recall", "projects",
            "records", "step"]  # fmt: skip
 
 

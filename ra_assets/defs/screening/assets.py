@@ -4,8 +4,7 @@ import base64
 
 import dagster as dg
 
-from ra_agent.screen import discovery_curve, projects, step
-from ra_agent.screen.model import MODEL_NAME
+from ra_agent.screen import MODEL_NAME, discovery_curve, projects, step
 from ra_assets.resources import RaConfigResource, StoreResource
 
 # keys are ra screening project names (screen_project.project: "search:<query_key>" or "import:<file name>")
