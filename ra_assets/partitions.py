@@ -1,5 +1,7 @@
 """One partitions definition per entity: searches, ingest batches (embedding shards), clusters, weeks."""
 
+from collections.abc import Iterable
+
 import dagster as dg
 
 # keys are ra_agent.workspace.query_key(query); the query text is in the store (search_query)
@@ -22,3 +24,11 @@ def partition_name(partitions: dg.DynamicPartitionsDefinition) -> str:
     if partitions.name is None:
         raise ValueError("ra's dynamic partitions definitions are all named")
     return partitions.name
+
+
+def unpartitioned(
+    instance: dg.DagsterInstance, partitions: dg.DynamicPartitionsDefinition, keys: Iterable[str]
+) -> list[str]:
+    """The `keys` (in their order) that are not yet partitions of `partitions` on `instance`."""
+    known = set(instance.get_dynamic_partitions(partition_name(partitions)))
+    return [key for key in keys if key not in known]

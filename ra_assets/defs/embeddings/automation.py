@@ -3,7 +3,7 @@
 import dagster as dg
 
 from ra_assets.defs.embeddings.assets import embedding_index, embedding_shards
-from ra_assets.partitions import ingest_batch_partitions, partition_name
+from ra_assets.partitions import ingest_batch_partitions, unpartitioned
 from ra_assets.resources import StoreResource
 
 shard_job = dg.define_asset_job(
@@ -24,8 +24,7 @@ def new_batches(context: dg.SensorEvaluationContext, store: StoreResource) -> li
     """Ingest batches in the store that are not yet `ingest_batch` partitions."""
     with store.get_client() as db:
         batches = [b["batch_id"] for b in db.batches()]
-    known = set(context.instance.get_dynamic_partitions(partition_name(ingest_batch_partitions)))
-    return [b for b in batches if b not in known]
+    return unpartitioned(context.instance, ingest_batch_partitions, batches)
 
 
 @dg.sensor(

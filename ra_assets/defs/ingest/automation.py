@@ -4,7 +4,7 @@ import dagster as dg
 
 from ra_agent.workspace import registered_queries
 from ra_assets.defs.ingest.assets import baseline_snapshot, papers, pubmed_search, references
-from ra_assets.partitions import partition_name, search_query_partitions
+from ra_assets.partitions import search_query_partitions, unpartitioned
 from ra_assets.resources import StoreResource
 
 search_job = dg.define_asset_job(
@@ -40,8 +40,7 @@ baseline_weekly_schedule = dg.build_schedule_from_partitioned_job(
 def search_query_sensor(context: dg.SensorEvaluationContext, store: StoreResource):
     with store.get_client() as db:
         wanted = registered_queries(db, origin="user")
-    known = set(context.instance.get_dynamic_partitions(partition_name(search_query_partitions)))
-    new = [key for key in wanted if key not in known]
+    new = unpartitioned(context.instance, search_query_partitions, wanted)
     if not new:
         return dg.SkipReason(f"no new searches ({len(wanted)} registered, all partitioned)")
     context.log.info(f"new searches: {', '.join(wanted[k]['query'][:80] for k in new)}")

@@ -6,7 +6,7 @@ import dagster as dg
 
 from ra_agent.screen import decisions, projects
 from ra_assets.defs.screening.assets import screen_project_partitions, screening_ranking
-from ra_assets.partitions import partition_name
+from ra_assets.partitions import unpartitioned
 from ra_assets.resources import StoreResource
 
 screening_job = dg.define_asset_job(
@@ -31,8 +31,7 @@ def screening_sensor(context: dg.SensorEvaluationContext, store: StoreResource):
     if not latest:
         return dg.SkipReason("no screening projects")
     ranked = json.loads(context.cursor) if context.cursor else {}
-    known = set(context.instance.get_dynamic_partitions(partition_name(screen_project_partitions)))
-    fresh = [name for name in latest if name not in known]
+    fresh = unpartitioned(context.instance, screen_project_partitions, latest)
     due = {name: seq for name, seq in latest.items() if name in fresh or ranked.get(name) != seq}
     if not due:
         return dg.SkipReason(f"no new decisions in {len(latest)} screening project(s)")
