@@ -154,7 +154,8 @@ def records(store: Store, project: str) -> list[ScreenRecord]:
     store lacks is a PMID-only record)."""
     pmids = project_pmids(store, project)
     papers = {p.pmid: p for p in store.papers(pmids)}
-    return [ScreenRecord.of(papers[p], store.references_of(p)) if p in papers else ScreenRecord(p, "") for p in pmids]
+    refs = store.references_of_many(papers)
+    return [ScreenRecord.of(papers[p], refs[p]) if p in papers else ScreenRecord(p, "") for p in pmids]
 
 
 def decide(store: Store, project: str, pmid: int, label: int | str, *, reason: str = "", origin: str = "user") -> int:

@@ -404,11 +404,21 @@ class Store:
         return row[0] if row else None
 
     def references_of(self, pmid: int) -> list[Reference]:
-        edges = [Reference(pmid=r[0]) for r in self.conn.execute("SELECT dst FROM ref WHERE src=? AND dst>0", (pmid,))]
-        dois = [
-            Reference(doi=r[0]) for r in self.conn.execute("SELECT doi FROM ref_doi WHERE src=? AND dst=0", (pmid,))
-        ]
-        return edges + dois
+        return self.references_of_many([pmid])[pmid]
+
+    def references_of_many(self, pmids: Iterable[int]) -> dict[int, list[Reference]]:
+        """Each paper's stored references, cited PMIDs first, then its unmapped cited DOIs (two queries per 500)."""
+        wanted = list(dict.fromkeys(pmids))
+        out: dict[int, list[Reference]] = {p: [] for p in wanted}
+        dois: dict[int, list[Reference]] = {p: [] for p in wanted}
+        for i in range(0, len(wanted), 500):
+            part = wanted[i : i + 500]
+            marks = ",".join("?" * len(part))
+            for src, dst in self.conn.execute(f"SELECT src, dst FROM ref WHERE src IN ({marks}) AND dst>0", part):
+                out[src].append(Reference(pmid=dst))
+            for src, doi in self.conn.execute(f"SELECT src, doi FROM ref_doi WHERE src IN ({marks}) AND dst=0", part):
+                dois[src].append(Reference(doi=doi))
+        return {p: out[p] + dois[p] for p in wanted}
 
     def search(self, query: str, limit: int = 100) -> list[int]:
         """Offline full-text search over titles and abstracts (FTS5 / tsvector, best match first)."""
