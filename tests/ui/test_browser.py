@@ -3,6 +3,10 @@
 As a new user would: `scripts/demo.sh`, then `scripts/ui.sh` on the same instance, in Chromium. Each step takes a
 screenshot; a failing step names the screenshot folder and the demo and ui.sh logs. What the pages say is checked
 against the loaded Definitions, the instance's runs and the files the demo wrote.
+
+Before the browser opens, the instance itself is checked (one demo run serves both): it holds the demo's
+materialisations, checks and runs as the UI shows them, and a daemon starting on it has nothing to replay (every
+sensor skips; the runs carry the sensor's run keys).
 """
 
 from __future__ import annotations
@@ -20,6 +24,11 @@ import yaml
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import Page, expect, sync_playwright
 
+from ra_assets import local
+from ra_assets.defs.agent.automation import agent_sensor
+from ra_assets.defs.embeddings.automation import ingest_batch_sensor
+from ra_assets.defs.ingest.automation import search_query_sensor
+
 from .browser_support import (
     CHROMIUM_ARGS,
     LOCATION,
@@ -35,6 +44,9 @@ pytestmark = pytest.mark.e2e
 TIMEOUT_MS = 60_000  # every locator and assertion auto-waits this long (a loaded 2-core machine is slow)
 # the assets issue 15 saw as "Never materialized" after the demo, plus the reports it writes
 DEMO_ASSETS = {"papers", "references", "embedding_shards", "embedding_index", "clusters", "cluster_metrics", "reports"}
+# what the demo's runs must have materialised on the instance (read through the instance, not the UI)
+INSTANCE_ASSETS = ("papers", "references", "embedding_index", "clusters", "cluster_metrics", "pubmed_search",
+                   "pico_extractions", "sr_overlap", "reports", "mind_kb")  # fmt: skip
 LAUNCHPAD_HANDBOOK = "conduct_sr_ppi"  # not the demo's handbook: the goal it starts is told apart by its handbook
 
 
@@ -85,8 +97,43 @@ class Steps:
         print(f"{name}: {time.monotonic() - started:.1f}s")
 
 
-def test_dagster_ui_after_the_demo(demo_ui: Ui, chromium: str, tmp_path: Path):
+def check_instance_after_demo(ui: Ui, demo_log: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The demo's reports exist; the instance holds its materialisations, a check result and only successful runs
+    of the main job's jobs, each sensor-asked run tagged with its sensor and run key; every sensor then skips."""
+    written = [line[len("wrote ") :] for line in demo_log.read_text().splitlines() if line.startswith("wrote ")]
+    assert written and all(Path(p).exists() and "/reports/" in p for p in written), written
+    monkeypatch.setenv("DAGSTER_HOME", str(ui.home))
+    monkeypatch.setenv("RA_WORKSPACE__DATA_DIR", str(ui.data_dir))
+    monkeypatch.setenv("RA_INGEST__OFFLINE", "true")
+    with dg.DagsterInstance.get() as instance:
+        for key in INSTANCE_ASSETS:
+            assert instance.get_latest_materialization_event(dg.AssetKey(key)) is not None, key
+        assert instance.get_materialized_partitions(dg.AssetKey("embedding_shards"))
+        runs = instance.get_runs()
+        assert runs and all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs)
+        jobs = {r.job_name for r in runs}
+        assert {"corpus_job", "organise_job", "handbook_job", "agent_cycle_job", "agent_reports_job"} <= jobs
+        cycles = [r for r in runs if r.job_name == "agent_cycle_job"]
+        assert all(r.tags.get("ra/goal") and r.tags.get("ra/cycle") for r in cycles)
+        # what the daemon dedups on: the sensor's name and run key on every run a sensor asked for
+        asked = [r for r in runs if r.job_name.startswith("agent_") or r.job_name == "embedding_shard_job"]
+        assert all(r.tags.get("dagster/sensor_name") and r.tags.get("dagster/run_key") for r in asked)
+        checks = instance.event_log_storage.get_asset_check_execution_history(
+            dg.AssetCheckKey(dg.AssetKey("clusters"), "members_exist_in_paper"), limit=5
+        )
+        assert checks
+        # a daemon starting on this instance: every sensor skips, none replays a finished goal's request
+        config = ROOT / "config.toml"
+        for sensor in (agent_sensor, ingest_batch_sensor, search_query_sensor):
+            result, _ = local.tick(sensor, instance, config)
+            assert isinstance(result, dg.SkipReason), (sensor.name, result)
+        skipped, _ = local.tick(agent_sensor, instance, config)
+        assert str(skipped.skip_message).startswith("no goal to run (")
+
+
+def test_dagster_ui_after_the_demo(demo_ui: Ui, chromium: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     ui = demo_ui
+    check_instance_after_demo(ui, tmp_path / "demo.log", monkeypatch)  # before the browser launches a run
     definitions = loaded_definitions()
     asset_keys = sorted("/".join(key.path) for key in definitions.resolve_all_asset_keys())
     groups = {spec.group_name for spec in definitions.resolve_all_asset_specs() if spec.group_name}
