@@ -57,7 +57,8 @@ def _citation_links(cfg, store, project: str) -> None:
     from ra_agent.screen.project import fill_citation_links
 
     linked, total, fetched = fill_citation_links(cfg, store, project)
-    how = ("offline: only stored references" if fetched.offline else
+    how = ("PubMed could not be reached: only stored references" if fetched.error else
+           "offline: only stored references" if fetched.offline else
            f"{fetched.elink_edges} reference edges fetched" if fetched.lacking else "all stored")  # fmt: skip
     print(f"{project}: {linked} of {total} records list references for the citation links ({how})")
 

@@ -4,6 +4,7 @@ PubMed references become links, and a record sharing references with a known exc
 from __future__ import annotations
 
 import importlib.util
+import socket
 from dataclasses import replace
 from pathlib import Path
 
@@ -109,3 +110,12 @@ def test_a_plain_export_gets_its_citation_links_from_pubmed_once_online(tmp_path
     assert not fetched.offline and fetched.elink_edges > 0 and linked_online == total
     for record in recs:
         assert set(record.refs) == {f"pmid:{p}" for p in cited[record.pmid] if p != record.pmid}
+    # online but PubMed unreachable (a closed loopback port): no links, and the failure is recorded, never raised
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    down = cfg_for(tmp_path / "down", crossref_server, eutils_base_url=closed)
+    with open_store(down) as store:
+        project = project_from_import(down, store, export)
+        linked_down, _, fetched = fill_citation_links(down, store, project)
+    assert linked_down == 0 and fetched.offline and "elink" in fetched.error
