@@ -5,9 +5,10 @@ usage: python bench/bench_screening.py [--csv data/demo/Cohen_2006_ProtonPumpInh
                                        [--asreview-venv DIR] [--skip-asreview] [--every-other-label]
 
 Several --csv: each review is compared as below, then a table and the mean gain over the reviews are printed
-(held-out reviews: bench/synergy_csv.py turns SYNERGY dataset folders into such CSVs). --every-other-label also
-prints, per review, the WSS@95 reached if each include were ranked by ra's model trained on every other label:
-an estimate of how far any query strategy over these features could go, not a bound.
+(held-out reviews: the demo file's Cohen 2006 siblings are CSVs of the same format; bench/synergy_csv.py turns
+SYNERGY dataset folders into such CSVs). --every-other-label also prints, per review, the WSS@95 reached if each
+include were ranked by ra's model trained on every other label: an estimate of how far any query strategy over
+these features could go, not a bound.
 
 Both methods replay the same labels from the same start: per seed, one include and one exclude drawn
 with that seed (ra_agent.screen.simulate.choose_priors, identical row numbers passed to ASReview as
