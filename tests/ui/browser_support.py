@@ -85,6 +85,11 @@ def kill_leftovers(home: Path) -> list[str]:
     return names
 
 
+def demo_log(data_dir: Path) -> Path:
+    """Where the demo fixture keeps the output of scripts/demo.sh (beside the workspace)."""
+    return data_dir.parent / "demo.log"
+
+
 def run_demo(env: dict[str, str], log: Path, timeout: float) -> None:
     """`bash scripts/demo.sh` (the main job through Dagster) on the private instance and workspace."""
     started = time.monotonic()

@@ -14,25 +14,27 @@ from pathlib import Path
 import pytest
 from flow.conftest import demo_template  # noqa: F401  (the session fixture, shared with the flow tests)
 
-from .browser_support import Ui, chromium_or_fail, private_env, run_demo, ui_server
+from .browser_support import Ui, chromium_or_fail, demo_log, private_env, run_demo, ui_server
 
 DEMO_TIMEOUT_S = 900
 
 
 @pytest.fixture(scope="session")
 def chromium() -> str:
-    """Debian's Chromium (checked before the demo runs: a missing browser fails fast)."""
+    """Debian's Chromium (requested by the browser test only: the instance checks run without it)."""
     return chromium_or_fail()
 
 
-@pytest.fixture
-def demo_ui(chromium: str, demo_template: Path, tmp_path: Path) -> Iterator[Ui]:  # noqa: F811
-    """`scripts/demo.sh`, then `scripts/ui.sh` on the same DAGSTER_HOME and workspace (both private to the test)."""
-    data_dir = tmp_path / "data"
+@pytest.fixture(scope="module")
+def demo_ui(demo_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ui]:  # noqa: F811
+    """`scripts/demo.sh`, then `scripts/ui.sh` on the same DAGSTER_HOME and workspace (both private to the module;
+    its tests run in file order: the instance checks before the browser test launches a run)."""
+    root = tmp_path_factory.mktemp("demo_ui")
+    data_dir = root / "data"
     shutil.copytree(demo_template / "data", data_dir)
-    home = tmp_path / "dagster_home"
+    home = root / "dagster_home"
     home.mkdir()
     env = private_env(home, data_dir)
-    run_demo(env, tmp_path / "demo.log", timeout=DEMO_TIMEOUT_S)
-    with ui_server(env, home, data_dir, tmp_path / "ui.log") as ui:
+    run_demo(env, demo_log(data_dir), timeout=DEMO_TIMEOUT_S)
+    with ui_server(env, home, data_dir, root / "ui.log") as ui:
         yield ui

@@ -4,9 +4,9 @@ As a new user would: `scripts/demo.sh`, then `scripts/ui.sh` on the same instanc
 screenshot; a failing step names the screenshot folder and the demo and ui.sh logs. What the pages say is checked
 against the loaded Definitions, the instance's runs and the files the demo wrote.
 
-Before the browser opens, the instance itself is checked (one demo run serves both): it holds the demo's
-materialisations, checks and runs as the UI shows them, and a daemon starting on it has nothing to replay (every
-sensor skips; the runs carry the sensor's run keys).
+The first test checks the instance itself (one demo run serves both tests; it needs no browser): it holds the
+demo's materialisations, checks and runs as the UI shows them, and a daemon starting on it has nothing to replay
+(every sensor skips; the runs carry the sensor's run keys). It runs before the browser test launches a run.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from .browser_support import (
     LOCATION,
     ROOT,
     Ui,
+    demo_log,
     latest_materializations,
     report_previews,
     runs_by_id,
@@ -97,10 +98,12 @@ class Steps:
         print(f"{name}: {time.monotonic() - started:.1f}s")
 
 
-def check_instance_after_demo(ui: Ui, demo_log: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_demo_instance_has_nothing_to_replay(demo_ui: Ui, monkeypatch: pytest.MonkeyPatch):
     """The demo's reports exist; the instance holds its materialisations, a check result and only successful runs
     of the main job's jobs, each sensor-asked run tagged with its sensor and run key; every sensor then skips."""
-    written = [line[len("wrote ") :] for line in demo_log.read_text().splitlines() if line.startswith("wrote ")]
+    ui = demo_ui
+    lines = demo_log(ui.data_dir).read_text().splitlines()
+    written = [line[len("wrote ") :] for line in lines if line.startswith("wrote ")]
     assert written and all(Path(p).exists() and "/reports/" in p for p in written), written
     monkeypatch.setenv("DAGSTER_HOME", str(ui.home))
     monkeypatch.setenv("RA_WORKSPACE__DATA_DIR", str(ui.data_dir))
@@ -131,9 +134,8 @@ def check_instance_after_demo(ui: Ui, demo_log: Path, monkeypatch: pytest.Monkey
         assert str(skipped.skip_message).startswith("no goal to run (")
 
 
-def test_dagster_ui_after_the_demo(demo_ui: Ui, chromium: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def test_dagster_ui_after_the_demo(demo_ui: Ui, chromium: str, tmp_path: Path):
     ui = demo_ui
-    check_instance_after_demo(ui, tmp_path / "demo.log", monkeypatch)  # before the browser launches a run
     definitions = loaded_definitions()
     asset_keys = sorted("/".join(key.path) for key in definitions.resolve_all_asset_keys())
     groups = {spec.group_name for spec in definitions.resolve_all_asset_specs() if spec.group_name}
@@ -148,7 +150,7 @@ def test_dagster_ui_after_the_demo(demo_ui: Ui, chromium: str, tmp_path: Path, m
         ui.graphql("mutation { setNuxSeen }")
         page.add_locator_handler(page.get_by_text("Join the Dagster community"),
                                  lambda _: page.get_by_role("button", name="Skip").click())  # fmt: skip
-        steps = Steps(page, tmp_path / "screenshots", ui, [tmp_path / "demo.log", ui.log])
+        steps = Steps(page, tmp_path / "screenshots", ui, [demo_log(ui.data_dir), ui.log])
         try:
             with steps.step("1_lineage_lists_every_asset"):
                 check_lineage(page, ui, asset_keys, groups)
