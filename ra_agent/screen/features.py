@@ -51,7 +51,7 @@ class ScreenRecord:
     @classmethod
     def of(cls, paper: Paper, references: Sequence[Reference] = ()) -> ScreenRecord:
         """A stored paper with the references the store holds for it (PMID edges and unmapped DOIs)."""
-        ids = tuple(i for i in (work_id(str(paper.pmid)), work_id(paper.doi or "")) if i)
+        ids = work_ids(str(paper.pmid), paper.doi or "")
         refs = tuple(sorted({i for r in references for i in (work_id(str(r.pmid or "")), work_id(r.doi or "")) if i}))
         return cls(paper.pmid, paper.title, paper.abstract, paper.year, tuple(paper.pub_types), ids, refs)
 
@@ -75,6 +75,11 @@ def work_id(raw: str) -> str:
     if re.fullmatch(r"[Ww]\d+", rest):
         return f"openalex:{rest.upper()}"
     return "" if rest.isdigit() else f"id:{rest.lower()}"
+
+
+def work_ids(*raw: str) -> tuple[str, ...]:
+    """A record's own identifiers (PMID, DOI, OpenAlex id, ... as given) in normal form, empty ones dropped, each once."""
+    return tuple(dict.fromkeys(i for i in map(work_id, raw) if i))
 
 
 def split_ids(cell: str) -> tuple[str, ...]:

@@ -12,7 +12,7 @@ import numpy as np
 
 from ra_agent.config import Config, ScreenConfig
 from ra_agent.fileio import InputError, check_text_file
-from ra_agent.screen.features import Features, ScreenRecord, split_ids, work_id
+from ra_agent.screen.features import Features, ScreenRecord, split_ids, work_ids
 from ra_agent.screen.model import MODEL_NAME, Prepared, choose, fit, prepare
 
 log = logging.getLogger(__name__)
@@ -87,7 +87,7 @@ def _record(row: dict, cols: dict[str, str | None], line: int) -> ScreenRecord:
         title=get("title"),
         abstract=get("abstract"),
         year=int(float(year)) if year.replace(".", "", 1).isdigit() else None,
-        ids=tuple(dict.fromkeys(i for i in (work_id(pmid), work_id(get("doi")), work_id(get("work_id"))) if i)),
+        ids=work_ids(pmid, get("doi"), get("work_id")),
         refs=split_ids(get("refs")),
     )
 
