@@ -81,3 +81,22 @@ def test_paule_mandel_and_dersimonian_laird_agree_on_homogeneous_trials(papers: 
     dl, pm = synthesise(trials, method="dl").main(), synthesise(trials, method="pm").main()
     assert dl and pm and dl.method == "DerSimonian-Laird" and pm.method == "Paule-Mandel"
     assert math.isclose(dl.rr or 0, pm.rr or 0, rel_tol=0.15)
+
+
+def test_synthesis_record_feeds_the_reports_asset_metadata(papers: dict[int, Paper], tmp_path: Path) -> None:
+    from ra_agent.evidence.synthesis.report import drafts_synthesis, synthesis_record_path, write_synthesis_record
+
+    s = synthesise([papers[p] for p in sorted(HEALING_TRIALS)], forest_dir=tmp_path, stem="sr_draft_c1_forest")
+    draft = tmp_path / "sr_draft_c1.md"
+    draft.write_text("# draft\n", encoding="utf-8")
+    write_synthesis_record(s, tmp_path, synthesis_record_path(draft))
+    meta = drafts_synthesis([draft, tmp_path / "gap_dossier_c1.md"])
+    pooled = [c for c in meta["comparisons"] if c["rr"] is not None]
+    assert [(c["comparison"], c["outcome"], c["weeks"], sorted(c["trials"])) for c in pooled] == [
+        (f"{PPI} vs {H2RA}", "healing", 4.0, sorted(HEALING_TRIALS)),
+        (f"{PPI} vs {H2RA}", "healing", 8.0, [9768529, 10950032]),  # 12060043 and 9354207 give no 8-week counts
+    ]
+    assert meta["forest_plots"] == [r.forest_png.as_posix() for r in s.pooled if r.forest_png]
+    assert len(meta["forest_plots"]) == 2 and all(Path(p).exists() for p in meta["forest_plots"])
+    assert "1.7" in meta["pooled_md"] or "1.8" in meta["pooled_md"]
+    assert meta["main"] and meta["main"][0].startswith("sr_draft_c1.md: For proton pump inhibitor vs")

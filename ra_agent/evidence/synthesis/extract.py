@@ -53,19 +53,20 @@ _CI_PAREN = re.compile(
 )
 _TIME = re.compile(
     r"\b(?:(?:weeks?|wks?|months?|days?)\s+(?P<n1>\d+)|(?P<n2>\d+)(?:\s*(?:,|and|or|to|-)\s*\d+)*[\s-]*"
-    r"(?P<u2>weeks?|wks?|months?|days?|mo)\b|(?P<n3>one|two|three|four|six|eight|twelve)[\s-]+(?P<u3>weeks?|months?))",
+    r"(?P<u2>weeks?|wks?|months?|days?|mo|years?)\b|(?P<n3>one|two|three|four|six|eight|twelve)[\s-]+(?P<u3>weeks?|months?|years?))",
     re.I,
 )
 _TIME_LIST = re.compile(
     r"(?P<first>\d+)\s*(?:,|and|or)\s*(?P<second>\d+)[\s-]*(?P<unit>weeks?|wks?|months?|days?)\b", re.I
 )
-_UNIT_WEEKS = {"w": 1.0, "m": 52 / 12, "d": 1 / 7}
+_UNIT_WEEKS = {"w": 1.0, "m": 52 / 12, "d": 1 / 7, "y": 52.0}
 _SMALL = {"one": 1, "two": 2, "three": 3, "four": 4, "six": 6, "eight": 8, "twelve": 12}
 
 _SKIP = re.compile(r"\badverse|\bside[- ]effects?|\bwithdr[ae]w|\bheadache|\bdiarrh|\bnausea|\bgastrin|\bscreened\b|"
                    r"\bcompleted the (?:study|trial)|\bsmok", re.I)  # fmt: skip
 _PER_PROTOCOL = re.compile(r"per[- ]protocol|protocol[- ]correct|\bcompleted\b|\bevaluable\b", re.I)
 _OUTCOMES = (
+    ("remission", re.compile(r"\b(?:neither|no|without|free (?:of|from))\b[^.;]{0,60}\b(?:relapse|recurren)", re.I)),
     ("relapse", re.compile(r"\brelapse|\brecurren", re.I)),
     ("remission", re.compile(r"\bremission|remained healed|\bmaintain", re.I)),
     ("healing", re.compile(r"\bheal", re.I)),
@@ -243,6 +244,11 @@ def arm_sizes(units: list[str], aliases: dict[str, tuple[str, str]]) -> dict[str
         if not arms:
             continue
         for m in re.finditer(r"\bn\s*=\s*(\d+)", text, re.I):
+            named_after = [a for a in arms if re.fullmatch(r"\s*in (?:the|each)\s+", text[m.end() : a.start])]
+            if named_after:  # "(n=166 in the pantoprazole group, n=162 in the omeprazole group)"
+                a = named_after[0]
+                sizes.setdefault(_arm_label(a.drug, a.dose), (int(m.group(1)), raw))
+                continue
             before = [a for a in arms if a.end <= m.start() and m.start() - a.end < 150]
             if before and not re.search(r"\bn\s*=", text[before[-1].end : m.start()], re.I):
                 a = before[-1]
@@ -299,7 +305,9 @@ def _group_assign(
         if groups > 1 and not per_time:
             start = numbers[g * k - 1].start if g else 0
             segment = text[start : numbers[g * k].start]
-            named = f"{_outcome(segment) or outcome}: {_phrase(segment)}"
+            if not _outcome(segment) or (g and _ARM.search(segment)):  # a list per arm, not per outcome: not read
+                return []
+            named = f"{_outcome(segment)}: {_phrase(segment)}"
         for i, arm in enumerate(arms):
             out.append((numbers[g * k + i], arm, t, named))
     return out
@@ -309,6 +317,38 @@ def _phrase(segment: str) -> str:
     """The outcome words of a list segment: ", improvement in overall well-being (" → "improvement in overall well-being"."""
     words = re.sub(r"^[^a-zA-Z]*(?:and\s+)?|[\s(]*$", "", segment.split(")")[-1])
     return " ".join(words.split()[-6:])
+
+
+def _arm_major_direction(text: str, arms: list[_Mention]) -> str:
+    """ "before" when each arm heads its list ("pantoprazole: 84% and 90%"), "after" when each list ends with its arm
+    ("61% and 74%, respectively, for omeprazole"), else "" (the sentence is not a list per arm)."""
+    if all(re.match(r"\s*(?:group)?\s*:", text[a.end :]) for a in arms):
+        return "before"
+    if all(re.search(r"respectively,?\s+(?:for|in|with)\s+(?:the\s+)?$", text[: a.start]) for a in arms):
+        return "after"
+    return ""
+
+
+def _arm_major(
+    numbers: list[_Number], arms: list[_Mention], times: list[float], outcome: str, direction: str
+) -> list[tuple[_Number, _Mention, float | None, str]]:
+    """Each number to the arm that heads or ends its list; an arm's numbers take the time points in order."""
+    by_arm: dict[tuple[str, str], list[tuple[_Number, _Mention]]] = {}
+    for n in numbers:
+        near = (
+            [a for a in arms if a.end <= n.start][-1:]
+            if direction == "before"
+            else [a for a in arms if a.start > n.start][:1]
+        )
+        if near:
+            by_arm.setdefault((near[0].drug, near[0].dose), []).append((n, near[0]))
+    out = []
+    for found in by_arm.values():
+        if len(found) == len(times):
+            out += [(n, a, t, outcome) for (n, a), t in zip(found, times, strict=True)]
+        elif len(found) == 1 and len(times) <= 1:
+            out.append((found[0][0], found[0][1], times[0] if times else None, outcome))
+    return out
 
 
 def _nearest(
@@ -380,7 +420,12 @@ def extract_arm_data(paper: Paper) -> list[ArmDatum]:
             continue
         interleaved = bool(arms) and any(arms[0].start < n.start < arms[-1].end for n in numbers)
         time_list = [w for _, w in times] or last_times
-        if respectively or not interleaved:
+        major = _arm_major_direction(text, arms) if interleaved else ""
+        if (
+            major
+        ):  # "pantoprazole: 84% and 90%, respectively; omeprazole: …" / "61% and 74%, respectively, for omeprazole"
+            assigned = _arm_major(numbers, arms, time_list, outcome, major)
+        elif respectively or not interleaved:
             assigned = _group_assign(text, numbers, distinct, time_list, outcome)
         else:
             assigned = _nearest(text, numbers, arms, times or [(0, w) for w in last_times[-1:]], outcome)

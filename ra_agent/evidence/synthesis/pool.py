@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,8 +74,10 @@ def pool(contrasts: OutcomeContrasts, *, method: str = "dl", forest_dir: Path | 
     e1, n1, e2, n2 = e1 + 0.5 * zero, n1 + zero, e2 + 0.5 * zero, n2 + zero  # 0.5 per cell of a zero-cell trial
     eff, var = meta.effectsize_2proportions(e1, n1, e2, n2, statistic="risk-ratio")
     names = [f"PMID {t.pmid}" for t in trials]
-    res = meta.combine_effects(eff, var, method_re=method, row_names=names)
-    frame = res.summary_frame()
+    with warnings.catch_warnings():  # the WLS rows of summary_frame take sqrt of a negative scale when Q < df
+        warnings.simplefilter("ignore", RuntimeWarning)
+        res = meta.combine_effects(eff, var, method_re=method, row_names=names)
+        frame = res.summary_frame()
     # statsmodels leaves a negative between-trial variance as computed; tau² < 0 means tau² = 0, where the random-
     # effects estimate is the fixed-effect one (and I² = 0)
     tau2 = max(float(res.tau2), 0.0)  # pyright: ignore[reportAttributeAccessIssue]  # set by combine_effects
@@ -107,7 +110,9 @@ def _forest(res: object, contrasts: OutcomeContrasts, path: Path) -> Path:
     fig = Figure(figsize=(7, 1.6 + 0.45 * (k + 4)), dpi=FOREST_DPI)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
-    res.plot_forest(ax=ax, use_exp=True)  # type: ignore[attr-defined]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        res.plot_forest(ax=ax, use_exp=True)  # type: ignore[attr-defined]
     ax.set_xscale("log")
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: f"{x:g}"))
     ax.xaxis.set_minor_formatter(FuncFormatter(lambda _x, _pos: ""))
