@@ -132,6 +132,7 @@ def assert_synthesis_traceable(text: str, draft: Path, store) -> None:
         assert sentence.rstrip("…") in abstract, (pmid, sentence)  # quoted from the cited abstract
         e, t = int(events), int(total)
         stated = re.search(rf"\b{e}\s*(?:\(\d+(?:\.\d+)?%\)\s*)?(?:/|of|out of)\s*(?:the\s+)?{t}\b", sentence)
-        percent = [float(p) for p in re.findall(r"(\d+(?:\.\d+)?)\s*%", sentence)]
+        lists = re.findall(r"(?:\d+(?:\.\d+)?\s*%?\s*(?:,|and|vs\.?|-)\s*)*\d+(?:\.\d+)?\s*%", sentence)  # "95 and 94%"
+        percent = [float(p) for found in lists for p in re.findall(r"\d+(?:\.\d+)?", found)]
         derived = any(round(100 * e / t, len(str(p).partition(".")[2]) if p % 1 else 0) == p for p in percent)
         assert stated or (derived and (str(t) in size or str(t) in sentence)), (pmid, events, total, source)

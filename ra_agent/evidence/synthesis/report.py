@@ -107,7 +107,8 @@ def synthesis_methods(syn: Synthesis) -> str:
         "comparisons with fewer than two trials were not pooled.",
         "**Heterogeneity (13e).** Between-trial heterogeneity is reported as I² and tau²; outcomes are pooled "
         "separately per time point, and no subgroup analysis or meta-regression was done.",
-        f"**Sensitivity analyses (13f).** The main comparison was re-estimated with the {other} estimator of tau².",
+        f"**Sensitivity analyses (13f).** The main comparison was re-estimated with the {other} estimator of tau²."
+        if syn.main() is not None else "**Sensitivity analyses (13f).** None: no comparison could be pooled.",
     ])  # fmt: skip
 
 
