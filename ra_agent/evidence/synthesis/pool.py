@@ -104,7 +104,7 @@ def _forest(res: object, contrasts: OutcomeContrasts, path: Path) -> Path:
     """statsmodels' forest plot (risk ratios on a log axis) with the comparison and outcome as title, written atomically."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
-    from matplotlib.ticker import FuncFormatter
+    from matplotlib.ticker import FixedLocator, FuncFormatter
 
     k = len(contrasts.trials)
     fig = Figure(figsize=(7, 1.6 + 0.45 * (k + 4)), dpi=FOREST_DPI)
@@ -114,6 +114,7 @@ def _forest(res: object, contrasts: OutcomeContrasts, path: Path) -> Path:
         warnings.simplefilter("ignore", RuntimeWarning)
         res.plot_forest(ax=ax, use_exp=True)  # type: ignore[attr-defined]
     ax.set_xscale("log")
+    ax.xaxis.set_major_locator(FixedLocator([0.1, 0.2, 0.5, 1, 2, 5, 10]))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: f"{x:g}"))
     ax.xaxis.set_minor_formatter(FuncFormatter(lambda _x, _pos: ""))
     ax.axvline(1.0, color="grey", linewidth=0.8)
