@@ -112,7 +112,8 @@ class _Mention:
 
 
 def _normalise(text: str) -> str:
-    """Number words as digits ("One hundred and two" → "102"), dummies blanked (positions are not kept)."""
+    """The text the rules read: number words as digits ("One hundred and two" → "102"), dummy placebos blanked.
+    Data quote the original sentence, not this one."""
 
     def digits(m: re.Match[str]) -> str:
         value = parse_number(m.group(0))
@@ -122,10 +123,14 @@ def _normalise(text: str) -> str:
     return _DUMMY.sub(lambda m: " " * len(m.group(0)), text)
 
 
+def _drug_name(word: str) -> str:
+    word = word.lower()
+    return "antacid" if word == "antacids" else word
+
+
 def _mentions(text: str, aliases: dict[str, tuple[str, str]]) -> list[_Mention]:
     """Arm mentions in order: named drugs with their dose, aliases ("PANT", "OM20") and bare doses of the last drug."""
-    found = [_Mention(m.start(), m.end(), m.group("drug").lower().rstrip("s") if m.group("drug").lower() == "antacids"
-                      else m.group("drug").lower(), m.group("pre") or m.group("post") or "")
+    found = [_Mention(m.start(), m.end(), _drug_name(m.group("drug")), m.group("pre") or m.group("post") or "")
              for m in _ARM.finditer(text)]  # fmt: skip
     for abbr, (drug, dose) in aliases.items():
         for m in re.finditer(rf"\b{re.escape(abbr)}\b", text):
