@@ -154,7 +154,7 @@ def reports(context: dg.AssetExecutionContext, ra: RaConfigResource, store: Stor
     every goal whose clusters met its handbook's Success; every cited PMID exists in the store. An SR draft's
     comparisons, pooled risk ratios (with I²) and forest plots are listed in the metadata."""
     from ra_agent.agent import workspace_relative
-    from ra_agent.evidence.synthesis.report import drafts_synthesis
+    from ra_agent.evidence import drafts_synthesis
 
     cfg = ra.get_config()
     goal_id = context.run.tags.get("ra/goal")  # the agent sensor tags a goal's runs; None when run by hand
