@@ -160,10 +160,16 @@ def test_progress_lines_carry_count_rate_and_time_left(caplog):
     from ra_assets.defs.ingest.assets import log_progress
 
     with dg.build_asset_context() as context, caplog.at_level(logging.INFO, logger="ra_assets.progress"):
-        progress = log_progress(context, "embedded", every=100, seconds=3600)
+        progress = log_progress(context, "embedded", every=100, seconds=3600, min_gap_s=0)
         for done in range(0, 301, 50):
             progress(done, 300)
     lines = [r.getMessage() for r in caplog.records if r.name == "ra_assets.progress"]
     assert [line.split(" (")[0] for line in lines] == ["embedded: 100/300", "embedded: 200/300", "embedded: 300/300"]
     assert all(re.search(r"\(\d+\.\d/s", line) for line in lines)
     assert "s left" in lines[0] and "left" not in lines[-1]
+    with dg.build_asset_context() as context, caplog.at_level(logging.INFO, logger="ra_assets.progress"):
+        caplog.clear()
+        fast = log_progress(context, "abstracts", every=40)  # a fast step: no line per 40 items, only the last
+        for done in range(0, 181, 20):
+            fast(done, 180)
+    assert [r.getMessage().split(" (")[0] for r in caplog.records] == ["abstracts: 180/180"]

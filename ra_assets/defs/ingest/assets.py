@@ -16,14 +16,16 @@ PROGRESS_EVERY_S = 15.0  # a progress line at least this often while items move 
 progress_log = logging.getLogger("ra_assets.progress")  # the same lines for a non-Dagster console (the demo's)
 
 
-def log_progress(context: dg.AssetExecutionContext, what: str, every: int = 500, seconds: float = PROGRESS_EVERY_S):
-    """A progress callback that logs "what: done/total (rate/s, about N s left)" every `every` items or `seconds`,
-    and at the end."""
+def log_progress(context: dg.AssetExecutionContext, what: str, every: int = 500, seconds: float = PROGRESS_EVERY_S,
+                 min_gap_s: float = 2.0):  # fmt: skip
+    """A progress callback that logs "what: done/total (rate/s, about N s left)" every `seconds`, after `every`
+    items (but not within `min_gap_s` of the last line: a fast step says little), and at the end."""
     state = {"last": 0, "t": time.monotonic(), "start": time.monotonic()}
 
     def progress(done: int, total: int | None = None) -> None:
         now = time.monotonic()
-        if done - state["last"] >= every or now - state["t"] >= seconds or (total and done >= total):
+        due = done - state["last"] >= every and now - state["t"] >= min_gap_s
+        if due or now - state["t"] >= seconds or (total and done >= total):
             state["last"], state["t"] = done, now
             rate = done / max(now - state["start"], 1e-9)
             eta = f", about {(total - done) / rate:.0f} s left" if total and rate > 0 and done < total else ""
