@@ -219,6 +219,8 @@ def save_picture(page, path: Path, width: int = 900, colours: int = 64) -> Path:
     from PIL import Image
 
     raw = path.with_suffix(".full.png")
+    page.keyboard.press("Escape")  # an open menu (the graph's settings) must not cover the graph
+    page.wait_for_timeout(1000)
     page.screenshot(path=raw)
     with Image.open(raw) as shot:
         small = shot.convert("RGB").resize((width, round(shot.height * width / shot.width)), Image.LANCZOS)
