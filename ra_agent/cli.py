@@ -201,8 +201,13 @@ def cmd_cluster(args: argparse.Namespace) -> int:
     from ra_agent.topics.organise import organise
 
     cfg = _config(args)
-    with _store(cfg) as store:
-        result = organise(cfg, store)
+    with _store(cfg) as store, progress_bar("cluster", unit="step") as bar:
+
+        def stage(step: int, steps: int, what: str) -> None:  # a bar over the stages, each named as it starts
+            print(f"cluster: {what}", file=sys.stderr)
+            bar(step, steps)
+
+        result = organise(cfg, store, progress=stage)
     print(result.table)
     print(f"{result.active_clusters} active clusters ({result.formed} formed, {result.assigned} assigned, "
           f"{result.unassigned} unassigned); map: {result.map_png}")  # fmt: skip
