@@ -361,9 +361,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from ra_agent.agent.runner import run_demo
 
     cfg = _config(args)
-    check_handbook(cfg, Path(args.handbook))
+    handbook = resolve_handbook(args.handbook, args.config)
+    check_handbook(cfg, handbook)
     with _store(cfg) as store:
-        written = run_demo(cfg, store, handbook=Path(args.handbook), progress_factory=progress_bar)
+        written = run_demo(cfg, store, handbook=handbook, progress_factory=progress_bar)
     for path in written:
         print(f"wrote {path}")
     return 0
@@ -412,7 +413,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_screen_parser(sub)
     p = add("demo", cmd_demo, "the main job: run a handbook end to end on the bundled demo corpus")
-    p.add_argument("--handbook", default="handbooks/seek_gap_ppi_gerd.md")
+    p.add_argument("--handbook", default="seek_gap_ppi_gerd", help="a handbook name (as ra run takes) or a path")
     return parser
 
 
