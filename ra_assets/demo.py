@@ -69,10 +69,24 @@ def check_outcomes(result: dg.ExecuteInProcessResult) -> str:
     return f"{len(evaluations)} checks" + (f", not passed: {'; '.join(failed)}" if failed else "")
 
 
+def report_gist(path: Path) -> str:
+    """A report's subject and verdict in one line ("ph monitoring · reflux: evidence gap (provisional)"), read from
+    its title and its **Verdict: ...** line; "" when the file says neither."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return ""
+    title = next((x.split(":", 1)[-1].strip() for x in lines if x.startswith("# ")), "")
+    verdict = next((x.split("**Verdict:", 1)[1].split("**", 1)[0].strip(" .") for x in lines if "**Verdict:" in x), "")
+    return ": ".join(part for part in (title, verdict) if part)
+
+
 def closing_block(written: list[str], found: list[str], ui_port: int = 3000) -> list[str]:
     """What the demo ends with: what was found, the dossiers to read, and how to see it all in the UI."""
     lines = ["", "demo finished. What it found:", *(f"  {line}" for line in found), "Read:"]
-    lines += [f"  {path}" for path in written] or ["  (no report written: see the goal states above)"]
+    lines += [f"  {path}" + (f"\n    {what}" if (what := report_gist(Path(path))) else "") for path in written] or [
+        "  (no report written: see the goal states above)"
+    ]
     lines += ["See the asset graph, the runs and the reports' previews in the Dagster UI:",
               f"  bash scripts/ui.sh     then open http://127.0.0.1:{ui_port}  (Ctrl-C stops it)"]  # fmt: skip
     return lines
