@@ -36,6 +36,18 @@ def log_progress(context: dg.AssetExecutionContext, what: str, every: int = 500,
     return progress
 
 
+def log_stages(context: dg.AssetExecutionContext, what: str):
+    """A stage callback `(step, steps, name)` for work without item counts (clustering): one line per stage."""
+    started = time.monotonic()
+
+    def stage(step: int, steps: int, name: str) -> None:
+        line = f"{what}: step {step}/{steps}: {name} ({time.monotonic() - started:.0f} s so far)"
+        context.log.info(line)
+        progress_log.info(line)
+
+    return stage
+
+
 @dg.asset(
     partitions_def=search_query_partitions,
     group_name="ingest",
