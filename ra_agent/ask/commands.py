@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from ra_agent.config import Config, load_config
@@ -56,9 +57,26 @@ def cmd_ask(args: argparse.Namespace) -> int:
                      max_tool_calls=args.max_tool_calls, on_final_token=stream)  # fmt: skip
         print()
         print()
-        for line in result_lines(store, result):
+        for line in citation_lines(store, result):
             print(line)
+        where = log_telemetry(cfg, result, verbose=getattr(args, "verbose", False))
+        print(f"[telemetry of run {result.run_id}: {where}; ra status lists recent runs]", file=sys.stderr)
     return 0 if result.error is None else 1
+
+
+def log_telemetry(cfg: Config, result: Any, *, verbose: bool = False) -> Path:
+    """Append the run's telemetry lines to <data_dir>/<[logging] log_dir>/ask.log (stderr too with --verbose)."""
+    from ra_agent.agent.cyclelog import log_dir
+
+    path = log_dir(cfg) / "ask.log"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = telemetry_lines(result)
+    with path.open("a", encoding="utf-8") as f:
+        f.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {result.question!r}\n" + "".join(f"{x}\n" for x in lines))
+    if verbose:
+        for line in lines:
+            print(line, file=sys.stderr)
+    return path
 
 
 def unembedded(cfg: Config, store: Store) -> int:
@@ -94,12 +112,25 @@ def embed_first(cfg: Config, store: Store, embedder: Any, missing: int) -> None:
 
 
 def result_lines(store: Store, result: Any) -> list[str]:
-    """Citations (with titles) and the telemetry summary of one AskResult, for the terminal."""
+    """Citations (with titles) and the telemetry summary of one AskResult."""
+    return citation_lines(store, result) + telemetry_lines(result)
+
+
+def citation_lines(store: Store, result: Any) -> list[str]:
+    """The cited papers, each with its design (ra's PICO rules) and year, for the terminal."""
+    from ra_agent.ask.evidence import design_label
+
     lines = ["Citations:" if result.citations else "Citations: none (the corpus holds no support)"]
     for paper in store.papers(result.citations):
-        lines.append(f"  [PMID:{paper.pmid}] {paper.title[:110]} ({paper.year or 'n.d.'})")
+        lines.append(f"  [PMID:{paper.pmid}] {design_label(paper)}, {paper.year or 'n.d.'}: {paper.title}")
     if result.removed_citations:
         lines.append("Removed citations (PMIDs not in the corpus): " + ", ".join(map(str, result.removed_citations)))
+    return lines
+
+
+def telemetry_lines(result: Any) -> list[str]:
+    """The telemetry summary of one AskResult: steps, tool calls, tokens, latency, Mind-KB use."""
+    lines = []
     lines.append(
         f"Telemetry: run {result.run_id}, stop: {result.stop_reason}, {result.turns} turns, {result.tool_calls} tool "
         f"calls, {result.repairs} repairs, tokens {result.tokens_in} in / {result.tokens_out} out, "
@@ -141,4 +172,12 @@ def ask_status_lines(cfg: Config, store: Store) -> list[str]:
     return lines
 
 
-__all__ = ["add_ask_parser", "ask_status_lines", "cmd_ask", "result_lines"]
+__all__ = [
+    "add_ask_parser",
+    "ask_status_lines",
+    "citation_lines",
+    "cmd_ask",
+    "log_telemetry",
+    "result_lines",
+    "telemetry_lines",
+]

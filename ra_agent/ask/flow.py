@@ -56,6 +56,8 @@ Tools:
 The final answer:
 - states only what the tool results show, and cites the paper after each claim as [PMID:12345678];
 - cites only PMIDs that appeared in tool results (other citations are removed);
+- cites the best evidence first: systematic reviews and randomised trials before narrative reviews and other designs; for "A versus B", the trials that compare exactly A and B;
+- keeps each source's qualifiers (dose, population, "not significant") and names its design and year;
 - says "{no_support}" when the papers do not answer the question.
 Mind-KB playbooks, when given, are examples of tool sequences that worked before; they are not evidence."""
 

@@ -103,10 +103,12 @@ class AskRulesBrain:
                 f"has cosine {top['score']:.2f} with the question, below the support floor {floor:.2f}."
             )
         notes = [r for t, r in results if t == "read_note" and r.get("ok")]
+        source = {h["pmid"]: (h.get("design", ""), h.get("year")) for h in hits}
+        source.update({n["meta"]["pmid"]: (n["meta"].get("design", ""), n["meta"].get("year")) for n in notes})
         texts = [(n["meta"]["pmid"], n["text"]) for n in notes] or [(h["pmid"], h["snippet"]) for h in hits[:2]]
         terms = set(content_words(question))
         scored = [
-            (overlap(s, terms), -rank, -pos, s, pmid)
+            (overlap(s, terms), bool(_RESULT.search(s)), -rank, -pos, s, pmid)
             for rank, (pmid, text) in enumerate(texts)
             for pos, s in enumerate(sentences(text))
             if len(s) >= 20
@@ -114,12 +116,24 @@ class AskRulesBrain:
         ranked = sorted((x for x in scored if x[0] > 0), reverse=True)
         firsts: dict[int, tuple] = {}  # each paper's best sentence goes in before any paper's second one
         for x in ranked:
-            firsts.setdefault(x[4], x)
+            firsts.setdefault(x[5], x)
         rest = [x for x in ranked if x not in firsts.values()]
-        picked = sorted([*firsts.values(), *rest][: self.cfg.ask.rules_answer_sentences], reverse=True)
+        picked = sorted([*firsts.values(), *rest][: self.cfg.ask.rules_answer_sentences], key=lambda x: x[2:4],
+                        reverse=True)  # fmt: skip
         if not picked:  # no shared word: each paper's closing (usually concluding) sentence
-            closing = {x[4]: x for x in sorted(scored, key=lambda x: (x[1], x[2]), reverse=True)}
+            closing = {x[5]: x for x in sorted(scored, key=lambda x: (x[2], x[3]), reverse=True)}
             picked = list(closing.values())[: self.cfg.ask.rules_answer_sentences]
-        lines = [f'- "{s}" [PMID:{pmid}]' for *_, s, pmid in picked]
-        head = f"Extractive answer ({self.name}, no LLM): the abstract sentences that share the most words with the question."
+        lines = [f'- {_source(*source.get(pmid, ("", None)))} [PMID:{pmid}]: "{s}"' for *_, s, pmid in picked]
+        head = (f"Extractive answer ({self.name}, no LLM): the abstract sentences that share the most words with the "
+                "question, from the sources read in evidence order (systematic reviews and randomised trials first; "
+                "for a comparison, trials naming both treatments).")  # fmt: skip
         return "Final answer:\n" + "\n".join([head, *lines])
+
+
+# A sentence that reports a result (a figure, a significance statement): preferred among equally matching ones.
+_RESULT = re.compile(r"\d|signific|\bP\s*[<=>]|\bCI\b", re.I)
+
+
+def _source(design: str, year: int | None) -> str:
+    """ "RCT, 2001": a cited source's design (ra's PICO rules) and year."""
+    return f"{design or 'design not stated'}, {year or 'n.d.'}"

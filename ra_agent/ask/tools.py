@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from ra_agent.ask.evidence import comparison, design_label, evidence_score
 from ra_agent.ask.mindkb import (
     canonical_json,
 )
@@ -118,8 +119,9 @@ def ask_specs(cfg: Config) -> dict[str, ToolSpec]:
                 "k": ArgSpec("int", default=a.k, minimum=1),
                 "filter": ArgSpec("object"),
             },
-            f"Nearest papers to 1-{a.max_queries} queries in the embedding index (MMR-diversified, k <= {a.max_k}); "
-            "returns [{pmid, title, year, score, snippet}]. Optional filter keys: year_from, year_to (int), "
+            f"Nearest papers to 1-{a.max_queries} queries in the embedding index (MMR-diversified, k <= {a.max_k}; "
+            "systematic reviews, randomised trials and, for 'A vs B', trials naming both come first); "
+            "returns [{pmid, title, year, design, score, snippet}]. Optional filter keys: year_from, year_to (int), "
             'article_type (str, e.g. "Randomized Controlled Trial").',
             kind="aux",
         ),
@@ -257,14 +259,22 @@ class AskTools:
         papers = [p for p in self.store.papers(ranked) if _passes(p, filter or {})]
         if not papers:
             return {"ok": True, "queries": list(queries), "data": []}
-        relevance = np.array([cosine[p.pmid] - self._short_penalty(p) for p in papers], dtype=np.float32)
+        compared = next((c for q in queries if (c := comparison(q))), None)
+        relevance = np.array(
+            [cosine[p.pmid] - self._short_penalty(p) + evidence_score(p, compared, weight=a.evidence_weight,
+                                                                       head_to_head=a.head_to_head_bonus)
+             for p in papers], dtype=np.float32,
+        )  # fmt: skip
         order = mmr_select(relevance, vectors.get([p.pmid for p in papers]), k, a.mmr_lambda)
+        if a.evidence_weight or a.head_to_head_bonus:  # MMR picks which k; they are listed best evidence first
+            order.sort(key=lambda i: -float(relevance[i]))
         terms = set(content_words(" ".join(queries)))
         data = [
             {
                 "pmid": papers[i].pmid,
                 "title": papers[i].title,
                 "year": papers[i].year,
+                "design": design_label(papers[i]),
                 "score": round(cosine[papers[i].pmid], 4),
                 "snippet": best_sentence(papers[i].abstract, terms, a.snippet_chars)
                 or clip(papers[i].title, a.snippet_chars),
@@ -292,6 +302,7 @@ class AskTools:
             "title": paper.title,
             "year": paper.year,
             "journal": paper.journal,
+            "design": design_label(paper),
             "article_type": paper.article_type,
             "doi": paper.doi,
             "mesh": paper.mesh[:8],

@@ -18,7 +18,7 @@ from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 from ra_agent.config import Config
 from ra_agent.embed.embedder import Embedder, encode_batched
 from ra_agent.fileio import atomic_write
-from ra_agent.ingest.http import ApiError
+from ra_agent.ingest.http import ApiError, failure_level
 from ra_agent.llm.base import BrainError
 from ra_agent.llm.protocol import repair_messages
 from ra_agent.models import Paper
@@ -338,7 +338,8 @@ def find_existing_sr(
             papers, offline = _live_reviews(cfg, store, eutils, query), False
         except ApiError as exc:
             error = str(exc)
-            log.error("find_existing_sr %s: E-utilities failed (%s); searching the local corpus", cluster_id, exc)
+            log.log(failure_level(exc), "find_existing_sr %s: E-utilities failed (%s); searching the local corpus",
+                    cluster_id, exc)  # fmt: skip
     elif eutils is not None:
         error = "E-utilities marked offline"
     if offline:

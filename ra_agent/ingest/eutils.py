@@ -154,9 +154,12 @@ class EutilsClient:
     def _record(self, ok: bool, error: str) -> None:
         if self.store is None:
             return
+        unreachable = not ok and self.http.offline  # the host is not there: offline at once (http said so)
         with self._store_lock:
-            after = self.store.record_api_result(API, ok, error, self.cfg.ingest.offline_after_errors)
-        if after["offline"] and not after["was_offline"]:
+            after = self.store.record_api_result(
+                API, ok, error, 1 if unreachable else self.cfg.ingest.offline_after_errors
+            )
+        if after["offline"] and not after["was_offline"] and not unreachable:
             log.error(
                 "E-UTILITIES OFFLINE: %d consecutive failed requests (last: %s); searches answer from the local "
                 "corpus until a request succeeds",

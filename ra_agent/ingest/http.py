@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import requests
+from urllib3.exceptions import NewConnectionError
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +28,9 @@ RATE_SAFETY = 0.10
 # Default cap on a server's Retry-After ([ingest] retry_after_cap_s): a longer one waits the cap, then retries.
 RETRY_AFTER_CAP_S = 120.0
 RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
+# After a host could not be resolved or refused the connection, the client answers ApiUnreachable without asking
+# for this long: a machine without network goes offline at once instead of retrying every request.
+UNREACHABLE_HOLD_S = 300.0
 
 _SECRET_RE = re.compile(r"(?i)\b(" + "|".join(SECRET_PARAMS) + r")=[^&\s'\"]*")
 _MAILTO_RE = re.compile(r"(?i)mailto:[^\s;)]+")
@@ -55,6 +59,11 @@ class ApiUnavailable(ApiError):
         return {"api_offline": True, "api": self.api, "error": str(self)}
 
 
+class ApiUnreachable(ApiUnavailable):
+    """The host could not be resolved or refused the connection: no retry, and this client stays offline for
+    `UNREACHABLE_HOLD_S` (one notice in the log; callers log the consequence at INFO, not as an error)."""
+
+
 class ApiRequestError(ApiError):
     """The service answered that this request is wrong (4xx other than 429, or an error document): not retried."""
 
@@ -70,6 +79,33 @@ class BadResponse(Exception):
 def redact(text: str) -> str:
     """`text` with secret query parameters and mailto addresses masked."""
     return _MAILTO_RE.sub("mailto:***", _SECRET_RE.sub(lambda m: f"{m.group(1)}=***", text))
+
+
+def unreachable(exc: BaseException) -> bool:
+    """True for a failure to resolve the host or to open a connection (refused, no route): nothing to retry.
+
+    Timeouts (the host is there but slow), dropped connections and HTTP errors are transient and retried.
+    """
+    if not isinstance(exc, requests.ConnectionError) or isinstance(exc, requests.Timeout):
+        return False
+    seen: set[int] = set()
+    todo: list[object] = [exc]
+    while todo:
+        cur = todo.pop()
+        if id(cur) in seen or cur is None:
+            continue
+        seen.add(id(cur))
+        if isinstance(cur, NewConnectionError):  # NameResolutionError is one (urllib3 2)
+            return True
+        if isinstance(cur, BaseException):
+            todo.extend([*cur.args, getattr(cur, "reason", None), cur.__cause__, cur.__context__])
+    return False
+
+
+def failure_level(exc: BaseException) -> int:
+    """The log level for a caller's own line about a failed call: INFO after an unreachable host (the client has
+    said so once, as a warning), ERROR otherwise."""
+    return logging.INFO if isinstance(exc, ApiUnreachable) else logging.ERROR
 
 
 def describe_error(exc: BaseException) -> str:
@@ -180,6 +216,7 @@ class HttpClient:
         self.headers = dict(headers)
         self.on_result = on_result
         self._local = threading.local()
+        self._unreachable: tuple[float, str] | None = None  # (monotonic time, reason) of the last unreachable host
 
     def _session(self) -> requests.Session:
         session = getattr(self._local, "session", None)
@@ -215,6 +252,10 @@ class HttpClient:
         retries = self.policy.retries if retries is None else retries
         attempts = retries + 1
         path = urlsplit(url).path
+        if self._unreachable and self.offline:
+            reason = self._unreachable[1]
+            raise ApiUnreachable(self.api, f"{method} {path} not sent: offline ({reason})", attempts=0,
+                                 last_error=reason)  # fmt: skip
         last_error, last_status = "", None
         for attempt in range(1, attempts + 1):
             self.limiter.acquire()
@@ -237,6 +278,8 @@ class HttpClient:
                 raise
             except (requests.RequestException, BadResponse) as exc:
                 last_error = describe_error(exc)
+                if unreachable(exc):
+                    raise self._went_offline(method, url, last_error) from None
             else:
                 if self.on_result:
                     self.on_result(True, "")
@@ -260,6 +303,26 @@ class HttpClient:
             self.on_result(False, message)
         raise ApiUnavailable(self.api, message, attempts=attempts, last_error=last_error, status=last_status)
 
+    @property
+    def offline(self) -> bool:
+        """True while this client holds its host for unreachable (requests fail at once, nothing is sent)."""
+        held = self._unreachable
+        return held is not None and time.monotonic() - held[0] < UNREACHABLE_HOLD_S
+
+    def _went_offline(self, method: str, url: str, error: str) -> ApiUnreachable:
+        """The one notice of an unreachable host; later requests of this client fail at once (`UNREACHABLE_HOLD_S`)."""
+        host = urlsplit(url).netloc
+        cause = ("name not resolved" if "NameResolution" in error else
+                 "connection refused" if "refused" in error else "no connection")  # fmt: skip
+        self._unreachable = (time.monotonic(), f"{host} unreachable: {cause}")
+        log.warning("%s: %s cannot be reached (%s): going on offline from the local corpus; results are "
+                    "provisional: offline", self.api, host, cause)  # fmt: skip
+        if self.on_result:
+            self.on_result(False, f"{host} unreachable: {cause}")
+        path = urlsplit(url).path
+        return ApiUnreachable(self.api, f"{method} {path}: {host} unreachable ({cause}); offline",
+                              attempts=1, last_error=error)  # fmt: skip
+
 
 def _snippet(resp: requests.Response, limit: int = 120) -> str:
     """The start of a response body as text, for messages (secrets redacted)."""
@@ -282,14 +345,17 @@ __all__ = [
     "ApiNotFound",
     "ApiRequestError",
     "ApiUnavailable",
+    "ApiUnreachable",
     "BadResponse",
     "HttpClient",
     "RateLimiter",
     "RetryPolicy",
     "describe_error",
+    "failure_level",
     "redact",
     "require_content_type",
     "retry_after_seconds",
     "shared_limiter",
+    "unreachable",
     "user_agent",
 ]

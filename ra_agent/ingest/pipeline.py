@@ -11,7 +11,7 @@ from datetime import date
 from ra_agent.config import Config
 from ra_agent.ingest.crossref import CrossrefClient, cited_dois
 from ra_agent.ingest.eutils import ESEARCH_MAX, EutilsClient, EutilsError, SearchHandle
-from ra_agent.ingest.http import ApiRequestError, ApiUnavailable
+from ra_agent.ingest.http import ApiRequestError, ApiUnavailable, failure_level
 from ra_agent.models import Deletion, Paper, ParseProblem, is_doi_id
 from ra_agent.store.db import Store
 from ra_agent.store.schema import PROV_CROSSREF, PROV_PUBMED
@@ -178,7 +178,8 @@ def _ingest(
         except ApiUnavailable as exc:
             # stop the stream cleanly: upsert_papers commits what already arrived
             result.api_offline, result.error = True, str(exc)
-            log.error("search %r: efetch failed after %d records; stored what arrived", handle.term, result.fetched)
+            log.log(failure_level(exc), "search %r: efetch failed after %d records; stored what arrived", handle.term,
+                    result.fetched)  # fmt: skip
 
     stats = store.upsert_papers(records(), source="efetch", query=handle.term,
                                 batch_size=cfg.embedding.refresh_threshold)  # fmt: skip
@@ -203,7 +204,8 @@ def _finish(
             log.info("offline mode ([ingest] offline = true): %r answered from the local corpus: %d papers",
                      result.query, len(local))  # fmt: skip
         else:
-            log.error(
+            log.log(
+                logging.INFO if "unreachable" in (result.error or "") else logging.ERROR,
                 "OFFLINE MODE: E-utilities unreachable (%s); %r answered from the local corpus: %d papers",
                 result.error or "marked offline", result.query, len(local),
             )  # fmt: skip
@@ -319,7 +321,7 @@ def _crossref_group(
         except ApiUnavailable as exc:
             result.crossref_offline = True
             store.record_api_result("crossref", False, str(exc), cfg.ingest.offline_after_errors)
-            log.error("crossref_offline: %s; reference harvest skips the remaining papers", exc)
+            log.log(failure_level(exc), "crossref_offline: %s; reference harvest skips the remaining papers", exc)
             return cited
         except ApiRequestError as exc:
             result.rejected += 1
@@ -348,7 +350,7 @@ def _link_group(store: Store, eutils: EutilsClient, cited: dict[int, tuple[Paper
         except ApiUnavailable as exc:
             result.eutils_offline = True
             result.skipped += len(cited)
-            log.error("DOI→PMID mapping failed (%s); %d papers left for a later run", exc, len(cited))
+            log.log(failure_level(exc), "DOI→PMID mapping failed (%s); %d papers left for a later run", exc, len(cited))
             return
     for pmid, (paper, refs) in cited.items():
         edges = {d: mapping.get(d) for d in refs}
@@ -407,7 +409,8 @@ def fetch_references(
         links = eutils.references(in_pubmed) if in_pubmed else {}
     except (ApiUnavailable, ApiRequestError) as exc:
         out.offline, out.error = True, str(exc)
-        log.error("references on demand: elink failed (%s); ripple uses the stored citation edges", exc)
+        log.log(failure_level(exc), "references on demand: elink failed (%s); ripple uses the stored citation edges",
+                exc)  # fmt: skip
         return out
     edges = [(src, dst, PROV_PUBMED) for src, cited in links.items() for dst in cited if dst != src]
     before = store.counts()["ref"]

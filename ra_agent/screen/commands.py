@@ -28,6 +28,7 @@ def add_screen_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--strategy", choices=SCREEN_STRATEGIES,
                    help="query strategy (default [screen] query_strategy)")  # fmt: skip
     p.add_argument("-i", "--interactive", action="store_true", help="prompt for decisions one record at a time")
+    p.add_argument("--no-abstract", action="store_true", help="with -i: show title, journal and year only")
     p.add_argument("--list", action="store_true", help="list the screening projects")
     p.set_defaults(func=cmd_screen)
     sub = p.add_subparsers(dest="screen_command")
@@ -57,7 +58,7 @@ def _citation_links(cfg, store, project: str) -> None:
     from ra_agent.screen.project import fill_citation_links
 
     linked, total, fetched = fill_citation_links(cfg, store, project)
-    how = ("PubMed could not be reached: only stored references" if fetched.error else
+    how = ("provisional: offline, PubMed could not be reached; only stored references" if fetched.error else
            "offline: only stored references" if fetched.offline else
            f"{fetched.elink_edges} reference edges fetched" if fetched.lacking else "all stored")  # fmt: skip
     print(f"{project}: {linked} of {total} records list references for the citation links ({how})")
@@ -94,7 +95,7 @@ def cmd_screen(args: argparse.Namespace) -> int:
             print(f"{project}: decision {seq}: PMID {pmid} {args.decide[1].lower()}"
                   + (f" ({args.reason})" if args.reason else ""))  # fmt: skip
         if args.interactive:
-            return _interactive(cfg, store, project)
+            return _interactive(cfg, store, project, abstract=not args.no_abstract)
         print_step(step(cfg, store, project, n=args.next))
     return 0
 
@@ -128,22 +129,30 @@ def print_step(result: Step) -> None:
     if result.top_terms:
         print("model: terms towards include: " + ", ".join(t for t, _ in result.top_terms[:8]))
     for r in result.next:
-        print(f"#{r.rank:<5} PMID {r.pmid:<9} {r.year or '----'}  {r.title[:110] or '(no title)'}")
+        print(f"#{r.rank:<5} PMID {r.pmid:<9} {r.year or '----'}  {r.title or '(no title)'}")
         print(f"       why: {r.why}")
 
 
-def _interactive(cfg: Config, store: Store, project: str) -> int:
-    """One record at a time: i(nclude) / e(xclude) [reason after a space] / s(top) / q(uit); retrain after each."""
+def _interactive(cfg: Config, store: Store, project: str, *, abstract: bool = True) -> int:
+    """One record at a time (whole title, journal, year, the abstract wrapped to the terminal, the terms towards
+    include highlighted): i(nclude) / e(xclude) [reason after a space] / s(top) / q(uit); retrain after each."""
+    from dataclasses import replace
+
     from ra_agent.screen.project import decide
     from ra_agent.screen.session import step
+    from ra_agent.screen.show import record_lines, terminal_width, use_colour
 
     while True:
         result = step(cfg, store, project, n=1)
-        print_step(result)
+        print_step(replace(result, next=[]))
         if not result.next:
             print("every record is decided")
             return 0
         record = result.next[0]
+        terms = [t for t, _ in result.top_terms[:15]]
+        for line in record_lines(store.paper(record.pmid), record.pmid, record.rank, record.why, terms,
+                                 width=terminal_width(), abstract=abstract, colour=use_colour(sys.stdout)):  # fmt: skip
+            print(line)
         try:
             answer = input(f"PMID {record.pmid}: [i]nclude / [e]xclude (+ reason) / [s]top > ").strip()
         except EOFError:

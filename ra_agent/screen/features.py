@@ -248,14 +248,33 @@ def dense_vectors(
     return out, slug
 
 
+ENCODE_CHUNK = 64  # records per encode call while a progress bar runs
+
+
+def _encode_with_progress(embedder, texts: list[str]) -> np.ndarray:
+    """`embedder.encode(texts)` in chunks, with a bar on a terminal's stderr (count, rate, ETA)."""
+    import sys
+
+    from tqdm import tqdm
+
+    log.info("screening: embedding %d records not in the index", len(texts))
+    parts = []
+    with tqdm(total=len(texts), desc="screening: embed", unit="rec", file=sys.stderr, disable=None,
+              dynamic_ncols=True) as bar:  # fmt: skip
+        for start in range(0, len(texts), ENCODE_CHUNK):
+            parts.append(embedder.encode(texts[start : start + ENCODE_CHUNK]))
+            bar.update(len(parts[-1]))
+    return np.concatenate(parts) if parts else embedder.encode(texts)
+
+
 def _cached_encode(embedder, texts: list[str], cache_dir: Path | None) -> np.ndarray:
     if cache_dir is None:
-        return embedder.encode(texts)
+        return _encode_with_progress(embedder, texts)
     key = hashlib.sha1("\n".join([embedder.slug, *texts]).encode("utf-8")).hexdigest()[:20]
     path = cache_dir / f"screen-E-{key}.npy"
     if path.exists():
         return np.load(path)
-    vectors = embedder.encode(texts)
+    vectors = _encode_with_progress(embedder, texts)
     with atomic_writer(path) as fh:
         np.save(fh, vectors)
     return vectors

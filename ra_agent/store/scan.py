@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from io import RawIOBase
 
 import numpy as np
+
+# faiss's loader logs each instruction-set build it probes and misses (`No module named faiss.swigfaiss_avx512`) at
+# INFO on every import: noise to a user, whatever build it ends on.
+logging.getLogger("faiss.loader").setLevel(logging.WARNING)
 
 
 class FlatScan:

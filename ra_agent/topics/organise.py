@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ra_agent.config import Config
@@ -46,23 +47,29 @@ class OrganiseResult:
 
 
 def organise(
-    cfg: Config, store: Store, *, auditor=None, goal_id: str | None = None, metrics: bool = True
-) -> OrganiseResult:
+    cfg: Config, store: Store, *, auditor=None, goal_id: str | None = None, metrics: bool = True,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> OrganiseResult:  # fmt: skip
     """Memo 40 intake: form and freeze clusters the first time; afterwards admit new papers to the
     frozen centroids (never moving them) and refresh every active cluster's metrics and the map.
 
     `metrics=False` leaves the refresh to `refresh_metrics` (the Dagster `clusters` asset, whose
-    downstream `cluster_metrics` asset does it)."""
+    downstream `cluster_metrics` asset does it). `progress(step, steps, what)` is told before each stage."""
     from ra_agent.topics.lifecycle import assign_papers, cluster_corpus
     from ra_agent.topics.members import noise_share
     from ra_agent.topics.metrics import compute_metrics, manifest_table, markdown_table
 
+    steps = 3 if metrics else 2
+    say = progress or (lambda _step, _steps, _what: None)
+    say(0, steps, "reading the vectors")
     features = load_features(cfg, store)
     out = OrganiseResult(feature_space=features.space)
     if len(features) == 0:
         log.warning("organise: no embedded papers yet")
         return out
     active = store.conn.execute("SELECT COUNT(*) FROM cluster_manifest WHERE status='active'").fetchone()[0]
+    say(1, steps, f"forming clusters of {len(features)} papers (reduction, HDBSCAN, audit)" if active == 0 else
+        f"assigning {len(features)} papers to the frozen clusters")  # fmt: skip
     if active == 0:
         from ra_agent.topics.audit import auditor_for
 
@@ -83,9 +90,11 @@ def organise(
     out.unassigned, clustered = noise_share(store)
     out.noise_share = round(out.unassigned / clustered, 4) if clustered else 0.0
     if metrics:
+        say(2, steps, "cluster metrics and the map")
         rows, out.map_png = cluster_report(cfg, store, features)
     else:
         rows = manifest_table(store)
+    say(steps, steps, "done")
     out.table = markdown_table(rows)
     return out
 

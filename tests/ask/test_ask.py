@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
 
 from ra_agent.ask.commands import add_ask_parser, ask_status_lines, result_lines
+from ra_agent.ask.evidence import comparison, design_label, evidence_score
 from ra_agent.ask.flow import AnswerFilter, ask, recent_runs
 from ra_agent.ask.rules import RULES_ASK_NAME, AskRulesBrain
 from ra_agent.ask.tools import NO_SUPPORT, AskTools, content_words, mmr_select, sentences, summarise_result
@@ -17,6 +19,9 @@ from ra_agent.llm.protocol import REPAIR_PROMPT
 
 ON_TOPIC = "Does omeprazole heal erosive oesophagitis better than ranitidine?"
 OFF_TOPIC = "What is the mass of the supermassive black hole at the centre of the Milky Way galaxy?"
+
+
+QUOTE = re.compile(r'^- (?P<design>[^,]+), (?P<year>\d{4}|n\.d\.) \[PMID:(?P<pmid>\d+)\]: "(?P<sentence>.+)"$')
 
 
 def action(tool: str, **args) -> str:
@@ -49,13 +54,14 @@ def test_rules_planner_answers_with_sentences_quoted_from_the_read_abstracts(cfg
     assert not result.no_support and result.removed_citations == []
     read = {json.loads(shown)["meta"]["pmid"] for plan, shown in result.sequence[1:]}
     assert set(result.citations) == read  # each paper read contributes its best sentence
-    quoted = [line for line in result.answer.splitlines() if line.startswith('- "')]
+    quoted = [m for line in result.answer.splitlines() if (m := QUOTE.match(line))]
     assert 1 <= len(quoted) <= cfg.ask.rules_answer_sentences
     terms = set(content_words(ON_TOPIC))
-    for line in quoted:
-        sentence, pmid = line[3:].rsplit('" [PMID:', 1)
-        assert sentence in sentences(store.paper(int(pmid.rstrip("]"))).abstract)
-        assert terms & set(content_words(sentence))
+    for m in quoted:
+        paper = store.paper(int(m["pmid"]))
+        assert m["sentence"] in sentences(paper.abstract)
+        assert terms & set(content_words(m["sentence"]))
+        assert (m["design"], m["year"]) == (design_label(paper), str(paper.year))  # each source's design and year
     # only the final answer streamed: several chunks, nothing of the tool phases
     assert len(tokens) > 1 and "".join(tokens) == result.answer
     assert not any("Action" in t or "tool_result" in t for t in tokens)
@@ -209,9 +215,19 @@ def test_find_similar_mmr_filters_and_short_abstract_penalty(cfg, store, embedde
     assert out["ok"] and 0 < len(years) <= 10 and all(1994 <= y <= 1995 for y in years)
     assert len({d["pmid"] for d in out["data"]}) == len(years)
     assert all(len(d["snippet"]) <= cfg.ask.snippet_chars for d in out["data"])
-    relevance_only = AskTools(cfg.with_overrides(ask={"mmr_lambda": 1.0}), store, embedder)
+    cosine_only = {"mmr_lambda": 1.0, "evidence_weight": 0.0, "head_to_head_bonus": 0.0}
+    relevance_only = AskTools(cfg.with_overrides(ask=cosine_only), store, embedder)
     scores = [d["score"] for d in relevance_only.find_similar(["omeprazole ranitidine healing"], k=10)["data"]]
     assert scores == sorted(scores, reverse=True)
+    # with the evidence rule, the order is cosine + the rule's score (design level, head-to-head bonus)
+    ruled = AskTools(cfg.with_overrides(ask={"mmr_lambda": 1.0}), store, embedder)
+    question = "omeprazole versus ranitidine for healing"
+    data = ruled.find_similar([question], k=10)["data"]
+    a, compared = cfg.ask, comparison(question)
+    total = [d["score"] - ruled._short_penalty(store.paper(d["pmid"])) + evidence_score(
+        store.paper(d["pmid"]), compared, weight=a.evidence_weight, head_to_head=a.head_to_head_bonus) for d in data]  # fmt: skip
+    assert total == pytest.approx(sorted(total, reverse=True), abs=1e-4)
+    assert [d["score"] for d in data] != sorted((d["score"] for d in data), reverse=True)  # the rule moved something
     assert tools.find_similar(["omeprazole"], k=5, filter={"article_type": "Meta-Analysis"})["data"] == []
     paper = store.paper(store.all_pmids()[0])
     paper.abstract = "x" * 40
@@ -290,9 +306,15 @@ def test_ra_ask_command_streams_the_answer_and_prints_telemetry(cfg, embedder, t
     add_ask_parser(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["ask", ON_TOPIC, "--max-tool-calls", "2", "--k", "5"])
     assert args.func(args) == 0
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out = captured.out
     assert out.startswith("Extractive answer (rules:ask-v1, no LLM)") and "[PMID:" in out
-    assert "\nCitations:\n  [PMID:" in out and "Telemetry: run 1, stop: answered, 3 turns, 2 tool calls" in out
+    assert "\nCitations:\n  [PMID:" in out and "Telemetry" not in out  # telemetry goes to the log file
+    cited = re.findall(r"^  \[PMID:\d+\] (.+?), (\d{4}|n\.d\.): ", out, re.M)
+    assert cited and all(design for design, _ in cited)  # each citation names its design and year
+    log = cfg.data_dir / cfg.logging.log_dir / "ask.log"
+    assert "Telemetry: run 1, stop: answered, 3 turns, 2 tool calls" in log.read_text()
+    assert str(log) in captured.err
 
 
 def test_every_planner_prompt_fits_the_token_budget(ollama_cfg, store, embedder, ollama_server):

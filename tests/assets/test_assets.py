@@ -7,6 +7,7 @@ offline all-MiniLM-L6-v2, so the run embeds and clusters for real.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import dagster as dg
@@ -67,6 +68,7 @@ def test_papers_asset_called_directly_reports_the_corpus_and_its_checks(project)
     assert deleted.passed
     assert not titles.passed
     assert titles.severity == dg.AssetCheckSeverity.WARN and titles.metadata["pmid_only"].value == pmid_only
+    assert titles.description.startswith(f"{pmid_only} rows carry only a PMID")  # said in words (the demo prints it)
 
     cfg = load_config(config)
     with open_store(cfg) as store:  # an importer that lost a title would leave this
@@ -149,3 +151,25 @@ def test_materialize_runs_ingest_embedding_and_clustering_with_lineage(project):
 
     settled = clusters_version()
     assert clusters_version() == settled
+
+
+def test_progress_lines_carry_count_rate_and_time_left(caplog):
+    """A long asset step logs "what: done/total (rate/s, about N s left)" every `every` items and at the end."""
+    import logging
+
+    from ra_assets.defs.ingest.assets import log_progress
+
+    with dg.build_asset_context() as context, caplog.at_level(logging.INFO, logger="ra_assets.progress"):
+        progress = log_progress(context, "embedded", every=100, seconds=3600, min_gap_s=0)
+        for done in range(0, 301, 50):
+            progress(done, 300)
+    lines = [r.getMessage() for r in caplog.records if r.name == "ra_assets.progress"]
+    assert [line.split(" (")[0] for line in lines] == ["embedded: 100/300", "embedded: 200/300", "embedded: 300/300"]
+    assert all(re.search(r"\(\d+\.\d/s", line) for line in lines)
+    assert "s left" in lines[0] and "left" not in lines[-1]
+    with dg.build_asset_context() as context, caplog.at_level(logging.INFO, logger="ra_assets.progress"):
+        caplog.clear()
+        fast = log_progress(context, "abstracts", every=40)  # a fast step: no line per 40 items, only the last
+        for done in range(0, 181, 20):
+            fast(done, 180)
+    assert [r.getMessage().split(" (")[0] for r in caplog.records] == ["abstracts: 180/180"]

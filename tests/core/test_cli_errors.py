@@ -126,6 +126,7 @@ def test_unterminated_quote_is_reported_and_the_swallowed_rows_are_kept(tmp_path
         (["run", str(HANDBOOK), "--goal", "000000000000"], r"ws/goals: goal: no goal 000000000000"),
         (["run", "/dev/zero"], r"/dev/zero: not a regular file"),
         (["run", "missing.md"], r"missing.md: no such handbook"),
+        (["run", "seek_gap_pp_gerd.md"], r"seek_gap_pp_gerd.md: no such handbook; available in "),
         (["queries", "remove", "never registered"], r"ws: query: no registered search 'never registered'"),
     ],
 )
@@ -135,6 +136,19 @@ def test_bad_arguments_are_one_line_errors(capsys, cfg_path, argv, expected):
     assert code == 2 and len(lines) == 1
     assert expected in lines[0]
     assert not (cfg_path.parent / "ws" / "goals").exists() or not any((cfg_path.parent / "ws" / "goals").iterdir())
+
+
+def test_a_handbook_is_named_as_the_launchpad_shows_it_and_a_wrong_name_lists_the_handbooks(capsys, cfg_path):
+    from ra_agent.cli import resolve_handbook
+
+    shipped = sorted(p.stem for p in (ROOT / "handbooks").glob("*.md"))
+    assert "seek_gap_ppi_gerd" in shipped
+    for name in ("seek_gap_ppi_gerd", "seek_gap_ppi_gerd.md", str(HANDBOOK)):
+        assert resolve_handbook(name, cfg_path).resolve() == HANDBOOK.resolve()
+    code, _, err = ra(capsys, cfg_path, "run", "seek_gap_pp_gerd")
+    (line,) = error_lines(err)
+    assert code == 2 and line.endswith("(ra run NAME, or a path to a handbook file)")
+    assert ", ".join(shipped) in line
 
 
 def test_bad_handbooks_are_one_line_errors(tmp_path, capsys, cfg_path):

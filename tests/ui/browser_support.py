@@ -208,3 +208,22 @@ def report_previews(ui: Ui) -> list[dict]:
                 found.append({"timestamp": event["timestamp"], "run_id": event["runId"], "label": label,
                               "markdown": entry["mdStr"], "paths": paths})  # fmt: skip
     return found
+
+
+# `RA_README_PICTURE=docs/asset_graph.png pytest tests/ui` keeps the lineage step's view as the README's picture
+README_PICTURE_ENV = "RA_README_PICTURE"
+
+
+def save_picture(page, path: Path, width: int = 900, colours: int = 64) -> Path:
+    """The page as it shows now, scaled to `width` pixels and reduced to `colours` (a small PNG for the README)."""
+    from PIL import Image
+
+    raw = path.with_suffix(".full.png")
+    page.keyboard.press("Escape")  # an open menu (the graph's settings) must not cover the graph
+    page.wait_for_timeout(1000)
+    page.screenshot(path=raw)
+    with Image.open(raw) as shot:
+        small = shot.convert("RGB").resize((width, round(shot.height * width / shot.width)), Image.LANCZOS)
+        small.quantize(colors=colours).save(path, optimize=True)
+    raw.unlink()
+    return path

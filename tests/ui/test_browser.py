@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import time
 import urllib.parse
@@ -32,12 +33,14 @@ from ra_assets.defs.ingest.automation import search_query_sensor
 from .browser_support import (
     CHROMIUM_ARGS,
     LOCATION,
+    README_PICTURE_ENV,
     ROOT,
     Ui,
     demo_log,
     latest_materializations,
     report_previews,
     runs_by_id,
+    save_picture,
     wait_for,
 )
 
@@ -154,6 +157,8 @@ def test_dagster_ui_after_the_demo(demo_ui: Ui, chromium: str, tmp_path: Path):
         try:
             with steps.step("1_lineage_lists_every_asset"):
                 check_lineage(page, ui, asset_keys, groups)
+                if os.environ.get(README_PICTURE_ENV):
+                    save_picture(page, Path(os.environ[README_PICTURE_ENV]).resolve())
             with steps.step("2_demo_assets_materialised"):
                 check_materialised(page, ui, steps, demo_runs)
             with steps.step("3_report_preview"):

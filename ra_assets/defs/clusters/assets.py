@@ -7,6 +7,7 @@ import dagster as dg
 
 from ra_agent.topics import organise, refresh_metrics
 from ra_assets.defs.embeddings.assets import embedding_index
+from ra_assets.defs.ingest.assets import log_stages
 from ra_assets.meta import content_version, scalars
 from ra_assets.resources import RaConfigResource, StoreResource
 
@@ -29,7 +30,7 @@ def clusters(context: dg.AssetExecutionContext, ra: RaConfigResource, store: Sto
     (or the unassigned pool) and never move a centroid."""
     cfg = ra.get_config()
     with store.get_client() as db:
-        result = organise(cfg, db, metrics=False)  # cluster_metrics, downstream, refreshes them
+        result = organise(cfg, db, metrics=False, progress=log_stages(context, "clusters"))  # cluster_metrics refreshes
         rows = db.conn.execute("SELECT cluster_id, pmid FROM cluster_member ORDER BY cluster_id, pmid")
         version = content_version(f"{cid}:{pmid}" for cid, pmid in rows)  # the memberships
     return dg.MaterializeResult(

@@ -55,6 +55,9 @@ def embedding_shards(
             "embedded": sum(r.embedded for r in results),
             "already_present": sum(r.already_present for r in results),
             "seconds": round(sum(r.seconds for r in results), 3),
+            "papers_per_second": round(
+                sum(r.embedded for r in results) / max(sum(r.seconds for r in results), 1e-9), 2
+            ),
             "skipped": len(skipped),
             "missing_papers": sum(len(r.missing) for r in results),
             "no_text": sum(len(r.no_text) for r in results),

@@ -1,5 +1,8 @@
 """Ingest assets: PubMed searches, the local corpus, citation references and the weekly baseline."""
 
+import logging
+import time
+
 import dagster as dg
 
 from ra_agent.evidence import publication_kinds
@@ -9,17 +12,40 @@ from ra_assets.meta import md_bullets, scalars
 from ra_assets.partitions import baseline_week_partitions, search_query_partitions
 from ra_assets.resources import RaConfigResource, StoreResource
 
+PROGRESS_EVERY_S = 15.0  # a progress line at least this often while items move (and every `every` items)
+progress_log = logging.getLogger("ra_assets.progress")  # the same lines for a non-Dagster console (the demo's)
 
-def log_progress(context: dg.AssetExecutionContext, what: str, every: int = 500):
-    """A progress callback that logs a line every `every` items."""
-    state = {"last": 0}
+
+def log_progress(context: dg.AssetExecutionContext, what: str, every: int = 500, seconds: float = PROGRESS_EVERY_S,
+                 min_gap_s: float = 2.0):  # fmt: skip
+    """A progress callback that logs "what: done/total (rate/s, about N s left)" every `seconds`, after `every`
+    items (but not within `min_gap_s` of the last line: a fast step says little), and at the end."""
+    state = {"last": 0, "t": time.monotonic(), "start": time.monotonic()}
 
     def progress(done: int, total: int | None = None) -> None:
-        if done - state["last"] >= every or (total and done >= total):
-            state["last"] = done
-            context.log.info(f"{what}: {done}" + (f"/{total}" if total else ""))
+        now = time.monotonic()
+        due = done - state["last"] >= every and now - state["t"] >= min_gap_s
+        if due or now - state["t"] >= seconds or (total and done >= total):
+            state["last"], state["t"] = done, now
+            rate = done / max(now - state["start"], 1e-9)
+            eta = f", about {(total - done) / rate:.0f} s left" if total and rate > 0 and done < total else ""
+            line = f"{what}: {done}" + (f"/{total}" if total else "") + f" ({rate:.1f}/s{eta})"
+            context.log.info(line)
+            progress_log.info(line)
 
     return progress
+
+
+def log_stages(context: dg.AssetExecutionContext, what: str):
+    """A stage callback `(step, steps, name)` for work without item counts (clustering): one line per stage."""
+    started = time.monotonic()
+
+    def stage(step: int, steps: int, name: str) -> None:
+        line = f"{what}: step {step}/{steps}: {name} ({time.monotonic() - started:.0f} s so far)"
+        context.log.info(line)
+        progress_log.info(line)
+
+    return stage
 
 
 @dg.asset(

@@ -19,8 +19,15 @@ def no_empty_titles(store: StoreResource) -> dg.AssetCheckResult:
         pmid_only = [
             r[0] for r in db.conn.execute("SELECT pmid FROM paper WHERE trim(title) = '' AND trim(abstract) = ''")
         ]
+    said = []
+    if untitled:
+        said.append(f"{untitled} papers have an abstract but no title (an importer lost the field)")
+    if pmid_only:
+        said.append(f"{len(pmid_only)} rows carry only a PMID (no title, no abstract, as in the bundled Cohen export): "
+                    "kept, never embedded")  # fmt: skip
     return dg.AssetCheckResult(
         passed=untitled == 0 and not pmid_only,
+        description="; ".join(said) or "every paper with text has a title",
         severity=dg.AssetCheckSeverity.ERROR if untitled else dg.AssetCheckSeverity.WARN,
         metadata={
             "abstract_without_title": untitled,
