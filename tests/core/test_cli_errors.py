@@ -111,7 +111,7 @@ def test_unterminated_quote_is_reported_and_the_swallowed_rows_are_kept(tmp_path
     code, out, err = ra(capsys, cfg_path, "import", str(path))
     assert code == 2
     assert f"{path}: 4 new, 0 updated, 0 unchanged, 1 problems" in out
-    assert "export.csv:3: field 'title': quote opened and never closed (swallowed 1 following rows); row skipped" in err
+    assert "export.csv:3: field 'title': quote opened and never closed (swallowed 1 following row); row skipped" in err
     assert papers(cfg_path) == 4
     db = sqlite3.connect(cfg_path.parent / "ws" / "ra.sqlite")
     titles = dict(db.execute("SELECT pmid, title FROM paper").fetchall())
@@ -156,6 +156,27 @@ def test_bad_handbooks_are_one_line_errors(tmp_path, capsys, cfg_path):
         assert message in lines[0]
     assert "above the 1000000-byte cap for a handbook ([goal] handbook_max_bytes)" in ra(
         capsys, cfg_path, "run", str(huge))[2]  # fmt: skip
+    assert not (cfg_path.parent / "ws" / "goals").exists() or not any((cfg_path.parent / "ws" / "goals").iterdir())
+
+
+def test_deeply_nested_success_expressions_are_handbook_errors(tmp_path, capsys, cfg_path):
+    """150 nested parentheses or 1,000 NOTs used to end in 'internal error: RecursionError': now a one-line
+    handbook error naming the file, the line of the token past the nesting cap, and the Success key."""
+    text = HANDBOOK.read_text(encoding="utf-8")
+    success = "Success:\n  eligible_trials >= 6\n  AND PRISMA_compliant == false\n"
+    assert success in text
+    success_line = text[: text.index(success)].count("\n") + 1
+    parens = tmp_path / "parens.md"
+    nested = "Success:\n" + "  (\n" * 150 + "  eligible_trials >= 6\n" + "  )" * 150 + "\n"
+    parens.write_text(text.replace(success, nested), encoding="utf-8")
+    nots = tmp_path / "nots.md"
+    nots.write_text(text.replace(success, "Success: " + "NOT " * 1000 + "PRISMA_compliant\n"), encoding="utf-8")
+    for path, line in ((parens, success_line + 51), (nots, success_line)):
+        code, _, err = ra(capsys, cfg_path, "run", str(path))
+        lines = error_lines(err)
+        assert code == 2 and len(lines) == 1, lines
+        assert lines[0] == (f"ra: error: {path}:{line}: Success: nested more than 50 levels deep (parentheses and "
+                            "NOTs); write the expression flatter")  # fmt: skip
     assert not (cfg_path.parent / "ws" / "goals").exists() or not any((cfg_path.parent / "ws" / "goals").iterdir())
 
 
