@@ -399,7 +399,7 @@ def _check_value(value: Any, typ: Any, f: dataclasses.Field, where: str) -> Any:
         raise ConfigError(f"{where}: {value!r} is out of range [{lo}, {hi}]")
     if choices and value not in choices:
         raise ConfigError(f"{where}: {value!r} is not one of {', '.join(map(str, choices))}")
-    if (schemes := f.metadata.get("schemes")) and value != f.default:
+    if (schemes := f.metadata.get("schemes")) and isinstance(value, str) and value != f.default:
         _check_url(value, schemes, where)
     return value
 
