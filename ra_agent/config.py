@@ -219,6 +219,8 @@ class GoalConfig:
     max_tool_calls: int = _knob(1000, 1, 10_000_000)
     paused_api_after_h: float = _knob(24, 0, 100000)
     max_cycles: int = _knob(50, 1, 1_000_000)
+    max_same_rejections: int = _knob(2, 1, 100)
+    max_error_cycles: int = _knob(5, 1, 1_000_000)
     rules_split_share: float = _knob(0.50, 0, 1)
     handbook_max_bytes: int = _knob(1_000_000, 1000, 100_000_000)
 
