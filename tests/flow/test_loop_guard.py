@@ -10,8 +10,8 @@ import pytest
 from ra_agent.agent.actions import validate_action
 from ra_agent.agent.cycle import run_cycle
 from ra_agent.agent.goal import GoalStore
-from ra_agent.agent.prompt import build_messages, observe
 from ra_agent.agent.handbook import load_handbook
+from ra_agent.agent.prompt import build_messages, observe
 from ra_agent.agent.runner import start_goal
 from ra_agent.llm.ollama_brain import OllamaBrain
 from ra_agent.llm.protocol import parse_action
@@ -76,7 +76,8 @@ def test_an_action_rejected_twice_in_the_same_form_ends_that_line_and_the_goal_s
     assert state.stop_reason().startswith("propose_alternative_pico proposed again after the loop guard ended it: ")
     assert state.stop_reason().endswith(why)
     # the brain was told: the third prompt names the ended line, and the state block carries it
-    third = ollama_server.chat_requests[-1]["messages"][-1]["content"]
+    assert len(ollama_server.chat_requests) == 6  # per cycle: the prompt and one repair turn
+    third = ollama_server.chat_requests[4]["messages"][-1]["content"]
     assert f"Ended (do not propose again): propose_alternative_pico: {why}" in third
     assert '"ended_lines": [{"tool": "propose_alternative_pico"' in third
 
@@ -90,7 +91,7 @@ def test_error_cycles_in_a_row_stop_the_goal(llm, goal, ollama_server):
     events, state = run_until_done(cfg, goal, brain)
     assert events == ["error"] * (cfg.goal.max_error_cycles - 1) + ["stopped"]
     assert state.stop_reason() == (f"{cfg.goal.max_error_cycles} cycles in a row ended in an error (last: "
-                                   'still invalid after one repair turn: run_pico.pmid_list must be a non-empty list of '
+                                   'run_pico.pmid_list must be a non-empty list of '
                                    f'integers, got a list of 1 whose item 0 is "x{cfg.goal.max_error_cycles - 1}")')  # fmt: skip
     assert not state.events("line_ended")
 
