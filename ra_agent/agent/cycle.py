@@ -256,8 +256,7 @@ def _cycle(cfg, store, goals, state, brain, embedder_factory) -> CycleOutcome:
 def _act(cfg, store, goals, state, handbook, brain, outcome, reply, key, embedder_factory, notes, digest):
     """Apply the interpreted reply; returns (event, tool, json_status, requests)."""
     if outcome is None:
-        _guard_errors(cfg, state, notes)
-        return "error", None, "brain_unavailable", []
+        return "stopped" if _guard_errors(cfg, state, notes) else "error", None, "brain_unavailable", []
     if isinstance(outcome, NoAction | ActionError):
         result = outcome.outcome
         details = {k: v for k, v in result.log.items()}
