@@ -14,7 +14,7 @@ from ra_agent.agent.handbook import load_handbook
 from ra_agent.agent.prompt import build_messages, observe
 from ra_agent.agent.runner import start_goal
 from ra_agent.llm.ollama_brain import OllamaBrain
-from ra_agent.llm.protocol import parse_action
+from ra_agent.llm.protocol import action_form, parse_action
 from ra_agent.llm.rules_brain import RulesBrain
 from ra_agent.workspace import open_store
 
@@ -112,9 +112,15 @@ def test_the_rules_brain_proposes_a_valid_exclude_list_from_a_capped_state_block
         covered = observation["clusters"][0]  # as find_existing_sr leaves a covered cluster
         covered.update(covered_by_sr=True, sr_overlap=0.9, sr_pmids=reviews, alternative_proposed=False, rejected=False)
         messages = build_messages(cfg, store, handbook, observation)
-    reply = brain.chat(messages)
-    parsed = parse_action(reply)
-    assert parsed.tool == "propose_alternative_pico" and parsed.args == {"exclude_pmids": reviews[:20]}
-    valid = validate_action(parsed, cfg=cfg, handbook=handbook)
-    assert valid.tool == "propose_alternative_pico", valid
-    assert '"sr_pmids_left_out": 6' in messages[-1]["content"]
+        reply = brain.chat(messages)
+        parsed = parse_action(reply)
+        assert parsed.tool == "propose_alternative_pico" and parsed.args == {"exclude_pmids": reviews[:20]}
+        valid = validate_action(parsed, cfg=cfg, handbook=handbook)
+        assert valid.tool == "propose_alternative_pico", valid
+        assert '"sr_pmids_left_out": 6' in messages[-1]["content"]
+
+        # once the loop guard ended that line, the rules pass over it to the next step of the policy
+        form = action_form("propose_alternative_pico", {"exclude_pmids": reviews[:20]})
+        observation["ended_lines"] = [{"tool": "propose_alternative_pico", "form": form, "reason": "rejected twice"}]
+        after = parse_action(brain.chat(build_messages(cfg, store, handbook, observation)))
+    assert after.tool != "propose_alternative_pico" and validate_action(after, cfg=cfg, handbook=handbook).tool
