@@ -93,18 +93,26 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 def cmd_ingest(args: argparse.Namespace) -> int:
     """One search (--query, registered first) or a refresh of every registered one; a failing search is
-    reported and recorded (search_run.status) and the others still run."""
+    reported and recorded (search_run.status) and the others still run.
+
+    A --query NCBI rejects is not registered (it would fail every refresh). A registered search that NCBI
+    rejects exactly as at its last run is reported in the refresh summary without raising the exit code:
+    the exit code is that of the worst new failure."""
+    from ra_agent.ingest.eutils import EutilsError, HistoryExpired
     from ra_agent.ingest.http import ApiError
     from ra_agent.ingest.pipeline import search_and_ingest
-    from ra_agent.workspace import register_query, registered_queries
+    from ra_agent.workspace import query_key, query_runs, register_query, registered_queries, unregister_query
 
     cfg = _config(args)
     status = 0
     with _store(cfg) as store:
+        last_runs = query_runs(store)
         if args.query:
+            new_query = query_key(args.query) not in last_runs
             register_query(store, args.query, args.since, args.retmax)
             queries = [(args.query, args.since, args.retmax)]
         else:
+            new_query = False
             queries = [(q["query"], args.since or q["since"], args.retmax or q["retmax"])
                        for q in registered_queries(store).values()]  # fmt: skip
             if not queries:
@@ -115,7 +123,17 @@ def cmd_ingest(args: argparse.Namespace) -> int:
                     result = search_and_ingest(cfg, store, query, since=since, retmax=retmax, progress=bar)
             except ApiError as exc:  # NCBI rejected the query: recorded as failed; go on with the others
                 code, message = error_line(exc)
-                print(f"ra: error: {query!r}: search: rejected: {message}", file=sys.stderr)
+                rejected = isinstance(exc, EutilsError) and not isinstance(exc, HistoryExpired)
+                last = last_runs.get(query_key(query)) or {}
+                if rejected and new_query:
+                    unregister_query(store, query_key(query))
+                    print(f"ra: error: {query!r}: search: rejected: {message}; not registered", file=sys.stderr)
+                elif rejected and last.get("status") == "failed" and last.get("error") == str(exc):
+                    print(f"{query!r}: rejected again, as at its last run: {message} (not a new failure; "
+                          f"ra queries remove {query_key(query)} drops it)")  # fmt: skip
+                    continue
+                else:
+                    print(f"ra: error: {query!r}: search: rejected: {message}", file=sys.stderr)
                 status = max(status, code)
                 continue
             mode = "OFFLINE (local corpus)" if result.offline else "online"

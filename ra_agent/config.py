@@ -8,6 +8,7 @@ import os
 import re
 import tomllib
 import typing
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,8 +29,14 @@ class ConfigError(ValueError):
     """A config value is unknown, mistyped or out of range; the message names file, section and key."""
 
 
-def _knob(default: Any, lo: float | None = None, hi: float | None = None, choices: tuple = ()) -> Any:
-    meta = {"lo": lo, "hi": hi, "choices": choices}
+WEB_SCHEMES = ("http", "https")
+
+
+def _knob(
+    default: Any, lo: float | None = None, hi: float | None = None, choices: tuple = (), schemes: tuple = ()
+) -> Any:
+    """A config field with its bounds: a numeric range, a set of choices, or the URL schemes a URL may use."""
+    meta = {"lo": lo, "hi": hi, "choices": choices, "schemes": schemes}
     if isinstance(default, list):
         return field(default_factory=lambda: list(default), metadata=meta)
     return field(default=default, metadata=meta)
@@ -43,7 +50,9 @@ class WorkspaceConfig:
 
 @dataclass(frozen=True)
 class StoreConfig:
-    url: str = _knob("")  # "" = SQLite file in the workspace; "postgresql://user@host:port/db" = PostgreSQL
+    url: str = _knob(
+        "", schemes=("postgresql", "postgres")
+    )  # "" = SQLite file in the workspace; "postgresql://user@host:port/db" = PostgreSQL
     busy_timeout_s: float = _knob(30.0, 0, 3600)
     write_retries: int = _knob(8, 1, 100)
     retry_wait_s: float = _knob(0.05, 0, 60)
@@ -51,8 +60,8 @@ class StoreConfig:
 
 @dataclass(frozen=True)
 class IngestConfig:
-    eutils_base_url: str = _knob("https://eutils.ncbi.nlm.nih.gov/entrez/eutils")
-    crossref_base_url: str = _knob("https://api.crossref.org")
+    eutils_base_url: str = _knob("https://eutils.ncbi.nlm.nih.gov/entrez/eutils", schemes=WEB_SCHEMES)
+    crossref_base_url: str = _knob("https://api.crossref.org", schemes=WEB_SCHEMES)
     tool: str = _knob("ra")
     pubmed_batch: int = _knob(200, 1, 10000)
     elink_batch: int = _knob(200, 1, 10000)
@@ -177,8 +186,8 @@ class ToolsConfig:
 class LlmConfig:
     brain: str = _knob("auto", choices=("auto", "llm", "ollama", "openai", "rules"))
     backend: str = _knob("ollama", choices=("ollama", "openai"))
-    ollama_host: str = _knob("http://127.0.0.1:11434")
-    openai_base_url: str = _knob("http://127.0.0.1:8080/v1")
+    ollama_host: str = _knob("http://127.0.0.1:11434", schemes=WEB_SCHEMES)
+    openai_base_url: str = _knob("http://127.0.0.1:8080/v1", schemes=WEB_SCHEMES)
     openai_api_key_env: str = _knob("OPENAI_API_KEY")
     model: str = _knob("gemma3n:e4b")
     temperature: float = _knob(0.2, 0, 2)
@@ -210,6 +219,8 @@ class GoalConfig:
     max_tool_calls: int = _knob(1000, 1, 10_000_000)
     paused_api_after_h: float = _knob(24, 0, 100000)
     max_cycles: int = _knob(50, 1, 1_000_000)
+    max_same_rejections: int = _knob(2, 1, 100)
+    max_error_cycles: int = _knob(5, 1, 1_000_000)
     rules_split_share: float = _knob(0.50, 0, 1)
     handbook_max_bytes: int = _knob(1_000_000, 1000, 100_000_000)
 
@@ -392,7 +403,19 @@ def _check_value(value: Any, typ: Any, f: dataclasses.Field, where: str) -> Any:
         raise ConfigError(f"{where}: {value!r} is out of range [{lo}, {hi}]")
     if choices and value not in choices:
         raise ConfigError(f"{where}: {value!r} is not one of {', '.join(map(str, choices))}")
+    if (schemes := f.metadata.get("schemes")) and isinstance(value, str) and value != f.default:
+        _check_url(value, schemes, where)
     return value
+
+
+def _check_url(value: str, schemes: tuple[str, ...], where: str) -> None:
+    """ConfigError unless `value` is a URL with one of `schemes` and a host (a URL knob's default may be "")."""
+    parts = urllib.parse.urlsplit(value)
+    wanted = " or ".join(f"{s}://" for s in schemes)
+    if parts.scheme.lower() not in schemes:
+        raise ConfigError(f"{where}: {value!r} is not a {wanted} URL")
+    if not parts.hostname and set(schemes) <= set(WEB_SCHEMES):
+        raise ConfigError(f"{where}: {value!r} names no host (expected {wanted}host...)")
 
 
 Blame = typing.Mapping[tuple[str, ...], str]  # key path -> where it was set ("config.toml:29", "environment RA_X")

@@ -21,19 +21,28 @@ from typing import Any
 
 import psutil
 
-from ra_agent.agent.actions import interpret_reply, validate_action
+from ra_agent.agent.actions import REGISTRY_SPECS, interpret_reply, validate_action
 from ra_agent.agent.cyclelog import CycleLog, CycleRecord, truncate_middle
 from ra_agent.agent.goal import GoalState, GoalStore
 from ra_agent.agent.guards import check_guards
 from ra_agent.agent.handbook import load_handbook
-from ra_agent.agent.loopguard import repeated_noop, state_digest
+from ra_agent.agent.loopguard import ERROR_EVENTS, ended_line, error_streak, rejections, repeated_noop, state_digest
 from ra_agent.agent.ownership import no_papers_reason, refresh_owned
 from ra_agent.agent.prompt import build_messages, metrics_of, observe, playbooks_for
 from ra_agent.agent.stages import StageRequest
 from ra_agent.agent.tools import ToolContext, execute
 from ra_agent.config import Config
 from ra_agent.llm.base import BrainError
-from ra_agent.llm.protocol import ActionError, NoAction, ParsedAction, RepairTurn, ValidAction, repair_asker
+from ra_agent.llm.protocol import (
+    ActionError,
+    NoAction,
+    ParsedAction,
+    RepairTurn,
+    ValidAction,
+    action_form,
+    parse_action,
+    repair_asker,
+)
 from ra_agent.store.db import Store
 
 log = logging.getLogger(__name__)
@@ -247,13 +256,15 @@ def _cycle(cfg, store, goals, state, brain, embedder_factory) -> CycleOutcome:
 def _act(cfg, store, goals, state, handbook, brain, outcome, reply, key, embedder_factory, notes, digest):
     """Apply the interpreted reply; returns (event, tool, json_status, requests)."""
     if outcome is None:
-        return "error", None, "brain_unavailable", []
+        return "stopped" if _guard_errors(cfg, state, notes) else "error", None, "brain_unavailable", []
     if isinstance(outcome, NoAction | ActionError):
         result = outcome.outcome
         details = {k: v for k, v in result.log.items()}
+        form = None
         if isinstance(outcome, ActionError):
+            form = _rejected_form(outcome)
             details.update(kind=outcome.kind, message=outcome.message[:300], tool=outcome.tool,
-                           repaired=outcome.repaired)  # fmt: skip
+                           repaired=outcome.repaired, form=form)  # fmt: skip
             notes.append(
                 f"{outcome.kind}{' after one repair turn' if outcome.repaired else ''}: {outcome.message[:300]}"
             )
@@ -264,7 +275,19 @@ def _act(cfg, store, goals, state, handbook, brain, outcome, reply, key, embedde
         json_status = "no_action" if isinstance(outcome, NoAction) else "error"
         if isinstance(outcome, ActionError) and outcome.kind == "json_error":
             json_status = "json_error"
-        return result.event, getattr(outcome, "tool", None), json_status, []
+        tool = outcome.tool if isinstance(outcome, ActionError) else None
+        if isinstance(outcome, ActionError) and form is not None:
+            if _guard_rejection(cfg, state, tool, form, outcome.message, notes):
+                return "stopped", tool, json_status, []
+        if result.event in ERROR_EVENTS and _guard_errors(cfg, state, notes):
+            return "stopped", tool, json_status, []
+        return result.event, tool, json_status, []
+    form = action_form(outcome.tool, _form_args(outcome.tool, outcome.args))
+    if (ended := ended_line(state, form)) is not None:  # proposed again after its line was ended: stop here
+        state.set_status("stopped", reason=f"{outcome.tool} proposed again after the loop guard ended it: "
+                         f"{ended.get('reason', '')}", tool=outcome.tool, form=form)  # fmt: skip
+        notes.append(f"loop guard: {outcome.tool} {outcome.args_json} was ended: {ended.get('reason', '')}")
+        return "stopped", outcome.tool, "ok", []
     if repeated_noop(state, outcome.tool, outcome.args, digest):  # the last identical call changed nothing
         state.set_status("stopped", reason=f"repeated {outcome.tool} with the same arguments and no state change",
                          tool=outcome.tool, args=outcome.args)  # fmt: skip
@@ -276,13 +299,64 @@ def _act(cfg, store, goals, state, handbook, brain, outcome, reply, key, embedde
         effect = execute(ctx, outcome)
     except (KeyError, ValueError, LookupError) as exc:  # a tool refusing its input is the LLM's error, not a crash
         _finish_call(store, key, "failed", {"error": str(exc)}, [])
-        state.record("error", error="tool_failed", tool=outcome.tool, message=str(exc)[:300])
+        state.record("error", error="tool_failed", tool=outcome.tool, message=str(exc)[:300], form=form)
+        if _guard_rejection(cfg, state, outcome.tool, form, f"{outcome.tool} failed: {exc}", notes) or _guard_errors(
+            cfg, state, notes
+        ):
+            return "stopped", outcome.tool, "ok", []
         return "error", outcome.tool, "ok", []
     _finish_call(store, key, "finished", effect.result, effect.requests)
     state.record("tool_call", tool=outcome.tool, args=outcome.args, result=_short(effect.result),
                  requests=[r.label() for r in effect.requests], repaired=outcome.repaired,
                  state_digest=digest)  # fmt: skip
     return "tool_call", outcome.tool, "repaired" if outcome.repaired else "ok", effect.requests
+
+
+def _form_args(tool: str | None, args: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The arguments that make an action's form: those given, less any equal to the tool's default."""
+    spec = REGISTRY_SPECS.get(tool or "")
+    if args is None or spec is None:
+        return args
+    return {k: v for k, v in args.items() if k not in spec.args or v != spec.args[k].default}
+
+
+def _rejected_form(error: ActionError) -> str:
+    """The form of a rejected action: its tool and arguments as the reply gave them, else the rejection."""
+    parsed = parse_action(error.raw or "") if error.raw else None
+    args = parsed.args if isinstance(parsed, ParsedAction) and parsed.tool == error.tool else None
+    return action_form(error.tool, _form_args(error.tool, args), f"{error.kind}: {error.message}")
+
+
+def _guard_rejection(
+    cfg: Config, state: GoalState, tool: str | None, form: str, message: str, notes: list[str]
+) -> bool:
+    """Count a rejection (or failure) of this action form; at [goal] max_same_rejections end that line of action
+    with a stated reason (the prompt shows it; the rules never propose it again). True when the goal stopped:
+    the form was ended already and the brain proposed it once more."""
+    if (ended := ended_line(state, form)) is not None:
+        state.set_status("stopped", reason=f"{tool} proposed again after the loop guard ended it: {ended['reason']}",
+                         tool=tool, form=form)  # fmt: skip
+        notes.append(f"loop guard: {tool} ended earlier, proposed again: goal stopped")
+        return True
+    count = rejections(state, form)
+    if count >= cfg.goal.max_same_rejections:
+        reason = f"rejected {count} times in the same form: {message[:400]}"
+        state.record("line_ended", tool=tool, form=form, reason=reason)
+        notes.append(f"loop guard: line of action ended: {tool} {reason}")
+        log.warning("goal %s: %s %s; that line of action is ended", state.goal_id, tool, reason)
+    return False
+
+
+def _guard_errors(cfg: Config, state: GoalState, notes: list[str]) -> bool:
+    """Stop the goal when [goal] max_error_cycles cycles in a row ended in an error; True when it stopped."""
+    streak = error_streak(state)
+    if streak < cfg.goal.max_error_cycles:
+        return False
+    last = next(h for h in reversed(state.history) if h["event"] in ERROR_EVENTS)
+    what = last.get("message") or last.get("error") or last.get("kind") or "error"
+    state.set_status("stopped", reason=f"{streak} cycles in a row ended in an error (last: {str(what)[:300]})")
+    notes.append(f"loop guard: {streak} error cycles in a row: goal stopped")
+    return True
 
 
 def _short(result: dict[str, Any], limit: int = 1500) -> dict[str, Any]:

@@ -4,6 +4,11 @@
   clusters it owns, those clusters' latest metrics and the store's row counts.
 - `repeated_noop`: the same action with the same arguments as the goal's last tool call, chosen
   from the same state digest that call was chosen from (so that call changed nothing).
+- `rejections` / `ended_line`: how often one action form (tool and arguments) was rejected or failed; at
+  [goal] max_same_rejections that line of action is ended (a `line_ended` event the prompt shows), and
+  proposing it again stops the goal with the stated reason.
+- `error_streak`: how many cycles in a row ended in an error (rejected action, failed tool, brain down);
+  at [goal] max_error_cycles the goal stops.
 - `GoalLock`: one process per goal, a `RUNNING.lock` file holding the owner's pid under the goal's
   folder; a lock left by a dead pid is taken over.
 """
@@ -61,6 +66,30 @@ def repeated_noop(state: GoalState, tool: str, args: dict[str, Any], digest: str
         args, sort_keys=True, default=str
     )
     return same_action and last.get("state_digest") == digest
+
+
+ERROR_EVENTS = ("error", "json_error")  # a cycle whose action was rejected, failed, or never came
+
+
+def rejections(state: GoalState, form: str) -> int:
+    """How many error events of the goal carry this action form."""
+    return sum(1 for h in state.history if h["event"] in ERROR_EVENTS and h.get("form") == form)
+
+
+def ended_line(state: GoalState, form: str) -> dict[str, Any] | None:
+    """The `line_ended` event of this action form, if the loop guard ended it."""
+    return next((h for h in state.events("line_ended") if h.get("form") == form), None)
+
+
+def error_streak(state: GoalState) -> int:
+    """How many cycles in a row, up to the latest, ended in an error (a tool call or stage result breaks it)."""
+    cycles: set[int] = set()
+    for h in reversed(state.history):
+        if h["event"] in ("tool_call", "tool_result"):
+            break
+        if h["event"] in ERROR_EVENTS:
+            cycles.add(h.get("cycle", -1))
+    return len(cycles)
 
 
 class GoalLocked(RuntimeError):

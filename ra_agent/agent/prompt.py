@@ -139,6 +139,8 @@ def observe(cfg: Config, store: Store, state: GoalState, handbook: Handbook) -> 
         "searches": searches,
         "clusters": clusters,
         "last_results": [h for h in state.history if h["event"] in ("tool_call", "tool_result")][-3:],
+        # actions the loop guard ended (rejected in the same form too often): never propose them again
+        "ended_lines": [{k: e.get(k) for k in ("tool", "form", "reason")} for e in state.events("line_ended")],
     }
 
 
@@ -227,8 +229,9 @@ def state_block(observation: dict[str, Any], budget: int, enc) -> tuple[str, int
     ordered = _state_order(observation)
     for cluster in ordered:
         entry = dict(cluster)
-        if len(entry.get("sr_pmids") or []) > _STATE_LIST_CAP:
-            entry["sr_pmids"] = [*entry["sr_pmids"][:_STATE_LIST_CAP], f"+{len(cluster['sr_pmids']) - _STATE_LIST_CAP}"]
+        if len(entry.get("sr_pmids") or []) > _STATE_LIST_CAP:  # the list stays PMIDs only: a brain may copy it
+            entry["sr_pmids"] = entry["sr_pmids"][:_STATE_LIST_CAP]
+            entry["sr_pmids_left_out"] = len(cluster["sr_pmids"]) - _STATE_LIST_CAP
         cost = count_tokens(dumps(entry), enc) + 1
         if used + cost > budget:
             break
@@ -268,7 +271,10 @@ def build_messages(
         f"This goal's clusters (hold its search hits or were chosen by it): "
         f"{', '.join(goal.get('owned_clusters') or []) or 'none yet'}; Success is judged on these only.\n"
         f"Success requires: {hb['success']} (for {hb['stop_after']} cluster(s)).\n"
-        f"Pivot when Existing_SR_overlap > {observation['thresholds']['sr_overlap_pivot']}.",
+        f"Pivot when Existing_SR_overlap > {observation['thresholds']['sr_overlap_pivot']}."
+        + "".join(
+            f"\nEnded (do not propose again): {e['tool']}: {e['reason']}" for e in observation.get("ended_lines", [])
+        ),
         600,
         enc,
         "goal lines",

@@ -191,6 +191,9 @@ _TOKEN_RE = re.compile(
     r"(?P<ws>\s+)|(?P<num>-?(?:\d+\.\d*|\.\d+|\d+))|(?P<op>==|!=|>=|<=|>|<|≥|≤|≠)"
     r"|(?P<par>[()])|(?P<word>[A-Za-z_][A-Za-z0-9_]*)|(?P<bad>.)"
 )
+# How deep parentheses and NOTs may nest: the parser and the evaluator recurse once per level, so a cap far
+# below Python's recursion limit turns a pathological expression into a handbook error naming its line.
+SUCCESS_MAX_NESTING = 50
 _UNICODE_OPS = {"≥": ">=", "≤": "<=", "≠": "!="}
 _KEYWORDS = {"and": "AND", "or": "OR", "not": "NOT"}
 _LITERALS = {"true": True, "false": False, "null": None}
@@ -217,6 +220,7 @@ class _SuccessParser:
             offset += len(text) + 1
         self.tokens = list(self._tokenize())
         self.pos = 0
+        self.depth = 0  # parentheses and NOTs open around the current token
 
     def _line(self, offset: int) -> int:
         return self.piece_lines[bisect.bisect_right(self.piece_starts, offset) - 1]
@@ -280,10 +284,21 @@ class _SuccessParser:
     def _and(self) -> Condition:
         return self._chain("AND", self._not)
 
+    def _nested(self, parse_inner: Callable[[], Condition]) -> Condition:
+        """Parse one level deeper (after the '(' or NOT just taken), refusing nesting past SUCCESS_MAX_NESTING."""
+        if self.depth >= SUCCESS_MAX_NESTING:
+            raise self._error(f"nested more than {SUCCESS_MAX_NESTING} levels deep (parentheses and NOTs); "
+                              "write the expression flatter", self.tokens[self.pos - 1])  # fmt: skip
+        self.depth += 1
+        try:
+            return parse_inner()
+        finally:
+            self.depth -= 1
+
     def _not(self) -> Condition:
         if self._peek().kind == "kw" and self._peek().value == "NOT":
             self._take()
-            return Not(self._not())
+            return Not(self._nested(self._not))
         return self._comparison()
 
     def _comparison(self) -> Condition:
@@ -315,7 +330,7 @@ class _SuccessParser:
         if token.kind == "metric":
             return Metric(token.value)
         if token.kind == "par" and token.value == "(":
-            node = self._or()
+            node = self._nested(self._or)
             if self._peek().value != ")":
                 raise self._error("missing ')'")
             self._take()

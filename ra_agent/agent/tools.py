@@ -194,10 +194,14 @@ def propose_alternative_pico(ctx: ToolContext, exclude_pmids: list[int]) -> Tool
     goal on it. A failed attempt is recorded too, so the agent does not repeat it."""
     from ra_agent.agent.spawn import spawn_handbook
     from ra_agent.evidence.alternative import propose_alternative_pico as propose
+    from ra_agent.evidence.sr_search import load_sr_overlap
 
     cluster_id = _cluster_of(ctx.cfg, ctx.store, exclude_pmids) or ctx.goal.cluster_id
     if cluster_id:
         _covered_dossier(ctx, cluster_id)
+        found = load_sr_overlap(ctx.cfg, cluster_id)
+        if found and set(exclude_pmids) <= set(found.sr_pmids):  # the state block lists 20 of them at most
+            exclude_pmids = sorted(found.sr_pmids)
     limit = ctx.cfg.goal.max_spawn_depth
     if ctx.goal.spawn_depth >= limit:  # guard against endless spawning: goals of goals of goals...
         message = f"spawn depth {ctx.goal.spawn_depth} reached [goal] max_spawn_depth = {limit}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import logging
 import re
+from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -171,42 +172,87 @@ def iter_csv(path: Path, *, source_name: str) -> Iterator[Record | FieldWarning]
     yield from _csv_rows(lines, 2, headers, columns, delimiter, path.name, source_name)
 
 
+class _PushbackLines:
+    """The lines a csv.reader reads: lines given back (of a row found malformed) first, then the file's.
+
+    Records which lines the current row consumed; unlike a generator it can be read again after running
+    dry, so lines given back at the end of the file are still read.
+    """
+
+    def __init__(self, lines: Iterable[str]) -> None:
+        self._lines = iter(lines)
+        self._given_back: deque[str] = deque()
+        self.consumed: list[str] = []
+
+    def __iter__(self) -> _PushbackLines:
+        return self
+
+    def __next__(self) -> str:
+        text = self._given_back.popleft() if self._given_back else next(self._lines)
+        self.consumed.append(text)
+        return text
+
+    def give_back(self, lines: list[str]) -> None:
+        self._given_back.extendleft(reversed(lines))
+
+
 def _csv_rows(
     lines: Iterable[str], line: int, headers: list[str], columns: dict[str, str], delimiter: str, name: str,
     source: str,
 ) -> Iterator[Record | FieldWarning]:  # fmt: skip
-    """Parse CSV rows from `lines` (the first is file line `line`), checking multi-line rows for an open quote."""
-    consumed: list[str] = []
+    """Parse CSV rows from `lines` (the first is file line `line`); every row is loaded or reported.
 
-    def feed() -> Iterator[str]:
-        for text in lines:
-            consumed.append(text)
-            yield text
-
-    reader = csv.reader(feed(), delimiter=delimiter)
+    A row whose cells hold a line break is checked: a quote left open (the row runs to the end of the file,
+    a stray quote inside the quoted field, or whole rows swallowed) makes it a reported row, and the lines
+    after its first are read again as rows of their own. So rows loaded + rows reported = rows in the file.
+    """
+    feed = _PushbackLines(lines)
+    reader = csv.reader(feed, delimiter=delimiter)
     while True:
-        consumed.clear()
+        feed.consumed.clear()
         try:
             cells = next(reader)
         except StopIteration:
             return
         except csv.Error as exc:  # e.g. an open quote running past the field size limit
             yield ParseProblem(None, f"{name}:{line}: unreadable CSV row ({exc}); row skipped", source)
-            yield from _csv_rows(consumed[1:], line + 1, headers, columns, delimiter, name, source)
-            line += len(consumed)
+            feed.give_back(feed.consumed[1:])
+            line += 1
             continue
-        if len(consumed) > 1 and (swallowed := _swallowed_rows(consumed[1:], headers, columns, delimiter)):
-            column = next((headers[i] for i, c in enumerate(cells) if "\n" in c and i < len(headers)), "?")
-            yield ParseProblem(None, f"{name}:{line}: field '{column}': quote opened and never closed "
-                                     f"(swallowed {swallowed} following rows); row skipped", source)  # fmt: skip
-            yield from _csv_rows(consumed[1:], line + 1, headers, columns, delimiter, name, source)
-        elif not any(c.strip() for c in cells):
+        consumed = list(feed.consumed)
+        if any("\n" in c or "\r" in c for c in cells) and (
+            problem := _open_quote(consumed, headers, columns, delimiter)
+        ):
+            column = next((headers[i] for i, c in enumerate(cells) if "\n" in c or "\r" in c), "?")
+            yield ParseProblem(None, f"{name}:{line}: field '{column}': quote opened and never closed{problem}; "
+                                     "row skipped", source)  # fmt: skip
+            feed.give_back(consumed[1:])
+            line += 1
+            continue
+        if not any(c.strip() for c in cells):
             pass  # a blank line
         elif len(cells) > len(headers):  # more cells than headers: the row is shifted, its fields are unreliable
             yield ParseProblem(None, f"{name}:{line}: {len(cells) - len(headers)} cells too many; row skipped", source)
         else:
             yield from _csv_record(dict(zip(headers, cells, strict=False)), columns, f"{name}:{line}", source)
         line += len(consumed)
+
+
+def _open_quote(consumed: list[str], headers: list[str], columns: dict[str, str], delimiter: str) -> str | None:
+    """Why a row holding a line break is a quote left open, or None when it is a well-formed multi-line field.
+
+    A well-formed quoted field ends with its closing quote before a delimiter or the row's end, and no line
+    after its first parses as a whole row of its own; a stray quote inside it (the next row's opening quote)
+    or the end of the file inside it means the quote was never closed.
+    """
+    if swallowed := _swallowed_rows(consumed[1:], headers, columns, delimiter):
+        return f" (swallowed {swallowed} following row{'s' if swallowed > 1 else ''})"
+    try:
+        list(csv.reader(consumed, delimiter=delimiter, strict=True))
+    except csv.Error as exc:
+        ends = "end of data" in str(exc)
+        return " (the file ends inside it)" if ends else " (it runs into the next line's quote)"
+    return None
 
 
 def _swallowed_rows(rest: list[str], headers: list[str], columns: dict[str, str], delimiter: str) -> int:

@@ -465,6 +465,30 @@ def _security_problem(text: str, allowed_hosts: tuple[str, ...]) -> str | None:
     return None
 
 
+def _what_is_wrong(value: Any, typ: str) -> str:
+    """The part of a rejected value that breaks its type, shown whole (not a list cut off after 80 characters)."""
+    if isinstance(value, list) and value and (typ.endswith("list[int]") or typ.endswith("list[str]")):
+        wanted = int if typ.endswith("list[int]") else str
+        bad = [(i, v) for i, v in enumerate(value)
+               if not isinstance(v, wanted) or isinstance(v, bool) or (isinstance(v, str) and not v.strip())]  # fmt: skip
+        shown = "; ".join(f"item {i} is {json.dumps(v)[:60]}" for i, v in bad[:3])
+        more = f" (and {len(bad) - 3} more)" if len(bad) > 3 else ""
+        return f"got a list of {len(value)} whose {shown}{more}"
+    if isinstance(value, list) and not value:
+        return "got an empty list"
+    text = json.dumps(value)
+    return f"got {text}" if len(text) <= 120 else f"got a {type(value).__name__} of {len(text)} characters"
+
+
+def action_form(tool: str | None, args: Mapping[str, Any] | None, rejection: str = "") -> str:
+    """A short id of an action's form: the tool and its arguments (canonical JSON), else the rejection text;
+    the loop guard counts how often one form was rejected."""
+    import hashlib
+
+    body = json.dumps([tool, args], sort_keys=True, ensure_ascii=False, default=str) if args is not None else rejection
+    return hashlib.sha1(f"{tool}\n{body}".encode()).hexdigest()[:12]
+
+
 def _type_problem(value: Any, spec: ArgSpec) -> str | None:
     """Why a value does not fit its ArgSpec, else None."""
 
@@ -485,7 +509,7 @@ def _type_problem(value: Any, spec: ArgSpec) -> str | None:
     }  # fmt: skip
     ok, expected = checks[spec.type]
     if not ok(value):
-        return f"must be {expected}, got {json.dumps(value)[:80]}"
+        return f"must be {expected}, {_what_is_wrong(value, spec.type)}"
     if spec.choices and value not in spec.choices:
         return f"must be one of {', '.join(map(json.dumps, spec.choices))}"
     numbers = value if isinstance(value, list) else [value]

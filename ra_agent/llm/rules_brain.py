@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from ra_agent.llm.protocol import action_form
+
 STATE_RE = re.compile(r"<state>\s*(\{.*\})\s*</state>", re.S)
 RULES_BRAIN_NAME = "rules:handbook-policy-v1"
 
@@ -61,7 +63,7 @@ class RulesBrain:
             return self._judge_boundary(state)
         if task == "confirm":
             return self._confirm(state)
-        return without_noop(state, decide(state)).reply()
+        return without_ended(state, without_noop(state, decide(state))).reply()
 
     # -- auxiliary prompts (expansion boundary judge, run_pico confirmation)
     def _judge_boundary(self, state: dict[str, Any]) -> str:
@@ -114,6 +116,22 @@ def without_noop(state: dict[str, Any], decision: Decision) -> Decision:
                     {"changes": {"status": "stopped"}})  # fmt: skip
 
 
+def _ended_forms(state: dict[str, Any]) -> dict[str, str]:
+    """The action forms the loop guard ended (rejected twice in the same form) → the stated reason."""
+    return {e["form"]: e.get("reason", "") for e in state.get("ended_lines", []) if e.get("form")}
+
+
+def without_ended(state: dict[str, Any], decision: Decision) -> Decision:
+    """Guard over `decide`: never propose an action whose line the loop guard ended; stop with its reason."""
+    ended = _ended_forms(state)
+    form = action_form(decision.tool, decision.args or {}) if decision.tool else None
+    if form is None or form not in ended:
+        return decision
+    return Decision([*decision.reasoning, f"{decision.tool} in this form was ended by the loop guard: {ended[form]}",
+                     "Rule: never propose an ended line of action again; stop the goal."], "update_goal",
+                    {"changes": {"status": "stopped"}})  # fmt: skip
+
+
 def _allowed(state: dict[str, Any], tool: str) -> bool:
     return tool in state["handbook"]["tools_allowed"]
 
@@ -153,12 +171,16 @@ def decide(state: dict[str, Any]) -> Decision:
     pivot_at = state["thresholds"]["sr_overlap_pivot"]
     for covered in state["clusters"]:
         if covered.get("covered_by_sr") and not covered.get("alternative_proposed") and not covered.get("rejected"):
-            if _allowed(state, "propose_alternative_pico") and not _conduct_sr(state):
+            # the covering reviews' PMIDs as the state lists them (integers only; the tool adds any left out)
+            reviews = [p for p in covered.get("sr_pmids") or [] if isinstance(p, int) and not isinstance(p, bool)]
+            pivot = {"exclude_pmids": reviews}
+            if (reviews and _allowed(state, "propose_alternative_pico") and not _conduct_sr(state)
+                    and action_form("propose_alternative_pico", pivot) not in _ended_forms(state)):  # fmt: skip
                 return Decision(
                     [f"Cluster {covered['cluster_id']} ({covered['label']!r}) is covered by existing reviews "
                      f"(overlap {covered['sr_overlap']:.2f} > {pivot_at}).",
                      "Pivot: propose an alternative PICO from the papers those reviews leave out."],
-                    "propose_alternative_pico", {"exclude_pmids": covered.get("sr_pmids", [])},
+                    "propose_alternative_pico", pivot,
                 )  # fmt: skip
     ranked = _ranked_clusters(state)
     if not ranked:

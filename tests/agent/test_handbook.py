@@ -301,3 +301,80 @@ def test_shipped_handbooks_never_succeed_before_prisma_check_ran(name):
     assert handbook.success_met({**enough, "PRISMA_compliant": wanted}) is True
     assert handbook.success_met({**enough, "eligible_trials": 1, "PRISMA_compliant": None}) is False
     assert handbook.success.truth(normalise_metrics({"eligible_trials": 1})) is False  # unknown AND false
+
+
+# ---------------------------------------------------------------------------- hostile handbooks up to the size cap
+def _exercise(handbook) -> None:
+    """Everything a goal does with a loaded handbook's Success (prompt text, metric list, evaluation)."""
+    metrics = {"eligible_trials": 7, "PRISMA_compliant": False, "size": 40, "ers": None}
+    handbook.success_text, handbook.success_metrics, handbook.describe_success()
+    handbook.success_met(metrics), handbook.unmet_conditions(metrics)
+
+
+def test_success_nesting_at_the_cap_loads_and_past_it_names_the_line():
+    """50 levels of parentheses or NOTs load and evaluate; one more is a HandbookError naming the line of the
+    '(' or NOT past the cap (150 levels or 1,000 NOTs used to raise RecursionError)."""
+    at_cap = parse_handbook(hb("Primary_goal: seek_gap\nSuccess:\n" + "  (\n" * 50 + "  size > 30\n" + "  )\n" * 50))
+    assert at_cap.success_met({"size": 31}) and not at_cap.success_met({"size": 30})
+    nots = parse_handbook(hb("Primary_goal: seek_gap\nSuccess: " + "NOT " * 50 + "size > 30\n"))
+    assert nots.success_met({"size": 31}) and not nots.success_met({"size": 30})  # an even number of NOTs
+    assert nots.describe_success().count("not (") == 50
+    with pytest.raises(HandbookError, match=r"^<handbook>:54: Success: nested more than 50 levels deep"):
+        parse_handbook(hb("Primary_goal: seek_gap\nSuccess:\n" + "  (\n" * 150 + "  size > 30\n" + "  )\n" * 150))
+    with pytest.raises(HandbookError, match=r"^<handbook>:3: Success: nested more than 50 levels deep"):
+        parse_handbook(hb("Primary_goal: seek_gap\nSuccess: " + "NOT " * 1000 + "size > 30\n"))
+
+
+def test_a_flat_success_at_the_size_cap_loads_and_evaluates():
+    """A Success of ~1 MB (the handbook_max_bytes default): 40,000 comparisons joined by AND/OR on their own
+    lines parse and evaluate (the chains are loops, not recursion)."""
+    from ra_agent.config import Config
+
+    cap = Config().goal.handbook_max_bytes
+    terms = [f"  {'OR' if i % 3 else 'AND'} size > {i}\n" for i in range(1, 40_000)]
+    text = hb("Primary_goal: seek_gap\nSuccess:\n  size > 0\n" + "".join(terms))
+    assert 0.6 * cap < len(text.encode()) <= cap
+    handbook = parse_handbook(text)
+    assert handbook.success_met({"size": 50_000}) and not handbook.success_met({"size": 0})
+    _exercise(handbook)
+
+
+def test_mutated_shipped_handbooks_load_or_fail_with_a_handbook_error():
+    """Seeded mutations of every shipped handbook (lines dropped, doubled, swapped, cut; Success tokens
+    piled up, deep nesting, stray characters) either load or raise a HandbookError naming the file and a
+    line, never another exception."""
+    import random
+
+    rng = random.Random(28)
+    pieces = ["(", ")", "NOT ", "AND ", "OR ", "size ", ">= ", "== ", "6 ", "null ", "true ", "-", "=", '"', "'",
+              "#", ":", "  - ", "\t", "Success:", "---", "é", "1e999 ", "(" * 200, "NOT " * 1000]  # fmt: skip
+    outcomes = {"loaded": 0, "refused": 0}
+    for path in sorted(HANDBOOKS.glob("*.md")):
+        original = path.read_text(encoding="utf-8").splitlines()
+        for _ in range(60):
+            lines = list(original)
+            for _ in range(rng.randint(1, 4)):
+                i = rng.randrange(len(lines))
+                match rng.randrange(5):
+                    case 0:
+                        del lines[i]
+                    case 1:
+                        lines.insert(i, lines[i])
+                    case 2:
+                        j = rng.randrange(len(lines))
+                        lines[i], lines[j] = lines[j], lines[i]
+                    case 3:
+                        lines[i] = lines[i][: rng.randrange(len(lines[i]) + 1)]
+                    case _:
+                        at = rng.randrange(len(lines[i]) + 1)
+                        junk = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 30)))
+                        lines[i] = lines[i][:at] + junk + lines[i][at:]
+            try:
+                handbook = parse_handbook("\n".join(lines) + "\n", path.name)
+            except HandbookError as exc:
+                assert str(exc).startswith(f"{path.name}:") and exc.line >= 1
+                outcomes["refused"] += 1
+            else:
+                _exercise(handbook)
+                outcomes["loaded"] += 1
+    assert outcomes["loaded"] > 50 and outcomes["refused"] > 50, outcomes

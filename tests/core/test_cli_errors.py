@@ -111,7 +111,7 @@ def test_unterminated_quote_is_reported_and_the_swallowed_rows_are_kept(tmp_path
     code, out, err = ra(capsys, cfg_path, "import", str(path))
     assert code == 2
     assert f"{path}: 4 new, 0 updated, 0 unchanged, 1 problems" in out
-    assert "export.csv:3: field 'title': quote opened and never closed (swallowed 1 following rows); row skipped" in err
+    assert "export.csv:3: field 'title': quote opened and never closed (swallowed 1 following row); row skipped" in err
     assert papers(cfg_path) == 4
     db = sqlite3.connect(cfg_path.parent / "ws" / "ra.sqlite")
     titles = dict(db.execute("SELECT pmid, title FROM paper").fetchall())
@@ -173,6 +173,27 @@ def test_bad_handbooks_are_one_line_errors(tmp_path, capsys, cfg_path):
     assert not (cfg_path.parent / "ws" / "goals").exists() or not any((cfg_path.parent / "ws" / "goals").iterdir())
 
 
+def test_deeply_nested_success_expressions_are_handbook_errors(tmp_path, capsys, cfg_path):
+    """150 nested parentheses or 1,000 NOTs used to end in 'internal error: RecursionError': now a one-line
+    handbook error naming the file, the line of the token past the nesting cap, and the Success key."""
+    text = HANDBOOK.read_text(encoding="utf-8")
+    success = "Success:\n  eligible_trials >= 6\n  AND PRISMA_compliant == false\n"
+    assert success in text
+    success_line = text[: text.index(success)].count("\n") + 1
+    parens = tmp_path / "parens.md"
+    nested = "Success:\n" + "  (\n" * 150 + "  eligible_trials >= 6\n" + "  )" * 150 + "\n"
+    parens.write_text(text.replace(success, nested), encoding="utf-8")
+    nots = tmp_path / "nots.md"
+    nots.write_text(text.replace(success, "Success: " + "NOT " * 1000 + "PRISMA_compliant\n"), encoding="utf-8")
+    for path, line in ((parens, success_line + 51), (nots, success_line)):
+        code, _, err = ra(capsys, cfg_path, "run", str(path))
+        lines = error_lines(err)
+        assert code == 2 and len(lines) == 1, lines
+        assert lines[0] == (f"ra: error: {path}:{line}: Success: nested more than 50 levels deep (parentheses and "
+                            "NOTs); write the expression flatter")  # fmt: skip
+    assert not (cfg_path.parent / "ws" / "goals").exists() or not any((cfg_path.parent / "ws" / "goals").iterdir())
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
@@ -181,6 +202,19 @@ def test_bad_handbooks_are_one_line_errors(tmp_path, capsys, cfg_path):
         ("[sr]\nsr_overlap_pivot = nan\n", ":2: [sr] sr_overlap_pivot: expected a finite number"),
         ("[sr]\nprisma_mandatory_items = [99, -3]\n", ":2: [sr] prisma_mandatory_items[0]: 99 is out of range [4, 10]"),
         ("\n[expansion.semantic]\ntau_floor = 0.9\n", ":3: [expansion.semantic] tau_floor: 0.9 is above tau_start"),
+        (
+            '[ingest]\neutils_base_url = "file:///etc"\n',
+            ":2: [ingest] eutils_base_url: 'file:///etc' is not a http:// or https:// URL",
+        ),
+        ('[ingest]\ncrossref_base_url = "ftp://api.crossref.org"\n', ":2: [ingest] crossref_base_url: 'ftp://"),
+        ('[ingest]\neutils_base_url = "eutils.ncbi.nlm.nih.gov"\n', ":2: [ingest] eutils_base_url: 'eutils.ncbi"),
+        (
+            '[ingest]\neutils_base_url = "https:///entrez"\n',
+            ":2: [ingest] eutils_base_url: 'https:///entrez' names no host",
+        ),
+        ('\n[llm]\nollama_host = "gopher://127.0.0.1:70"\n', ":3: [llm] ollama_host: 'gopher://127.0.0.1:70' is not"),
+        ('[llm]\nopenai_base_url = "file:///v1"\n', ":2: [llm] openai_base_url: 'file:///v1' is not a http://"),
+        ('[store]\nurl = "mysql://db/ra"\n', ":2: [store] url: 'mysql://db/ra' is not a postgresql:// or postgres://"),
     ],
 )
 def test_config_values_that_would_break_later_are_refused(tmp_path, capsys, text, expected):
@@ -190,6 +224,21 @@ def test_config_values_that_would_break_later_are_refused(tmp_path, capsys, text
     lines = error_lines(err)
     assert code == 2 and len(lines) == 1 and lines[0].startswith(f"ra: error: {path}{expected}")
     assert not (tmp_path / "data").exists()  # nothing was created
+
+
+def test_a_file_url_for_eutils_is_refused_before_any_request(tmp_path, capsys, monkeypatch):
+    """The issue's setting, from the environment too: `ra ingest` stops at config load naming the key; it
+    used to pass validation and fail at request time after four tries."""
+    monkeypatch.setenv("RA_INGEST__EUTILS_BASE_URL", "file:///etc")
+    path = tmp_path / "config.toml"
+    path.write_text("")
+    code, _, err = ra(capsys, path, "ingest", "--query", "proton pump inhibitors")
+    lines = error_lines(err)
+    assert code == 2 and lines == [
+        "ra: error: environment RA_INGEST__EUTILS_BASE_URL: [ingest] eutils_base_url: 'file:///etc' is not a "
+        "http:// or https:// URL"
+    ]
+    assert not (tmp_path / "data").exists()
 
 
 def test_config_that_is_a_directory_or_not_utf8(tmp_path, capsys):

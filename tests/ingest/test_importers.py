@@ -1,6 +1,7 @@
 """Importing search exports (CSV, RIS, MEDLINE text, PubMed XML): what loads, and bad records named by file/line/field."""
 
 import csv
+import re
 import shutil
 from pathlib import Path
 
@@ -265,6 +266,82 @@ def test_a_quote_never_closed_does_not_swallow_the_rows_after_it(tmp_path, store
     assert {p.pmid: p.title for p in store.papers(int(r["pubmedID"]) for r in rows)} == {
         int(r["pubmedID"]): r["title"].replace(",", " ") for r in (rows[0], rows[2], rows[3])
     }
+
+
+def _rows_loaded_and_reported(store, summary, pmids: list[int]) -> tuple[int, list[int]]:
+    """Rows of the file loaded (found in the store) and the file lines reported as problems."""
+    loaded = len(store.papers(pmids))
+    reported = [int(p.reason.split(":")[1]) for p in summary.problems]
+    return loaded, reported
+
+
+def test_two_rows_each_opening_a_quote_are_both_reported_not_merged(tmp_path, store, cfg):
+    """The issue's exact input: rows 2 and 3 each open a quote and never close it. They used to merge into
+    one paper (950000001 titled with row 3's text, year 2021; 950000002 lost) with 0 problems."""
+    path = tmp_path / "t.csv"
+    path.write_text(
+        'pmid,title,year\n950000001,"Proton pump inhibitors,2020\n950000002,"H2 blockers,2021\n950000003,Antacids,2019\n'
+    )
+    summary = import_file(store, path, cfg)
+    assert [p.reason for p in summary.problems] == [
+        "t.csv:2: field 'title': quote opened and never closed (it runs into the next line's quote); row skipped",
+        "t.csv:3: field 'title': quote opened and never closed (swallowed 1 following row); row skipped",
+    ]
+    assert summary.inserted == 1 and store.paper(950000001) is None and store.paper(950000002) is None
+    assert store.paper(950000003).title == "Antacids"
+    loaded, reported = _rows_loaded_and_reported(store, summary, [950000001, 950000002, 950000003])
+    assert loaded + len(reported) == 3 and reported == [2, 3]
+
+
+def test_a_file_where_every_row_opens_a_quote_reports_every_row(tmp_path, store, cfg):
+    """2,000 rows that each open a quote used to import as 1,000 merged papers with 0 problems: now every row
+    is reported by its own line, and nothing is merged."""
+    path = tmp_path / "open_quotes.csv"
+    pmids = [950000001 + i for i in range(2000)]
+    path.write_text("pmid,title,year\n" + "".join(f'{p},"Title {p},{2000 + p % 20}\n' for p in pmids))
+    summary = import_file(store, path, cfg)
+    loaded, reported = _rows_loaded_and_reported(store, summary, pmids)
+    assert loaded == 0 and summary.inserted == 0
+    assert reported == list(range(2, 2002))  # each data line once, in order: rows read + reported == 2,000
+
+
+def test_every_other_row_opening_a_quote_loses_only_those_rows(tmp_path, store, cfg, demo_rows):
+    """Real demo records, every other one written with an opening quote it never closes: the good rows load
+    with their own titles, the bad ones are reported by line, and the two add up to the rows in the file."""
+    rows = [r for r in demo_rows if r["title"]][:400]
+    lines = []
+    for i, r in enumerate(rows):
+        title = r["title"].replace('"', "")
+        lines.append(
+            f'{r["pubmedID"]},"{title},{r["year"][:4]}' if i % 2 else f'{r["pubmedID"]},"{title}",{r["year"][:4]}'
+        )
+    path = tmp_path / "half_open.csv"
+    path.write_text("pubmedID,title,year\n" + "\n".join(lines) + "\n", encoding="utf-8")
+    summary = import_file(store, path, cfg)
+    pmids = [int(r["pubmedID"]) for r in rows]
+    loaded, reported = _rows_loaded_and_reported(store, summary, pmids)
+    assert loaded + len(reported) == len(rows) and reported == list(range(3, len(rows) + 2, 2))
+    good = {int(r["pubmedID"]): r["title"].replace('"', "") for r in rows[::2]}
+    assert {p.pmid: p.title for p in store.papers(pmids)} == good
+
+
+def test_multi_line_quoted_abstracts_of_a_reference_manager_export_still_load(tmp_path, store, cfg, demo_rows):
+    """A reference manager writes each abstract as one quoted field with its line breaks (one sentence a line
+    here, CRLF line ends, quotes doubled, lines that start with a number and a comma): all load, no problems."""
+    picked = [r for r in demo_rows if '"' in r["abstract"] or re.search(r"\. \d+,", r["abstract"])]
+    picked += [r for r in demo_rows if r["abstract"] and r not in picked][:100]
+    rows = [[r["pubmedID"], r["title"], r["abstract"].replace(". ", ".\r\n"), r["year"][:4]] for r in picked]
+    assert all("\n" in row[2] for row in rows) and sum('"' in row[2] for row in rows) >= 30
+    assert any(re.search(r"\n\d+,", row[2]) for row in rows)
+    path = tmp_path / "zotero.csv"
+    with path.open("w", encoding="utf-8", newline="") as fh:
+        writer = csv.writer(fh, lineterminator="\r\n")
+        writer.writerow(["Pubmed ID", "Title", "Abstract", "Publication Year"])
+        writer.writerows(rows)
+    summary = import_file(store, path, cfg)
+    assert summary.problems == [] and summary.inserted == len(picked)
+    got = {p.pmid: p.abstract for p in store.papers(int(r["pubmedID"]) for r in picked)}
+    assert got == {int(r["pubmedID"]): " ".join(r["abstract"].split()) for r in picked}
 
 
 def test_import_pending_goes_on_past_an_unreadable_export(tmp_path, store, demo_rows):

@@ -51,43 +51,64 @@ def papers(cfg_path: Path) -> int:
         return db.execute("SELECT COUNT(*) FROM paper").fetchone()[0]
 
 
-def test_a_rejected_query_is_marked_failed_and_the_refresh_goes_on(capsys, cfg_path, eutils_server):
+def test_a_rejected_query_is_not_registered_and_later_refreshes_exit_0(capsys, cfg_path, eutils_server):
+    """Issue 28: after `ra ingest --query <a query NCBI rejects>` failed (NCBI's real ERROR document), every
+    later refresh exited 2 although the other searches refreshed fine. The rejected query is not registered."""
     eutils_server.inject(ESEARCH, Fault.recorded(NCBI_ERROR, 200, "text/xml"))
     code, out, err = ra(capsys, cfg_path, "ingest", "--query", "fleegle")
     assert code == 2 and out == ""
-    assert (
-        err.strip().splitlines()[-1]
-        == "ra: error: 'fleegle': search: rejected: eutils: Invalid db name specified: fleegle"
+    assert err.strip().splitlines()[-1] == (
+        "ra: error: 'fleegle': search: rejected: eutils: Invalid db name specified: fleegle; not registered"
     )
     assert runs(cfg_path) == {"fleegle": (0, 0, "failed", "eutils: Invalid db name specified: fleegle")}
+    assert ra(capsys, cfg_path, "queries")[1] == "no registered searches (ra ingest --query '...')\n"
     for query in ("cell", "asthma"):
         assert ra(capsys, cfg_path, "ingest", "--query", query)[0] == 0
     before = papers(cfg_path)
     assert before == 25 + 2
 
-    # the refresh: fleegle (registered first) is rejected again, the two after it still run
-    eutils_server.inject(ESEARCH, Fault.recorded(NCBI_ERROR, 200, "text/xml"))
-    code, out, err = ra(capsys, cfg_path, "ingest")
-    assert code == 2
+    code, out, err = ra(capsys, cfg_path, "ingest")  # the refresh: both searches, exit 0
+    assert code == 0 and "ra: error:" not in err
     assert "'cell': 25 hits, 25 fetched, 0 new, 0 updated [online] ok" in out
     assert "'asthma': 2 hits, 2 fetched, 0 new, 0 updated [online] ok" in out
+    assert [line.split()[1] for line in ra(capsys, cfg_path, "queries")[1].splitlines()] == ["ok", "ok"]
+
+
+def test_a_registered_search_rejected_again_is_reported_but_only_a_new_rejection_fails_the_refresh(
+    capsys, cfg_path, eutils_server
+):
+    """A search registered while NCBI took it (a user's, or a goal's) and rejected at a refresh: that refresh
+    exits 2 (a new failure); the next refresh, rejected the same way, lists it in its summary, runs the others
+    and exits 0. `ra queries` shows the error and `ra queries remove` drops it."""
+    for query in ("fleegle", "cell", "asthma"):
+        assert ra(capsys, cfg_path, "ingest", "--query", query)[0] == 0
+    before = papers(cfg_path)
+    eutils_server.inject(ESEARCH, Fault.recorded(NCBI_ERROR, 200, "text/xml"))
+    code, out, err = ra(capsys, cfg_path, "ingest")
+    assert code == 2 and "'cell': 25 hits" in out and "'asthma': 2 hits" in out
     assert [line for line in err.splitlines() if line.startswith("ra: error:")] == [
         "ra: error: 'fleegle': search: rejected: eutils: Invalid db name specified: fleegle"
     ]
-    assert runs(cfg_path)["fleegle"][2] == "failed" and runs(cfg_path)["cell"] == (25, 25, "ok", "")
-    assert papers(cfg_path) == before
+    assert runs(cfg_path)["fleegle"][2:] == ("failed", "eutils: Invalid db name specified: fleegle")
+
+    eutils_server.inject(ESEARCH, Fault.recorded(NCBI_ERROR, 200, "text/xml"))
+    code, out, err = ra(capsys, cfg_path, "ingest")
+    assert code == 0 and "ra: error:" not in err
+    assert out.splitlines()[0] == (
+        "'fleegle': rejected again, as at its last run: eutils: Invalid db name specified: fleegle "
+        f"(not a new failure; ra queries remove {query_key('fleegle')} drops it)"
+    )
+    assert "'cell': 25 hits, 25 fetched, 0 new, 0 updated [online] ok" in out and "'asthma': 2 hits" in out
+    assert runs(cfg_path)["cell"] == (25, 25, "ok", "") and papers(cfg_path) == before
 
     code, out, _ = ra(capsys, cfg_path, "queries")
     listed = out.splitlines()
     assert code == 0 and len(listed) == 4  # three searches and fleegle's error line
     assert listed[0].startswith(f"{query_key('fleegle')} failed") and listed[0].endswith("'fleegle'")
     assert listed[1] == "    error: eutils: Invalid db name specified: fleegle"
-    assert listed[2].startswith(f"{query_key('cell')} ok") and "25 hits, 25 fetched" in listed[2]
-
     code, out, _ = ra(capsys, cfg_path, "queries", "remove", "fleegle")
     assert code == 0 and out == f"removed {query_key('fleegle')} 'fleegle'; its papers stay in the corpus\n"
     assert ra(capsys, cfg_path, "ingest")[0] == 0
-    assert [line.split()[1] for line in ra(capsys, cfg_path, "queries")[1].splitlines()] == ["ok", "ok"]
 
 
 def test_python_m_ingest_refresh_goes_on_past_a_failing_query(capsys, cfg_path, eutils_server):

@@ -1,0 +1,126 @@
+"""The loop guard on error cycles (issue 23): a goal whose brain keeps proposing a rejected action ends long
+before max_cycles with a stated reason, on the real demo workspace through Ollama's /api/chat (replayed)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ra_agent.agent.actions import validate_action
+from ra_agent.agent.cycle import run_cycle
+from ra_agent.agent.goal import GoalStore
+from ra_agent.agent.handbook import load_handbook
+from ra_agent.agent.prompt import build_messages, observe
+from ra_agent.agent.runner import start_goal
+from ra_agent.llm.ollama_brain import OllamaBrain
+from ra_agent.llm.protocol import action_form, parse_action
+from ra_agent.llm.rules_brain import RulesBrain
+from ra_agent.workspace import open_store
+
+HANDBOOK = "handbooks/seek_gap_ppi_gerd.md"
+
+
+def action(tool: str, **args) -> str:
+    return f"Reasoning about the clusters.\nAction: {json.dumps({'tool': tool, 'args': args})}"
+
+
+@pytest.fixture
+def llm(demo, ollama_server):
+    cfg = demo.with_overrides(llm={"ollama_host": ollama_server.host, "brain": "ollama", "timeout_s": 30.0})
+    return cfg, OllamaBrain(cfg)
+
+
+@pytest.fixture
+def goal(llm, demo_project):
+    cfg, brain = llm
+    with open_store(cfg) as store:
+        return start_goal(cfg, store, demo_project / HANDBOOK, brain.name).goal_id
+
+
+def review_pmids(cfg, n: int) -> list[int]:
+    """Real PMIDs of the demo corpus (its first n papers)."""
+    with open_store(cfg) as store:
+        return [r[0] for r in store.conn.execute("SELECT pmid FROM paper ORDER BY pmid LIMIT ?", (n,))]
+
+
+def run_until_done(cfg, goal_id, brain) -> tuple[list[str], object]:
+    events = []
+    with open_store(cfg) as store:
+        for _ in range(cfg.goal.max_cycles):
+            outcome = run_cycle(cfg, store, goal_id, brain)
+            events.append(outcome.event)
+            state = GoalStore(cfg.data_dir, store).load(goal_id)
+            if not state.is_active:
+                return events, state
+    return events, state
+
+
+def test_an_action_rejected_twice_in_the_same_form_ends_that_line_and_the_goal_stops_with_the_reason(
+    llm, goal, ollama_server
+):
+    """The shared review's max_cycles run: the brain proposed propose_alternative_pico with the state block's
+    capped list (20 PMIDs and a "+N" marker) every cycle, the repair turn repeated it, 50 cycles ran. Now the
+    second rejection ends that line (shown in the prompt), the third proposal stops the goal, and the reason
+    names the bad item instead of a list cut off after 80 characters."""
+    cfg, brain = llm
+    capped = [*review_pmids(cfg, 20), "+6"]
+    bad = action("propose_alternative_pico", exclude_pmids=capped)
+    ollama_server.script(*[bad] * 2 * cfg.goal.max_cycles)
+    events, state = run_until_done(cfg, goal, brain)
+    assert events == ["error", "error", "stopped"]
+    assert state.status == "stopped" and state.cycle == 3 < cfg.goal.max_cycles
+    why = ('rejected 2 times in the same form: propose_alternative_pico.exclude_pmids must be a non-empty list of '
+           'integers, got a list of 21 whose item 20 is "+6"')  # fmt: skip
+    assert [e["reason"] for e in state.events("line_ended")] == [why]
+    assert state.stop_reason().startswith("propose_alternative_pico proposed again after the loop guard ended it: ")
+    assert state.stop_reason().endswith(why)
+    # the brain was told: the third prompt names the ended line, and the state block carries it
+    assert len(ollama_server.chat_requests) == 6  # per cycle: the prompt and one repair turn
+    third = ollama_server.chat_requests[4]["messages"][-1]["content"]
+    assert f"Ended (do not propose again): propose_alternative_pico: {why}" in third
+    assert '"ended_lines": [{"tool": "propose_alternative_pico"' in third
+
+
+def test_error_cycles_in_a_row_stop_the_goal(llm, goal, ollama_server):
+    """Rejected actions of different forms (each new, so no line repeats) are error cycles: after
+    [goal] max_error_cycles of them in a row the goal stops with the count and the last error."""
+    cfg, brain = llm
+    replies = [action("run_pico", pmid_list=[f"x{i}"]) for i in range(cfg.goal.max_error_cycles)]
+    ollama_server.script(*[r for r in replies for _ in (0, 1)])  # each slip and its repair turn
+    events, state = run_until_done(cfg, goal, brain)
+    assert events == ["error"] * (cfg.goal.max_error_cycles - 1) + ["stopped"]
+    assert state.stop_reason() == (f"{cfg.goal.max_error_cycles} cycles in a row ended in an error (last: "
+                                   'run_pico.pmid_list must be a non-empty list of '
+                                   f'integers, got a list of 1 whose item 0 is "x{cfg.goal.max_error_cycles - 1}")')  # fmt: skip
+    assert not state.events("line_ended")
+
+
+def test_the_rules_brain_proposes_a_valid_exclude_list_from_a_capped_state_block(demo, demo_project):
+    """The rules brain copied the state block's capped sr_pmids (20 PMIDs and a "+N" string) into
+    propose_alternative_pico, which the validator rejects. The block now lists PMIDs only (the rest counted
+    in sr_pmids_left_out) and the rules send integers, so the action validates."""
+    cfg = demo.with_overrides(llm={"brain": "rules"})
+    brain = RulesBrain()
+    with open_store(cfg) as store:
+        state = start_goal(cfg, store, demo_project / HANDBOOK, brain.name)
+        handbook = load_handbook(demo_project / HANDBOOK)
+        observation = observe(cfg, store, state, handbook)
+        reviews = [r[0] for r in store.conn.execute("SELECT pmid FROM paper ORDER BY pmid LIMIT 26")]
+        searched = [{"query": handbook.seed_query, "count": 1, "fetched": 1, "offline": True}]
+        observation["searches"] = [*observation["searches"], *searched]
+        covered = observation["clusters"][0]  # as find_existing_sr leaves a covered cluster
+        covered.update(covered_by_sr=True, sr_overlap=0.9, sr_pmids=reviews, alternative_proposed=False, rejected=False)
+        messages = build_messages(cfg, store, handbook, observation)
+        reply = brain.chat(messages)
+        parsed = parse_action(reply)
+        assert parsed.tool == "propose_alternative_pico" and parsed.args == {"exclude_pmids": reviews[:20]}
+        valid = validate_action(parsed, cfg=cfg, handbook=handbook)
+        assert valid.tool == "propose_alternative_pico", valid
+        assert '"sr_pmids_left_out": 6' in messages[-1]["content"]
+
+        # once the loop guard ended that line, the rules pass over it to the next step of the policy
+        form = action_form("propose_alternative_pico", {"exclude_pmids": reviews[:20]})
+        observation["ended_lines"] = [{"tool": "propose_alternative_pico", "form": form, "reason": "rejected twice"}]
+        after = parse_action(brain.chat(build_messages(cfg, store, handbook, observation)))
+    assert after.tool != "propose_alternative_pico" and validate_action(after, cfg=cfg, handbook=handbook).tool
