@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from ra_agent.evidence.pico.arms import find_arms
+from ra_agent.evidence.pico.arms import _DOSE_ONLY, find_arms
 from ra_agent.evidence.pico.design import find_design
 from ra_agent.evidence.pico.ebmnlp import FIELD_LABELS, LabelledAbstract, content_tokens, section_label
 from ra_agent.evidence.pico.population import find_age, find_sample_size
@@ -27,13 +27,16 @@ MODEL_PATH = Path(__file__).with_name("models") / "pico-crf-v1.crfsuite"
 MODEL_BASE = "learned:pico-crf-v1"
 LABELS = {v: k for k, v in FIELD_LABELS.items()}  # "I-PAR" → "P", ...
 MAX_ARMS = 2
+MORE_ARMS_CONFIDENCE = 0.95  # an experimental arm after the first is named only when the tagger is this sure of it
 MAX_OUTCOMES = 3
+ARM_WORDS = 8  # arms of more content words than this rank after the shorter ones
 MAX_SPAN_TOKENS = 40
-# A span is kept when the tagger's mean marginal probability of its label is at least this much. Chosen with a model
-# trained on PMIDs = 0 mod 4 and scored on PMIDs = 2 mod 4 (both inside the training half), never on the held-out half.
-MIN_CONFIDENCE = {"P": 0.8, "I": 0.75, "O": 0.8}
+# A span is kept when the tagger's mean marginal probability of its label is at least this much. These thresholds and
+# the arm and outcome counts were chosen with a model trained on PMIDs = 0 mod 4 and scored on PMIDs = 2 mod 4 (both
+# inside the training half), never on the held-out half.
+MIN_CONFIDENCE = {"P": 0.8, "I": 0.7, "O": 0.8}
 
-_TOKEN = re.compile(r"[A-Za-z0-9]+(?:[-'’.,/][A-Za-z0-9]+)*|[^\sA-Za-z0-9]")
+_TOKEN = re.compile(r"\b[A-Z]\.(?=\s+[a-z])|[A-Za-z0-9]+(?:[-'’.,/][A-Za-z0-9]+)*|[^\sA-Za-z0-9]")  # "H. pylori"
 _SECTION_KINDS = (
     ("bg", re.compile(r"BACKGROUND|INTRODUCTION|CONTEXT|IMPORTANCE|RATIONALE")),
     ("obj", re.compile(r"OBJECTIVE|AIM|PURPOSE|HYPOTHES|QUESTION")),
@@ -47,6 +50,9 @@ _SECTION_KINDS = (
 _GENERIC = frozenset(
     "treatment treatments therapy therapies group groups arm arms intervention interventions drug drugs study "
     "medication medications regimen regimens both two three all each either active control controls".split()
+)
+_GENERIC_OUTCOME = frozenset(
+    "efficacy safety tolerability effectiveness effect effects outcome outcomes results response clinical".split()
 )
 
 
@@ -223,13 +229,20 @@ class Span:
         return frozenset(content_tokens(self.text))
 
 
-_TRIM_LEAD = re.compile(r"^(?:(?:the|a|an|of|and|or|with|in|to|for|on|either|both|either|receive|received)\s+)+", re.I)
+_TRIM_LEAD = re.compile(
+    r"^(?:(?:the|a|an|of|and|or|with|in|to|for|on|either|both|receive|received|total of|overall)\s+)+", re.I
+)
+_ENROLLED = re.compile(
+    r"\s+(?:were|was|had been)\s+(?:\w+\s+)?(?:eligible|enrolled|included|randomi[sz]ed|recruited|studied|assigned|"
+    r"allocated|entered|selected)\b.*$",
+    re.I,
+)
 _TRIM_TAIL = re.compile(r"(?:\s+(?:the|a|an|of|and|or|with|in|to|for|on|was|were|at|by))+$|[\s,;:(\[]+$", re.I)
 
 
 _ARM_MARK = re.compile(r"(?:^|(?<=\s))\(?(?:[IVX]{1,4}|[A-Ha-h]|[1-9])\)\s*")  # "II) ", "(b) "
 _SIZE_NOTE = re.compile(r"\s*\(?\s*\b[nN]\s*=\s*\d+\s*\)?")  # "(n = 40)"
-_ARM_SPLIT = re.compile(r"\s*;\s*|\s+(?:vs\.?|versus|compared (?:with|to))\s+", re.I)
+_ARM_SPLIT = re.compile(r"\s*;\s*|,?\s+(?:vs\.?|versus|compared (?:with|to)|or)\s+", re.I)
 _CONTROL = re.compile(
     r"^(?:(?:an?|the|identical|matching|matched|inactive|dummy|oral|intravenous|saline)\s+)*"
     r"(?:placebos?|sham|vehicle|usual care|standard care|no (?:treatment|therapy|intervention|supplementation))\b|"
@@ -238,10 +251,15 @@ _CONTROL = re.compile(
 )
 
 
+_CLAUSE = re.compile(r"\s+(?:was|were|is|are|had|has|have|who|which|that)\b.*$", re.I)
+_LEAD_LABEL = re.compile(r"^[^:]{1,40}:\s+(?=\S)")  # "card data: daily resolution ..."
+
+
 def split_arms(text: str) -> list[str]:
     """An intervention span cut into its arms ("A vs. B", "A; B"), arm markers and "(n = 40)" notes dropped."""
     text = _SIZE_NOTE.sub("", _ARM_MARK.sub("", text))
-    return [p for p in (_clean(part) for part in _ARM_SPLIT.split(text)) if content_tokens(p)]
+    parts = (_clean(_CLAUSE.sub("", part)) for part in _ARM_SPLIT.split(text))
+    return [p for p in parts if content_tokens(p) and not _DOSE_ONLY.match(p)]
 
 
 def _clean(text: str) -> str:
@@ -270,24 +288,32 @@ def spans(rows: Sequence[TaggedSentence]) -> list[Span]:
                 conf = row.confidence[i : j_end + 1] if row.confidence else [1.0]
                 mean = sum(conf) / len(conf)
                 if mean >= MIN_CONFIDENCE[tag]:
-                    parts = split_arms(text) if tag == "I" else [t for t in [_clean(text)] if content_tokens(t)]
+                    if tag == "I":
+                        parts = split_arms(text)
+                    else:
+                        cleaned = _clean(_LEAD_LABEL.sub("", _ENROLLED.sub("", text) if tag == "P" else text))
+                        parts = [cleaned] if content_tokens(cleaned) else []
                     out += [Span(tag, part, index, offset + i, mean) for part in parts]
             i = j + 1
         offset += len(row.tokens)
     return out
 
 
-def _distinct(candidates: Iterable[Span]) -> list[Span]:
-    """Spans whose content words are not a subset of an earlier kept span's (nor all generic words)."""
+def _distinct(candidates: Iterable[Span], generic: frozenset[str] = _GENERIC) -> list[Span]:
+    """Spans that say more than generic words, one per family: a span whose content words are a subset of a kept
+    span's is dropped, and one whose content words include a kept span's takes its place ("omeprazole" →
+    "omeprazole 20 mg")."""
     kept: list[Span] = []
     for span in candidates:
         key = span.key
-        if not key - _GENERIC:
+        if not key - generic or any(key <= k.key for k in kept):
             continue
-        if any(key <= k.key for k in kept):
-            continue
-        kept = [k for k in kept if not (k.key < key and k.sentence == span.sentence)]
-        kept.append(span)
+        wider = [i for i, k in enumerate(kept) if k.key < key]
+        if wider:
+            kept[wider[0]] = span
+            kept = [k for i, k in enumerate(kept) if i == wider[0] or i not in wider]
+        else:
+            kept.append(span)
     return kept
 
 
@@ -306,7 +332,7 @@ def _population(found: list[Span]) -> Span | None:
 def _arms(found: list[Span], rules_c: str) -> tuple[list[Span], list[Span]]:
     """Intervention spans as (experimental arms, comparator arms): an arm is a comparator when it reads as a control
     (placebo, sham, usual care, no treatment, control) or is the arm the rules took as the comparator; experimental
-    arms are ranked by how often they are named, then by first mention."""
+    arms are ranked short ones first, then by how often they are named, then by first mention."""
     control_words = set(content_tokens(rules_c)) - _GENERIC
     distinct = _distinct(found)
     counts = {id(s): sum(bool(s.key & o.key - _GENERIC) for o in found) for s in distinct}
@@ -314,7 +340,8 @@ def _arms(found: list[Span], rules_c: str) -> tuple[list[Span], list[Span]]:
     for span in distinct:
         is_control = _CONTROL.match(span.text) or (control_words and span.key - _GENERIC <= control_words)
         (control if is_control else active).append(span)
-    ranked = sorted(active, key=lambda s: (-counts[id(s)], s.start))[:MAX_ARMS]
+    ranked = sorted(active, key=lambda s: (len(s.key) > ARM_WORDS, -counts[id(s)], s.start))
+    ranked = ranked[:1] + [s for s in ranked[1:] if s.confidence >= MORE_ARMS_CONFIDENCE][: MAX_ARMS - 1]
     return sorted(ranked, key=lambda s: s.start), control[:MAX_ARMS]
 
 
@@ -322,7 +349,7 @@ def _outcomes(found: list[Span]) -> list[Span]:
     """The most confident distinct outcome spans, in text order."""
 
     ranked = sorted(found, key=lambda s: (-s.confidence, s.start))
-    return sorted(_distinct(ranked)[:MAX_OUTCOMES], key=lambda s: s.start)
+    return sorted(_distinct(ranked, _GENERIC_OUTCOME)[:MAX_OUTCOMES], key=lambda s: s.start)
 
 
 def fields_from_spans(
