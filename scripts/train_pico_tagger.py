@@ -9,6 +9,7 @@ deterministic (no sampling, no shuffling), so the same data and settings give th
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import time
@@ -24,14 +25,30 @@ PARAMS = {"c1": 0.1, "c2": 0.01, "max_iterations": 150, "feature.possible_transi
 TRAIN_HALF = "even"  # bench/eval_pico.py holds out the other half
 
 
+class Trainer(pycrfsuite.Trainer):  # pyright: ignore[reportAttributeAccessIssue] - compiled module, no stubs
+    """CRFsuite's trainer (verbose, so its log is parsed) printing one line every ten iterations, nothing else."""
+
+    def on_iteration(self, log, info):
+        if info["num"] % 10 == 0 or info["num"] == PARAMS["max_iterations"]:
+            print(f"  iteration {info['num']}/{PARAMS['max_iterations']}: loss {info['loss']:.1f}", flush=True)
+
+    def on_start(self, log): ...
+    def on_featgen_progress(self, log, percent): ...
+    def on_featgen_end(self, log): ...
+    def on_prepared(self, log): ...
+    def on_optimization_end(self, log): ...
+    def on_end(self, log): ...
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, default=ROOT / "tests/fixtures/ebmnlp/ebmnlp_dev.txt")
     parser.add_argument("--out", type=Path, default=MODEL_PATH)
     args = parser.parse_args()
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    for sig in (signal.SIGINT, signal.SIGTERM):  # stop at once, also inside CRFsuite's C loop
+        signal.signal(sig, signal.SIG_DFL)
     docs = halves(read_ebmnlp(args.data))[TRAIN_HALF]
-    trainer = pycrfsuite.Trainer(verbose=False)
+    trainer = Trainer(verbose=True)
     tokens = 0
     for doc in docs:
         for items, labels in training_sequences(doc):
@@ -41,7 +58,9 @@ def main() -> int:
     print(f"training on {len(docs)} abstracts ({TRAIN_HALF} PMIDs, {tokens} tokens) from {args.data}", flush=True)
     started = time.perf_counter()
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    trainer.train(str(args.out))
+    partial = args.out.with_name(args.out.name + ".part")  # an interrupted run leaves the old model in place
+    trainer.train(str(partial))
+    os.replace(partial, args.out)
     elapsed = time.perf_counter() - started
     print(f"wrote {args.out} ({args.out.stat().st_size / 1e6:.2f} MB) in {elapsed:.0f} s; params {PARAMS}")
     return 0
