@@ -232,9 +232,8 @@ class Span:
 _TRIM_LEAD = re.compile(
     r"^(?:(?:the|a|an|of|and|or|with|in|to|for|on|either|both|receive|received|total of|overall)\s+)+", re.I
 )
-_ENROLLED = re.compile(
-    r"\s+(?:were|was|had been)\s+(?:\w+\s+)?(?:eligible|enrolled|included|randomi[sz]ed|recruited|studied|assigned|"
-    r"allocated|entered|selected)\b.*$",
+_ENROLLED = re.compile(  # a population span's own verb and what follows ("... were enrolled", "... has been assessed")
+    r"(?<!\bwho)(?<!\bthat)(?<!\bwhich)\s+(?:has|have|had|is|are|was|were)\b.*$",
     re.I,
 )
 _TRIM_TAIL = re.compile(r"(?:\s+(?:the|a|an|of|and|or|with|in|to|for|on|was|were|at|by))+$|[\s,;:(\[]+$", re.I)
