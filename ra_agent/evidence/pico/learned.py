@@ -52,7 +52,12 @@ _GENERIC = frozenset(
     "medication medications regimen regimens both two three all each either active control controls".split()
 )
 _GENERIC_OUTCOME = frozenset(
-    "efficacy safety tolerability effectiveness effect effects outcome outcomes results response clinical".split()
+    "efficacy safety tolerability effectiveness effect effects outcome outcomes results response clinical effective "
+    "safe tolerated well superior better".split()
+)
+_DESIGN_WORDS = frozenset(
+    "double single triple blind placebo controlled randomized randomised open label crossover parallel trial study "
+    "group groups".split()
 )
 
 
@@ -232,7 +237,7 @@ class Span:
 _TRIM_LEAD = re.compile(
     r"^(?:(?:the|a|an|of|and|or|with|in|to|for|on|either|both|receive|received|total of|overall)\s+)+", re.I
 )
-_ENROLLED = re.compile(  # a population span's own verb and what follows ("... were enrolled", "... has been assessed")
+_ENROLLED = re.compile(  # a P or O span's own verb and what follows ("... were enrolled", "... was low")
     r"(?<!\bwho)(?<!\bthat)(?<!\bwhich)\s+(?:has|have|had|is|are|was|were)\b.*$",
     re.I,
 )
@@ -258,10 +263,21 @@ def split_arms(text: str) -> list[str]:
     """An intervention span cut into its arms ("A vs. B", "A; B"), arm markers and "(n = 40)" notes dropped."""
     text = _SIZE_NOTE.sub("", _ARM_MARK.sub("", text))
     parts = (_clean(_CLAUSE.sub("", part)) for part in _ARM_SPLIT.split(text))
-    return [p for p in parts if content_tokens(p) and not _DOSE_ONLY.match(p)]
+    return [p for p in parts if content_tokens(p) and not _DOSE_ONLY.match(p) and not _names_design(p)]
+
+
+def _names_design(text: str) -> bool:
+    """Whether a span only names the design ("placebo-controlled", "double-blind"), not an arm."""
+    words = set(content_tokens(text))
+    return words <= _DESIGN_WORDS and bool(words - {"placebo", "group", "groups"})
 
 
 def _clean(text: str) -> str:
+    close, open_ = text.find(")"), text.find("(")
+    if (
+        close >= 0 and (open_ < 0 or close < open_) and content_tokens(text[:close])
+    ):  # "pantoprazole) and ... (ranitidine"
+        text = text[:close]
     text = _TRIM_TAIL.sub("", _TRIM_LEAD.sub("", text.strip(" ,;:.")))
     if text.count("(") > text.count(")"):
         text = text[: text.rfind("(")].rstrip(" ,;:") if text.rfind("(") > 0 else text.replace("(", "")
@@ -290,7 +306,7 @@ def spans(rows: Sequence[TaggedSentence]) -> list[Span]:
                     if tag == "I":
                         parts = split_arms(text)
                     else:
-                        cleaned = _clean(_LEAD_LABEL.sub("", _ENROLLED.sub("", text) if tag == "P" else text))
+                        cleaned = _clean(_LEAD_LABEL.sub("", _ENROLLED.sub("", text)))
                         parts = [cleaned] if content_tokens(cleaned) else []
                     out += [Span(tag, part, index, offset + i, mean) for part in parts]
             i = j + 1
