@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import re
+import string
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 from ra_agent.evidence.pico.arms import _DOSE_ONLY, find_arms
@@ -81,12 +82,19 @@ def section_kinds(label: str) -> list[str]:
     return kinds or ["other"]
 
 
+# Word shape: upper-case letters X, lower-case letters and digits x (the shipped model was trained so; the "num"
+# feature marks digits), runs cut to two ("Omeprazole" → "Xxx", "20-mg" → "xx-xx").
+_SHAPE = str.maketrans(string.ascii_uppercase + string.ascii_lowercase + string.digits, "X" * 26 + "x" * 26 + "x" * 10)
+_RUNS = re.compile(r"(.)\1+")
+
+
 def _shape(word: str) -> str:
-    shape = re.sub(r"[A-Z]", "X", re.sub(r"[a-z]", "x", re.sub(r"[0-9]", "d", word)))
-    return re.sub(r"(.)\1+", r"\1\1", shape)
+    return _RUNS.sub(r"\1\1", word.translate(_SHAPE))
 
 
-def _word_features(word: str) -> list[str]:
+@lru_cache(maxsize=200_000)
+def _word_features(word: str) -> tuple[str, ...]:
+    """The features of a word on its own (cached: abstracts repeat their words)."""
     low = word.lower()
     out = [f"w={low}", f"s3={low[-3:]}", f"s4={low[-4:]}", f"p3={low[:3]}", f"sh={_shape(word)}"]
     if any(c.isdigit() for c in word):
@@ -97,7 +105,7 @@ def _word_features(word: str) -> list[str]:
         out.append("allcap")
     if "-" in word:
         out.append("hyph")
-    return out
+    return tuple(out)
 
 
 def sentence_features(words: Sequence[str], kinds: Sequence[str], position: str) -> list[list[str]]:
@@ -108,7 +116,7 @@ def sentence_features(words: Sequence[str], kinds: Sequence[str], position: str)
     rows = []
     n = len(words)
     for i in range(n):
-        row = base[i] + context
+        row = [*base[i], *context]
         for off in (-2, -1, 1, 2):
             j = i + off
             row.append(f"w{off:+d}={lows[j]}" if 0 <= j < n else f"w{off:+d}=<edge>")
