@@ -3,8 +3,9 @@
 Tokens get P / I / O labels (EBM-NLP's I-PAR, I-INT, I-OUT); contiguous runs are spans. Spans become ra's fields:
 P the most confident population span, I and C the distinct intervention spans split by the trial's arm structure
 (control arms such as placebo or usual care, and the arm the rules call the comparator, go to C), O the most confident
-distinct outcome spans. StudyDesign, PopulationAge and SampleSize stay with the design and population rules. Every value carries the
-sentence it came from as its cue. `scripts/train_pico_tagger.py` builds the shipped model (seeded, deterministic).
+distinct outcome spans. StudyDesign, PopulationAge and SampleSize stay with the design and population rules. Every
+value carries the sentence it came from as its cue. `scripts/train_pico_tagger.py` builds the shipped model
+(deterministic: the same data give the same file).
 """
 
 from __future__ import annotations
@@ -281,10 +282,10 @@ def _names_design(text: str) -> bool:
 
 
 def _clean(text: str) -> str:
+    """A span without leading/trailing function words and with balanced parentheses: one that closes a parenthesis
+    before opening one ends there ("pantoprazole) and 57 and 67% (ranitidine" → "pantoprazole")."""
     close, open_ = text.find(")"), text.find("(")
-    if (
-        close >= 0 and (open_ < 0 or close < open_) and content_tokens(text[:close])
-    ):  # "pantoprazole) and ... (ranitidine"
+    if close >= 0 and (open_ < 0 or close < open_) and content_tokens(text[:close]):
         text = text[:close]
     text = _TRIM_TAIL.sub("", _TRIM_LEAD.sub("", text.strip(" ,;:.")))
     if text.count("(") > text.count(")"):
@@ -370,7 +371,6 @@ def _arms(found: list[Span], rules_c: str) -> tuple[list[Span], list[Span]]:
 
 def _outcomes(found: list[Span]) -> list[Span]:
     """The most confident distinct outcome spans, in text order."""
-
     ranked = sorted(found, key=lambda s: (-s.confidence, s.start))
     return sorted(_distinct(ranked, _GENERIC_OUTCOME)[:MAX_OUTCOMES], key=lambda s: s.start)
 
@@ -387,8 +387,9 @@ def fields_from_spans(
     if population:
         values["P"], cues["P"] = population.text, _cue(rows, population, name)
     active, control = _arms(by_field["I"], rules_c)
-    if not active and control:
-        active, control = control[:1], control[1:]
+    named = [s for s in control if not _CONTROL.match(s.text)]  # comparators only by the rules' hint
+    if not active and named:  # the only named arm is the intervention, whatever the rules took it for
+        active, control = named[:1], [s for s in control if s is not named[0]]
     for key, chosen in (("I", active), ("C", control), ("O", _outcomes(by_field["O"]))):
         if chosen:
             values[key] = "; ".join(s.text for s in chosen)
