@@ -81,7 +81,7 @@ def _prf(tp: int, fp: int, fn: int) -> str:
 
 def tagger_token_table(docs: Sequence[LabelledAbstract]) -> list[str]:
     """The tagger's own labels on every token (all mentions), per field: what BLURB's token F1 measures."""
-    tagger = learned._tagger()
+    tagger = learned.crf_tagger()
     counts = {label: [0, 0, 0] for label in FIELD_LABELS.values()}
     for doc in docs:
         for items, gold in learned.training_sequences(doc):

@@ -113,7 +113,7 @@ def test_the_shipped_model_is_small_and_tags_held_out_abstracts():
     assert learned.MODEL_PATH.stat().st_size < 20e6
     docs = halves(read_ebmnlp(EBMNLP))["odd"][:30]  # held out: the model was trained on the even half
     hits = {label: [0, 0] for label in ("I-PAR", "I-INT", "I-OUT")}
-    tagger = learned._tagger()
+    tagger = learned.crf_tagger()
     for doc in docs:
         for items, gold in learned.training_sequences(doc):
             for want, got in zip(gold, tagger.tag(items), strict=True):
@@ -134,14 +134,14 @@ def test_a_missing_or_broken_model_is_a_one_line_error(tmp_path, monkeypatch, de
             path.write_bytes(content)
         monkeypatch.setattr(learned, "MODEL_PATH", path)
         learned.model_version.cache_clear()
-        learned._tagger.cache_clear()
+        learned.crf_tagger.cache_clear()
         try:
             with pytest.raises(learned.PicoModelError, match=str(path)):
                 LearnedExtractor().extract([demo_papers[7565948]])
         finally:
             monkeypatch.undo()
             learned.model_version.cache_clear()
-            learned._tagger.cache_clear()
+            learned.crf_tagger.cache_clear()
     assert LearnedExtractor().name.startswith("learned:pico-crf-v1@")
 
 

@@ -205,7 +205,8 @@ def model_version() -> str:
 
 
 @cache
-def _tagger():
+def crf_tagger():
+    """The shipped CRF, opened once per process."""
     import pycrfsuite
 
     tagger = pycrfsuite.Tagger()  # pyright: ignore[reportAttributeAccessIssue] - compiled module, no stubs
@@ -219,7 +220,7 @@ def _tagger():
 def tag_paper(paper: Paper) -> list[TaggedSentence]:
     """The paper's sentences with a P / I / O / "O" (outside) label per token."""
     rows = paper_sentences(paper)
-    tagger = _tagger()
+    tagger = crf_tagger()
     for row, items in zip(rows, paper_items(rows), strict=True):
         labels = tagger.tag(items)
         row.tags = [LABELS.get(t, "") for t in labels]
@@ -415,6 +416,7 @@ def extract(paper: Paper) -> dict[str, Found]:
 __all__ = [
     "MODEL_BASE",
     "MODEL_PATH",
+    "crf_tagger",
     "PicoModelError",
     "Span",
     "TaggedSentence",
