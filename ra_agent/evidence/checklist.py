@@ -52,6 +52,24 @@ _HEADINGS: dict[int, str] = {
 }
 _HEADING_RES = {item: re.compile(rx, re.I | re.M) for item, rx in _HEADINGS.items()}
 
+# PRISMA 2020 sub-items of the synthesis: sub-item -> (section heading that reports it, topic, cue over that section's
+# text). 13a-13f are read in "Synthesis methods", 20a-20d in "Results of syntheses".
+SUB_ITEMS: dict[str, tuple[str, str, str]] = {
+    "13a": ("Synthesis methods", "Eligibility for each synthesis", r"eligible for (?:a|each|the) synthesis"),
+    "13b": ("Synthesis methods", "Data preparation for synthesis", r"\bconvert(?:ed|ing)?\b|missing summary statistics"),
+    "13c": ("Synthesis methods", "Tabulation and display of results", r"forest plot|summary[- ]of[- ]findings table"),
+    "13d": ("Synthesis methods", "Synthesis methods and rationale",
+            r"random[- ]effects|fixed[- ]effect|DerSimonian|Paule-Mandel|meta-analys"),
+    "13e": ("Synthesis methods", "Exploring heterogeneity", r"\bI²|\btau²|subgroup|meta-regression"),
+    "13f": ("Synthesis methods", "Sensitivity analyses", r"sensitivity analys[ie]s\b.{0,60}?\b(?:re-estimated|repeated|excluding|leaving)"),
+    "20a": ("Results of syntheses", "Characteristics and risk of bias of contributing studies",
+            r"\d+ trials? .{0,400}?\d+ participants"),
+    "20b": ("Results of syntheses", "Results of statistical syntheses", r"pooled risk ratio \d+\.\d+ \(95% CI"),
+    "20c": ("Results of syntheses", "Investigations of heterogeneity", r"heterogeneity: I² \d+%"),
+    "20d": ("Results of syntheses", "Sensitivity analyses", r"sensitivity analysis: .{0,120}?\d+\.\d+ \(95% CI"),
+}  # fmt: skip
+_SUB_RES = {k: re.compile(rx, re.I | re.S) for k, (_s, _t, rx) in SUB_ITEMS.items()}
+
 
 def checked_text(markdown: str) -> str:
     """The part of a draft that reports the review (everything before CHECKLIST_MARKER)."""
@@ -84,9 +102,47 @@ def prisma_checklist(markdown: str) -> list[ChecklistItem]:
     return out
 
 
-def checklist_markdown(items: list[ChecklistItem]) -> str:
+@dataclass(frozen=True)
+class SubItem:
+    item: str  # "13a"
+    heading: str
+    topic: str
+    met: bool
+    where: str
+
+
+def _section_text(text: str, heading: str) -> str:
+    match = re.search(rf"^(#+) {re.escape(heading)}\b.*?$", text, re.M)
+    if not match:
+        return ""
+    rest = text[match.end() :]
+    end = re.search(rf"^#{{1,{len(match.group(1))}}} ", rest, re.M)
+    return rest[: end.start()] if end else rest
+
+
+def prisma_subitems(markdown: str) -> list[SubItem]:
+    """PRISMA 2020 synthesis sub-items 13a-13f and 20a-20d, met when the section that reports them states them."""
+    text = checked_text(markdown)
+    out = []
+    for key, (heading, topic, _rx) in SUB_ITEMS.items():
+        body = _section_text(text, heading)
+        match = _SUB_RES[key].search(body)
+        where = (f"section {heading!r}: '{' '.join(match.group(0).split())[:80]}'" if match
+                 else f"section {heading!r} does not state it" if body else f"no section {heading!r}")  # fmt: skip
+        out.append(SubItem(key, heading, topic, match is not None, where))
+    return out
+
+
+def checklist_markdown(items: list[ChecklistItem], subitems: list[SubItem] | None = None) -> str:
     met = sum(i.met for i in items)
-    rows = [{"item": i.item, "section": i.section, "topic": i.topic, "status": "met" if i.met else "missing",
-             "where": i.where[:160]} for i in items]  # fmt: skip
+    rows = []
+    for i in items:
+        rows.append({"item": i.item, "section": i.section, "topic": i.topic, "status": "met" if i.met else "missing",
+                     "where": i.where[:160]})  # fmt: skip
+        rows += [{"item": s.item, "section": i.section, "topic": s.topic, "status": "met" if s.met else "missing",
+                  "where": s.where[:160]} for s in subitems or [] if s.item.startswith(f"{i.item}") and
+                 s.item[len(str(i.item)):].isalpha()]  # fmt: skip
+    sub = (f"; synthesis sub-items {sum(s.met for s in subitems)} of {len(subitems)} met (13a-13f, 20a-20d: cues "
+           "over the section that reports them)") if subitems else ""  # fmt: skip
     return (f"{met} of {len(items)} PRISMA 2020 items met (rules over the draft text: cues for items 4-10, "
-            f"section headings for the others).\n\n" + markdown_table(rows, ("item", "section", "topic", "status", "where")))  # fmt: skip
+            f"section headings for the others){sub}.\n\n" + markdown_table(rows, ("item", "section", "topic", "status", "where")))  # fmt: skip

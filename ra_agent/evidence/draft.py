@@ -13,7 +13,7 @@ from typing import Any
 
 from ra_agent.config import Config
 from ra_agent.evidence.alternative import pico_field_terms
-from ra_agent.evidence.checklist import CHECKLIST_MARKER, checklist_markdown, prisma_checklist
+from ra_agent.evidence.checklist import CHECKLIST_MARKER, checklist_markdown, prisma_checklist, prisma_subitems
 from ra_agent.evidence.pico.extract import PicoRecord, is_rct
 from ra_agent.evidence.pico.text import sections_of, sentences
 from ra_agent.evidence.prisma import PrismaResult
@@ -30,6 +30,8 @@ from ra_agent.evidence.report_base import (
     short,
 )
 from ra_agent.evidence.sr_search import SrOverlap, load_sr_overlap
+from ra_agent.evidence.synthesis import Synthesis, synthesise
+from ra_agent.evidence.synthesis import report as quant
 from ra_agent.fileio import atomic_writer
 from ra_agent.models import Paper
 from ra_agent.store.db import Store
@@ -199,18 +201,22 @@ def key_sentence(paper: Paper) -> str:
     return short(units[-1], SENTENCE_CHARS) if units else short(paper.title, SENTENCE_CHARS)
 
 
-def _synthesis(papers: Sequence[Paper], records: Mapping[int, PicoRecord]) -> str:
-    """Per intervention group, a summary sentence and each trial's conclusion quoted from its abstract, cited.
+def _synthesis(papers: Sequence[Paper], records: Mapping[int, PicoRecord], syn: Synthesis | None = None) -> str:
+    """Per comparison, a summary sentence and each trial's conclusion quoted from its abstract, cited.
 
-    Groups are the intervention terms shared by at least two included trials (`pico_field_terms`); a trial
-    joins the group of the term its intervention field names first, else "other interventions".
-    Extractive: no effect sizes are pooled."""
+    A trial joins the first comparison its extracted arm data support (`syn`, most trials first); a trial without
+    arm data joins the group of the intervention term (shared by at least two included trials, `pico_field_terms`)
+    its intervention field names first, else "other interventions"."""
     groups: dict[str, list[Paper]] = {}
     terms = pico_field_terms([records[p.pmid] for p in papers], [], max(len(papers), 1))["I"]
+    compared: dict[int, str] = {}
+    for r in syn.results if syn else []:
+        for t in r.contrasts.trials:
+            compared.setdefault(t.pmid, r.contrasts.comparison.label)
     for paper in papers:
         text = records[paper.pmid].I.lower()
         found = [(m.start(), t) for t in terms if (m := re.search(r"\b" + re.escape(t) + r"\b", text))]
-        term = min(found)[1] if found else "other interventions"  # the arm named first
+        term = compared.get(paper.pmid) or (min(found)[1] if found else "other interventions")  # the arm named first
         groups.setdefault(term, []).append(paper)
     out = []
     for term, members in sorted(groups.items(), key=lambda kv: (kv[0] == "other interventions", -len(kv[1]))):
@@ -262,6 +268,7 @@ def sr_draft(
     prisma: PrismaResult | None,
     out_dir: Path | None = None,
     fill: Sequence[int] = (),
+    question: str = "",
 ) -> Path:
     """Write sr_draft_<cluster_id>.md (in `out_dir`, default <data_dir>/reports) with its PRISMA flow PNG and its
     PRISMA 2020 checklist (sr_draft_<cluster_id>_prisma_checklist.md) next to it.
@@ -275,6 +282,12 @@ def sr_draft(
     each gets an explicit statement built from the same data. After CHECKLIST_MARKER come the PRISMA check
     (`prisma`) and the checklist of all 27 items, met or missing, read off the text above the marker.
     Every cited PMID is checked against the store.
+
+    The quantitative synthesis (`synthesis.synthesise` over the included trials) gives the title (`question`, the
+    review question's label when the caller has one, else the main pooled comparison), the effect measures, the
+    synthesis methods (PRISMA 13a-13f), each trial's extracted counts with their source sentences, the pooled risk
+    ratios with forest plots (sr_draft_<cluster_id>_forest_*.png) and heterogeneity (20a-20d), a summary-of-findings
+    table and the limitations; sr_draft_<cluster_id>_synthesis.json records the comparisons for the Dagster asset.
     """
     ev = cluster_evidence(cfg, store, cluster_id)
     if not ev.eligible:
@@ -292,15 +305,18 @@ def sr_draft(
     filled = {i: _fill(i, ev, searches, sources) for i in fill}
     extra = lambda *items: "".join(f"\n\n{filled[i]}" for i in items if filled.get(i))  # noqa: E731
     n = len(ev.eligible)
+    syn = synthesise(ev.eligible, question=question, forest_dir=reports, stem=f"sr_draft_{cluster_id}_forest")
     parts = [
-        f"# Systematic review draft: {ev.label}",
+        f"# {quant.review_title(question, syn, terms)}",
+        f"_Draft of topic cluster `{cluster_id}` ({ev.label})._",
         generated_line(goal_id, brain_name),
         "## Abstract\n\n"
         f"**Objectives.** {_objective(terms)}\n\n"
         f"**Methods.** Records from {'; '.join(sources)} were clustered by topic; randomised trials stating "
         f"population, intervention and outcome were included; PICO fields were extracted from the abstracts.\n\n"
-        f"**Results.** {flow.identified} records identified, {flow.assessed} assessed, {n} trials included.\n\n"
-        "**Conclusions.** Extractive synthesis of the trials' own conclusions; no effect estimate was pooled.",
+        f"**Results.** {flow.identified} records identified, {flow.assessed} assessed, {n} trials included. "
+        f"{quant.abstract_results(syn)}\n\n"
+        f"**Conclusions.** {quant.abstract_conclusion(syn)}",
         "## Introduction",
         "### Rationale\n\n" + _rationale(sr),
         "### Objectives\n\n" + _objective(terms) + " The question is derived from the most frequent PICO terms of "
@@ -332,15 +348,18 @@ def sr_draft(
         f"PICO fields (population, intervention, comparator, outcome, design, age, sample size) were extracted from "
         f"the abstracts by {extractors(ev)}; see `{ev.pico_file.name}`. Data items sought: the outcomes each trial "
         "reports as its primary or main outcome, with the arms compared and the number randomised." + extra(9, 10),
-        "### Synthesis methods\n\nExtractive narrative synthesis: trials are grouped by the intervention their PICO "
-        "record names first and each trial's conclusion is quoted from its abstract. No meta-analysis; no effect "
-        "measure was pooled.",
+        "### Effect measures\n\n" + quant.EFFECT_MEASURES,
+        "### Synthesis methods\n\n" + quant.synthesis_methods(syn) + "\n\nEach trial's conclusion is also quoted "
+        "from its abstract, grouped by the comparison it reports.",
         "## Results",
         "### Study selection\n\n" + markdown_table(flow.rows(), ("stage", "n", "detail"))
         + f"\n\n![PRISMA flow diagram]({png.name})",
         f"### Included trials ({n})\n\n" + pico_table(ev.eligible, ev.records),
-        "### Synthesis of the abstracts\n\n" + _synthesis(ev.eligible, ev.records),
-        "## Discussion\n\n" + _discussion(sr),
+        "### Results of individual studies\n\n" + quant.individual_results(syn),
+        "### Results of syntheses\n\n" + quant.syntheses_results(syn, reports),
+        "### Summary of findings\n\n" + quant.summary_of_findings(syn),
+        "### Synthesis of the abstracts\n\n" + _synthesis(ev.eligible, ev.records, syn),
+        "## Discussion\n\n" + _discussion(sr, syn),
         "## Other information",
         "### Registration and protocol\n\nThis review was not registered and no protocol was prepared.",
         f"### Availability of data\n\nThe PICO extractions (`{ev.pico_file.name}`), the search log and the flow "
@@ -349,11 +368,12 @@ def sr_draft(
     ]  # fmt: skip
     body = "\n\n".join(parts) + "\n"
     items = prisma_checklist(body)
-    checklist = checklist_markdown(items)
+    checklist = checklist_markdown(items, prisma_subitems(body))
     checklist_path = reports / f"sr_draft_{cluster_id}_prisma_checklist.md"
     tail = ["## PRISMA check\n\n" + prisma_section(prisma, ev.metrics), "## PRISMA 2020 checklist\n\n" + checklist]
     publish(store, checklist_path, f"# PRISMA 2020 checklist: {ev.label}\n\n{checklist}\n")
     path = reports / f"sr_draft_{cluster_id}.md"
+    quant.write_synthesis_record(syn, reports, reports / f"sr_draft_{cluster_id}_synthesis.json")
     return publish(store, path, body + "\n" + "\n\n".join(tail) + "\n")
 
 
@@ -375,13 +395,13 @@ def _rationale(sr: SrOverlap | None) -> str:
             "no covering review could have included.")  # fmt: skip
 
 
-def _discussion(sr: SrOverlap | None) -> str:
+def _discussion(sr: SrOverlap | None, syn: Synthesis) -> str:
+    main = syn.main()
+    finding = f"Main finding: {quant.abstract_conclusion(syn)}\n\n" if main else ""
     prior = ""
     if sr and sr.covering:
+        against = (f"; their pooled estimates should be compared with this draft's ({main.estimate()})" if main
+                   else "; their conclusions should be compared with the trials above")  # fmt: skip
         prior = ("Prior reviews on this topic: " + "; ".join(f"{cite(c.pmid)} ({c.year or 'year unknown'})"
-                 for c in sr.covering) + ". Their conclusions should be compared with the trials above.\n\n")  # fmt: skip
-    return (
-        prior + "Limitations: screening, eligibility and extraction were automated over titles and abstracts "
-        "only; full texts, risk of bias, reporting biases and certainty of evidence were not assessed, and no "
-        "effect estimate was pooled."
-    )
+                 for c in sr.covering) + f"{against}.\n\n")  # fmt: skip
+    return finding + prior + quant.limitations(syn)

@@ -104,3 +104,35 @@ def test_conduct_sr_stops_with_its_draft_prisma_checklist_and_flow_diagram(demo,
     assert f"]({flow.name})" in text
     # Success (eligible_trials >= 6 AND PRISMA_compliant == true) holds on ra's own checked draft
     assert state.success_clusters and any(h.get("reason") == "success" for h in state.events("stopped"))
+    with open_store(demo) as store:
+        assert_synthesis_traceable(text, draft, store)
+
+
+def assert_synthesis_traceable(text: str, draft: Path, store) -> None:
+    """Issue 27: the title states the question; the main comparison (PPI vs H2-receptor antagonist, healing) has a
+    pooled risk ratio with CI and I² and a forest plot; every count is tied to a sentence of the cited abstract."""
+    title = text.splitlines()[0]
+    assert "proton pump inhibitors versus H2-receptor antagonists" in title and "·" not in title
+    results = section(text, "Results of syntheses")
+    main = re.search(r"\*\*proton pump inhibitor vs H2-receptor antagonist: healing at (\d+) weeks\.\*\* (\d+) trials "
+                     r"((?:\[PMID:\d+\] )+)with (\d+) participants.*?Pooled risk ratio (\d+\.\d+) \(95% CI (\d+\.\d+) "
+                     r"to (\d+\.\d+);.*?Heterogeneity: I² (\d+)%", results, re.S)  # fmt: skip
+    assert main, results[:500]
+    assert int(main.group(2)) >= 2 and float(main.group(6)) < float(main.group(5)) < float(main.group(7))
+    forest = re.search(
+        r"\]\((sr_draft_\w+_forest_proton_pump_inhibitor_vs_h2_receptor_antagonist_healing_\w+\.png)\)", results
+    )
+    assert forest and (draft.parent / forest.group(1)).read_bytes()[:4] == b"\x89PNG"
+    rows = re.findall(r"^\| \[PMID:(\d+)\] \| [^|]+ \| [^|]+ \| [^|]+ \| (\d+)/(\d+) \| ([^|]+) \|$",
+                      section(text, "Results of individual studies"), re.M)  # fmt: skip
+    assert len(rows) >= 8
+    for pmid, events, total, source in rows:
+        abstract = " ".join(store.paper(int(pmid)).abstract.split())
+        sentence, _, size = source.strip().partition(" — arm size: ")
+        assert sentence.rstrip("…") in abstract, (pmid, sentence)  # quoted from the cited abstract
+        e, t = int(events), int(total)
+        stated = re.search(rf"\b{e}\s*(?:\(\d+(?:\.\d+)?%\)\s*)?(?:/|of|out of)\s*(?:the\s+)?{t}\b", sentence)
+        lists = re.findall(r"(?:\d+(?:\.\d+)?\s*%?\s*(?:,|and|vs\.?|-)\s*)*\d+(?:\.\d+)?\s*%", sentence)  # "95 and 94%"
+        percent = [float(p) for found in lists for p in re.findall(r"\d+(?:\.\d+)?", found)]
+        derived = any(round(100 * e / t, len(str(p).partition(".")[2]) if p % 1 else 0) == p for p in percent)
+        assert stated or (derived and (str(t) in size or str(t) in sentence)), (pmid, events, total, source)

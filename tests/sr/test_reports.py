@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from ra_agent.evidence.checklist import checked_text, prisma_checklist
+from ra_agent.evidence.checklist import checked_text, prisma_checklist, prisma_subitems
 from ra_agent.evidence.draft import prisma_flow, sr_draft
 from ra_agent.evidence.pico.extract import count_eligible, read_pico
 from ra_agent.evidence.prisma import prisma_check, rule_evidence
@@ -149,10 +149,16 @@ def test_sr_draft_checklist_is_read_off_the_draft_and_fill_states_missing_items(
     text = path.read_text(encoding="utf-8")
     items = {i.item: i for i in prisma_checklist(text)}
     assert sorted(items) == list(range(1, 28))
-    assert all(items[i].met for i in (1, 2, 3, 4, 5, 6, 7, 8, 13, 16, 17, 23, 24, 27))
-    assert not any(items[i].met for i in (11, 12, 14, 15, 18, 21, 22))  # never assessed: honestly missing
+    assert all(items[i].met for i in (1, 2, 3, 4, 5, 6, 7, 8, 12, 13, 16, 17, 19, 20, 23, 24, 27))
+    assert not any(items[i].met for i in (11, 14, 15, 18, 21, 22))  # never assessed: honestly missing
+    sub = {s.item: s for s in prisma_subitems(text)}
+    assert sorted(sub) == ["13a", "13b", "13c", "13d", "13e", "13f", "20a", "20b", "20c", "20d"]
+    assert all(sub[k].met for k in ("13a", "13b", "13c", "13d", "13e"))  # the methods state each
+    pooled = "Pooled risk ratio" in section(text, "Results of syntheses")
+    assert sub["13f"].met == sub["20b"].met == sub["20d"].met == pooled  # a sensitivity analysis only of a pooled one
     listed = path.with_name(f"sr_draft_{cid}_prisma_checklist.md").read_text(encoding="utf-8")
-    assert listed.count("| missing |") == sum(not i.met for i in items.values()) == text.count("| missing |")
+    missing = sum(not i.met for i in items.values()) + sum(not s.met for s in sub.values())
+    assert listed.count("| missing |") == missing == text.count("| missing |")
     # a draft without its Search strategy section misses item 7; fill=[7] states it from the search log
     body = checked_text(text)
     cut = re.sub(r"^### Search strategy.*?(?=^### )", "", body, flags=re.S | re.M)

@@ -148,23 +148,30 @@ def cluster_expansion(
     deps=[cluster_metrics, pico_extractions, sr_overlap, cluster_expansion],
     group_name="findings",
     kinds={"markdown"},
-    code_version="1",
+    code_version="2",
 )
 def reports(context: dg.AssetExecutionContext, ra: RaConfigResource, store: StoreResource) -> dg.MaterializeResult:
     """Gap dossiers and SR drafts (Markdown under `reports/<goal_id>/`, PRISMA flow diagram beside each draft) for
-    every goal whose clusters met its handbook's Success; every cited PMID exists in the store."""
+    every goal whose clusters met its handbook's Success; every cited PMID exists in the store. An SR draft's
+    comparisons, pooled risk ratios (with I²) and forest plots are listed in the metadata."""
     from ra_agent.agent import workspace_relative
+    from ra_agent.evidence import drafts_synthesis
 
     cfg = ra.get_config()
     goal_id = context.run.tags.get("ra/goal")  # the agent sensor tags a goal's runs; None when run by hand
     with store.get_client() as db:
         written = run_reports(cfg, db, goal_id)
     previews = {Path(p).name: Path(p).read_text(encoding="utf-8")[:3000] for p in written}
+    synthesis = drafts_synthesis(written)
     return dg.MaterializeResult(
         metadata={
             "reports": len(written),
             "goal_id": goal_id or "",
             "paths": dg.MetadataValue.json([workspace_relative(cfg, p) for p in written]),
+            "main_comparison": dg.MetadataValue.json(synthesis["main"]),
+            "comparisons": dg.MetadataValue.json(synthesis["comparisons"]),
+            "pooled_estimates": dg.MetadataValue.md(synthesis["pooled_md"]),
+            "forest_plots": dg.MetadataValue.json([workspace_relative(cfg, p) for p in synthesis["forest_plots"]]),
             **{f"preview_{name}": dg.MetadataValue.md(text) for name, text in list(previews.items())[:3]},
         },
         data_version=content_version(Path(p).read_bytes() for p in sorted(written)),
