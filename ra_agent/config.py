@@ -240,6 +240,11 @@ class SrConfig:
 
 
 @dataclass(frozen=True)
+class PicoConfig:
+    extractor: str = _knob("learned", choices=("learned", "rules"))  # when no LLM answers
+
+
+@dataclass(frozen=True)
 class AskConfig:
     max_tool_calls: int = _knob(3, 1, 8)
     k: int = _knob(20, 1, 100)
@@ -347,6 +352,7 @@ class Config:
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     goal: GoalConfig = field(default_factory=GoalConfig)
     sr: SrConfig = field(default_factory=SrConfig)
+    pico: PicoConfig = field(default_factory=PicoConfig)
     ask: AskConfig = field(default_factory=AskConfig)
     mindkb: MindKbConfig = field(default_factory=MindKbConfig)
     ann: AnnConfig = field(default_factory=AnnConfig)

@@ -120,7 +120,7 @@ class PicoStageResult:
 
 
 def run_pico_stage(cfg: Config, store: Store, cluster_id: str, brain=None, embedder=None, progress=None):
-    """Stage `pico`: extract PICO for a cluster's members (LLM brain, else the rule extractor), write
+    """Stage `pico`: extract PICO for a cluster's members (LLM brain, else `[pico] extractor`: the learned tagger by default), write
     `pico/<cluster_id>.jsonl`, embed the p i c o m families, record `eligible_trials`."""
     from ra_agent.embed.embedder import SentenceTransformerEmbedder
     from ra_agent.evidence.pico.extract import count_eligible, make_extractor, read_pico, run_pico

@@ -13,7 +13,7 @@ from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from ra_agent.config import Config
 from ra_agent.embed.tokens import count_tokens, sample_for_prompt, sample_size
-from ra_agent.evidence.pico.extract import PicoRecord, RuleExtractor, read_pico
+from ra_agent.evidence.pico.extract import PicoRecord, default_extractor, read_pico
 from ra_agent.evidence.sr_search import QUERY_MAX_CHARS, _ask, _is_rules, _json_object
 from ra_agent.models import Paper
 from ra_agent.store.db import Store
@@ -96,7 +96,7 @@ def pico_field_terms(
 def pico_records_for(
     cfg: Config, store: Store, papers: Sequence[Paper], cluster_id: str | None
 ) -> dict[int, PicoRecord]:
-    """PICO records of these papers: from pico/<cluster_id>.jsonl when present, the rule extractor for the rest."""
+    """PICO records of these papers: from pico/<cluster_id>.jsonl when present, the default extractor for the rest."""
     records: dict[int, PicoRecord] = {}
     path = pico_path(cfg, cluster_id) if cluster_id else None
     if path is not None and path.exists():
@@ -104,7 +104,7 @@ def pico_records_for(
         records = {r.pmid: r for r in read_pico(path) if r.pmid in wanted}
     todo = [p for p in papers if p.pmid not in records]
     if todo:
-        records.update({r.pmid: r for r in RuleExtractor(cfg.sr.pico_batch_size).extract(todo)})
+        records.update({r.pmid: r for r in default_extractor(cfg).extract(todo)})
     return records
 
 
@@ -160,7 +160,7 @@ def propose_alternative_pico(
       {"new_PICO": "P: ...; I: ...; C: ...; O: ...", "seed_query": "..."}; the theme must be grounded
       (half of its content words occur in the leftover papers) or the rule path is used, labelled.
     - Rules: PICO records of the leftover and covered papers (pico/<cluster_id>.jsonl when present,
-      else the rule extractor) give, per field, the terms frequent among the leftover papers and not
+      else the default extractor) give, per field, the terms frequent among the leftover papers and not
       dominant among the covered ones (`pico_field_terms`); the seed query is I AND P (AND C).
     """
     exclude = {int(p) for p in exclude_pmids}

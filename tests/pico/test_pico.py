@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -10,11 +11,12 @@ import re
 import pytest
 from replay.ollama_server import OllamaReplayServer
 
-from ra_agent.config import Config
+from ra_agent.config import Config, PicoConfig
 from ra_agent.embed.tokens import count_tokens
 from ra_agent.evidence.pico.extract import (
     FIX_JSON_PROMPT,
     SCHEMA_KEYS,
+    LearnedExtractor,
     LlmExtractor,
     PicoFileError,
     PicoRecord,
@@ -28,6 +30,7 @@ from ra_agent.evidence.pico.extract import (
     read_pico,
     run_pico,
 )
+from ra_agent.evidence.pico.learned import model_version
 from ra_agent.llm.base import BrainError
 from ra_agent.llm.ollama_brain import OllamaBrain
 from ra_agent.llm.rules_brain import RulesBrain
@@ -121,30 +124,31 @@ def test_one_malformed_reply_then_exactly_one_repair_turn(trials):
     assert [r.P for r in records] == [f"P{p}" for p in TRIALS]
 
 
-def test_garbage_twice_falls_back_to_rules_for_the_batch(trials, caplog):
+def test_garbage_twice_falls_back_to_the_learned_tagger_for_the_batch(trials, caplog):
     brain = ScriptedBrain("I cannot help with that.", "Sorry, still no JSON here.")
     extractor = LlmExtractor(brain)
     with caplog.at_level(logging.WARNING, logger="ra_agent.evidence.pico.extract"):
         records = extractor.extract(trials)
     assert len(brain.calls) == 2  # the prompt and one repair turn, nothing more
     assert [r.pmid for r in records] == TRIALS
-    assert all(r.extractor == "rules:pico-cues-v2 (llm json_error)" for r in records)
-    expected = RuleExtractor().extract(trials)
+    assert all(r.extractor == f"{model_version()} (llm json_error)" for r in records)
+    expected = LearnedExtractor().extract(trials)
     assert [r.fields() for r in records] == [r.fields() for r in expected]
     assert len(extractor.failures) == 1 and "json_error" in extractor.failures[0]
-    assert "falling back to rules:pico-cues-v2" in caplog.text
+    assert f"falling back to {model_version()}" in caplog.text
 
 
 def test_json_without_records_is_a_schema_error(trials):
     brain = ScriptedBrain('{"answer": "no abstracts found"}', "[1, 2, 3]")
     records = LlmExtractor(brain).extract(trials)
     assert len(brain.calls) == 2
-    assert {r.extractor for r in records} == {"rules:pico-cues-v2 (llm schema_error)"}
+    assert {r.extractor for r in records} == {f"{model_version()} (llm schema_error)"}
 
 
-def test_brain_error_falls_back_without_retrying(trials):
+def test_brain_error_falls_back_without_retrying_to_the_configured_rules(trials):
     brain = ScriptedBrain(BrainError("Ollama at http://127.0.0.1:9 (gemma3n:e4b): connection refused"))
-    records = LlmExtractor(brain).extract(trials)
+    cfg = dataclasses.replace(Config(), pico=PicoConfig(extractor="rules"))
+    records = LlmExtractor.from_config(brain, cfg).extract(trials)
     assert len(brain.calls) == 1
     assert {r.extractor for r in records} == {"rules:pico-cues-v2 (llm brain_error)"}
     assert all(r.P for r in records)  # the rules still filled the batch
@@ -197,9 +201,12 @@ def test_batches_stay_inside_the_token_budget(demo_papers):
         assert count_tokens("".join(m["content"] for m in messages)) <= 3000
 
 
-def test_make_extractor_picks_rules_for_the_rules_brain():
-    assert isinstance(make_extractor(None), RuleExtractor)
-    assert isinstance(make_extractor(RulesBrain()), RuleExtractor)
+def test_make_extractor_picks_the_configured_extractor_without_an_llm():
+    assert isinstance(make_extractor(None), LearnedExtractor)
+    assert isinstance(make_extractor(RulesBrain(), Config()), LearnedExtractor)
+    assert make_extractor(None).name == model_version() and model_version().startswith("learned:pico-crf-v1@")
+    rules_cfg = dataclasses.replace(Config(), pico=PicoConfig(extractor="rules"))
+    assert isinstance(make_extractor(RulesBrain(), rules_cfg), RuleExtractor)
     llm = make_extractor(ScriptedBrain(), Config())
     assert isinstance(llm, LlmExtractor) and llm.batch_size == 40 and llm.name == "fake:scripted-llm"
 

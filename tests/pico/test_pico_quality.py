@@ -8,7 +8,6 @@ import sys
 import pytest
 from pico_records import DEMO, GOLD, ROOT
 
-import ra_agent.evidence.pico.quality as pico_eval
 from ra_agent.evidence.pico.extract import SCHEMA_KEYS, PicoRecord
 from ra_agent.evidence.pico.quality import PROXY_NOTE, evaluate, markdown_report, token_f1
 
@@ -114,9 +113,19 @@ def test_report_and_bench_script(quality, monkeypatch, capsys):
     assert "| detector vs proxy label | TP | FP | FN | prevalence | precision | recall | F1 |" in report
     assert "| field | token F1 (all records) | token F1 (gold non-empty) |" in report
     assert PROXY_NOTE in report and "not a gold PICO or design annotation" in report
-    monkeypatch.setattr(pico_eval, "evaluate", lambda *args, **kwargs: quality)
-    monkeypatch.setattr(sys, "argv", ["eval_pico.py"])
+    monkeypatch.setattr(sys, "argv", ["eval_pico.py", "--skip-demo"])
     runpy.run_path(str(ROOT / "bench" / "eval_pico.py"), run_name="__main__")
     out = capsys.readouterr().out
-    assert out.startswith(report.strip())
-    assert "| baseline:section-lead | even (469) |" in out and "| rules:pico-cues-v2 | odd (491) |" in out
+    assert "held-out odd-PMID half (crowd labels): 491 abstracts" in out
+    table = [line for line in out.splitlines() if line.count(" | ") == 8 and not line.startswith("| extractor")]
+    rows = {line.split(" | ")[0].strip("| "): line.split(" | ")[1:] for line in table}
+    learned = next(name for name in rows if name.startswith("learned:pico-crf-v1@"))
+    assert {"baseline:section-lead", "rules:pico-cues-v2", learned} <= set(rows)
+    # the issue's bar on the held-out half: value precision >= 0.70 and recall >= 0.60 for P, I and O, and token
+    # macro-F1 clearly above the rules' (measured: 0.279 vs 0.180; the baseline 0.191)
+    for cell in rows[learned][:3]:
+        precision, recall = map(float, cell.split(" / "))
+        assert precision >= 0.70 and recall >= 0.60, cell
+    macro = {name: float(cells[6]) for name, cells in rows.items()}
+    assert macro[learned] >= macro["rules:pico-cues-v2"] + 0.08, macro
+    assert "Tagger labels on every token of the same 491 abstracts" in out

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 import json5
 
-from ra_agent.config import Config, SrConfig, TokensConfig
+from ra_agent.config import Config, PicoConfig, SrConfig, TokensConfig
 from ra_agent.embed.tokens import count_tokens, prompt_budget, truncate_tokens
 from ra_agent.evidence.pico import rules as pico_rules
 from ra_agent.evidence.pico.design import NON_TRIAL_CLASSES, design_class, is_rct_design
@@ -134,6 +134,41 @@ class RuleExtractor:
         return PicoRecord.of(paper.pmid, values, label or self.name, {k: v.cue for k, v in found.items()})
 
 
+class LearnedExtractor:
+    """P, I, C and O from the CRF tagger trained on EBM-NLP labels (spans → fields, arms split by the trial's arm
+    structure); StudyDesign, PopulationAge and SampleSize from the rules. Named by model and version."""
+
+    def __init__(self, batch_size: int = _SR.pico_batch_size):
+        from ra_agent.evidence.pico.learned import model_version
+
+        self.batch_size = batch_size
+        self.name = model_version()
+
+    def extract(self, papers: Sequence[Paper]) -> list[PicoRecord]:
+        return [self.extract_one(p) for p in papers]
+
+    def extract_one(self, paper: Paper, label: str | None = None) -> PicoRecord:
+        from ra_agent.evidence.pico import learned
+
+        found = learned.extract(paper)
+        values = {k: v.value for k, v in found.items()}
+        return PicoRecord.of(paper.pmid, values, label or self.name, {k: v.cue for k, v in found.items()})
+
+
+def default_extractor(cfg: Config | None = None) -> RuleExtractor | LearnedExtractor:
+    """The extractor used when no LLM answers: `[pico] extractor` ("learned" by default, or "rules")."""
+    batch = cfg.sr.pico_batch_size if cfg else _SR.pico_batch_size
+    kind = cfg.pico.extractor if cfg else PicoConfig().extractor
+    return RuleExtractor(batch_size=batch) if kind == "rules" else LearnedExtractor(batch_size=batch)
+
+
+def pico_code_version() -> str:
+    """What the PICO records depend on: the learned model's name and version and the rules' name."""
+    from ra_agent.evidence.pico.learned import model_version
+
+    return f"{model_version()}+{RULES_NAME}"
+
+
 SYSTEM_PROMPT = (
     "You extract PICO fields from biomedical abstracts for a systematic review. "
     "You answer with one JSON array and nothing else."
@@ -157,19 +192,20 @@ class LlmExtractor:
         *,
         batch_size: int = _SR.pico_batch_size,
         token_budget: int = _TOKENS.token_soft_cap,
-        fallback: RuleExtractor | None = None,
+        fallback: RuleExtractor | LearnedExtractor | None = None,
     ):
         self.brain = brain
         self.name = brain.name
         self.batch_size = batch_size
         self.token_budget = token_budget
-        self.fallback = fallback or RuleExtractor()
+        self.fallback = fallback or default_extractor()
         self.failures: list[str] = []
 
     @classmethod
     def from_config(cls, brain: ChatBrain, cfg: Config) -> LlmExtractor:
         """Batches sized to the prompt budget: token_soft_cap, with the reply's room kept free under num_ctx."""
-        return cls(brain, batch_size=cfg.sr.pico_batch_size, token_budget=prompt_budget(cfg))
+        return cls(brain, batch_size=cfg.sr.pico_batch_size, token_budget=prompt_budget(cfg),
+                   fallback=default_extractor(cfg))  # fmt: skip
 
     def extract(self, papers: Sequence[Paper]) -> list[PicoRecord]:
         records: list[PicoRecord] = []
@@ -221,7 +257,8 @@ class LlmExtractor:
     def _fall_back(self, papers: Sequence[Paper], error: str) -> list[PicoRecord]:
         reason = error.split(":")[0]
         self.failures.append(f"PMIDs {papers[0].pmid}..{papers[-1].pmid} ({len(papers)}): {error}")
-        log.warning("%s: %s for %d PMIDs; falling back to %s for this batch", self.name, error, len(papers), RULES_NAME)
+        log.warning("%s: %s for %d PMIDs; falling back to %s for this batch", self.name, error, len(papers),
+                    self.fallback.name)  # fmt: skip
         label = f"{self.fallback.name} ({reason})"
         return [self.fallback.extract_one(p, label=label) for p in papers]
 
@@ -232,10 +269,10 @@ def paper_prompt_text(paper: Paper) -> str:
 
 
 def make_extractor(brain: ChatBrain | None, cfg: Config | None = None) -> Extractor:
-    """The LLM extractor for an LLM brain; the rule extractor when there is none or it is the rules brain."""
-    batch = cfg.sr.pico_batch_size if cfg else _SR.pico_batch_size
+    """The LLM extractor for an LLM brain; `[pico] extractor` (the learned tagger by default, or the rules) when there
+    is none or it is the rules brain."""
     if brain is None or brain.name.startswith("rules:"):
-        return RuleExtractor(batch_size=batch)
+        return default_extractor(cfg)
     return LlmExtractor.from_config(brain, cfg) if cfg else LlmExtractor(brain)
 
 
@@ -532,6 +569,7 @@ def read_pico(path: str | Path) -> list[PicoRecord]:
 __all__ = [
     "SCHEMA_KEYS",
     "Extractor",
+    "LearnedExtractor",
     "LlmExtractor",
     "PicoFileError",
     "PicoRecord",
@@ -539,6 +577,7 @@ __all__ = [
     "RuleExtractor",
     "consistency_warnings",
     "count_eligible",
+    "default_extractor",
     "design_class",
     "fill_rates",
     "is_eligible_trial",
@@ -546,6 +585,7 @@ __all__ = [
     "is_rct_design",
     "make_extractor",
     "parse_reply",
+    "pico_code_version",
     "pico_texts",
     "read_pico",
     "run_pico",

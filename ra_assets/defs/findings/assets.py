@@ -5,6 +5,7 @@ from pathlib import Path
 import dagster as dg
 
 from ra_agent.agent import run_expand, run_pico_stage, run_reports, run_sr_overlap
+from ra_agent.evidence.pico.extract import pico_code_version
 from ra_assets.defs.clusters.assets import cluster_metrics, clusters
 from ra_assets.defs.ingest.assets import log_progress
 from ra_assets.meta import content_version
@@ -17,7 +18,7 @@ from ra_assets.resources import BrainResource, EmbedderResource, EutilsResource,
     partitions_def=cluster_partitions,
     group_name="findings",
     kinds={"python", "json"},
-    code_version="pico-cues-v2",
+    code_version=pico_code_version(),
     pool="llm",
     check_specs=[
         dg.AssetCheckSpec(
