@@ -19,7 +19,7 @@ from ra_agent.llm.base import Brain, Message, ReplySchema
 from ra_agent.llm.protocol import ArgSpec, ToolSpec
 
 MODES = ("json_schema", "text_fallback", "text")
-REASONING_CHARS = 600  # the reasoning field's cap: a small model cannot ramble past its reply budget
+REASONING_CHARS = 300  # the reasoning field's cap: a small model cannot ramble past its reply budget
 STRING_CHARS = 300  # a free-text argument's cap in the schema (the validator's [llm] max_arg_chars still applies)
 LIST_ITEMS = 50  # items of a list argument without its own max_items
 
