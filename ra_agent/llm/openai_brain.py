@@ -122,7 +122,13 @@ class OpenAIBrain:
             refused = self._stream_structured({**body, "response_format": response_format(form, schema)}, form)
             if refused is None:
                 return "".join(self._pieces)
-            log.info("%s refused response_format %s for %s (%s)", self.base_url, form, schema.name, refused)
+            log.info(
+                "%s refused response_format %s for %s (%s)",
+                self.base_url,
+                form,
+                schema.name,
+                " ".join(refused.split())[:200],
+            )
             self._schema_forms.pop(0)
         self._stream_structured(body, "text_fallback")
         return "".join(self._pieces)

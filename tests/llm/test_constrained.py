@@ -119,3 +119,25 @@ def test_the_rules_brain_says_it_answered_in_text(demo, demo_project):
     assert outcome.brain == RulesBrain.name and outcome.brain_call is not None
     assert outcome.brain_call["mode"] == "text"
     assert "brain call: mode=text schema=agent_action" in open(outcome.log_path, encoding="utf-8").read()
+
+
+def test_the_boundary_judge_is_constrained_to_the_candidates_shown(cfg, loopback):
+    from ra_agent.topics.judge import Candidate, ask_judge
+
+    shown = [Candidate(8425567, "Omeprazole versus ranitidine in erosive oesophagitis", 0.81),
+             Candidate(9187325, "Lansoprazole maintenance of healed reflux oesophagitis", 0.77),
+             Candidate(7556410, "Helicobacter pylori eradication and peptic ulcer recurrence", 0.52)]  # fmt: skip
+    brain = select_brain(loopback.configure(cfg), RulesBrain)
+    loopback.script(json.dumps({"reasoning": "The two reflux trials fit the cluster.",
+                                "action": {"tool": "judge_boundary", "args": {"keep_pmids": [8425567, 9187325]}}}))  # fmt: skip
+    verdict = ask_judge(brain, "PPI in reflux oesophagitis", shown, 0.6)
+    assert verdict.keep == [8425567, 9187325] and not verdict.error
+    schema = sent_schema(loopback.backend, loopback.chat_requests[0])
+    assert schema is not None
+    keep = schema["properties"]["action"]["properties"]["args"]["properties"]["keep_pmids"]
+    assert keep["items"]["enum"] == sorted(c.pmid for c in shown)
+    jsonschema.validate({"reasoning": "none fit", "action": {"tool": "judge_boundary", "args": {"keep_pmids": []}}},
+                        schema)  # fmt: skip
+    with pytest.raises(jsonschema.ValidationError):  # a PMID it was not shown
+        jsonschema.validate({"reasoning": "r", "action": {"tool": "judge_boundary", "args": {"keep_pmids": [1]}}},
+                            schema)  # fmt: skip
