@@ -113,15 +113,15 @@ class OpenAIBrain:
         """A reply constrained to `schema` (response_format with the JSON schema), streamed to time the first token.
 
         Each form of SCHEMA_FORMS is tried until one is accepted (a refusal, HTTP 400 or 422 or a 500 naming
-        response_format, is remembered);
-        when every form is refused the call goes out as plain text and `last_stats["mode"]` says "text_fallback"."""
+        response_format, is remembered); when every form is refused the call goes out as plain text and
+        `last_stats["mode"]` says "text_fallback"."""
         body = self._body(messages, True, False)
         body["stream_options"] = {"include_usage": True}
         while self._schema_forms:
             form = self._schema_forms[0]
-            refused = self._stream_structured({**body, "response_format": response_format(form, schema)}, form)
+            text, refused = self._stream_structured({**body, "response_format": response_format(form, schema)}, form)
             if refused is None:
-                return "".join(self._pieces)
+                return text
             log.info(
                 "%s refused response_format %s for %s (%s)",
                 self.base_url,
@@ -130,21 +130,20 @@ class OpenAIBrain:
                 " ".join(refused.split())[:200],
             )
             self._schema_forms.pop(0)
-        self._stream_structured(body, "text_fallback")
-        return "".join(self._pieces)
+        return self._stream_structured(body, "text_fallback")[0]
 
-    def _stream_structured(self, body: dict[str, Any], form: str) -> str | None:
-        """Stream one request into self._pieces and self.last_stats; the server's refusal text on HTTP 400/422."""
+    def _stream_structured(self, body: dict[str, Any], form: str) -> tuple[str, str | None]:
+        """(the streamed reply, None) with its figures in self.last_stats, or ("", the server's refusal text)."""
         url = f"{self.base_url}/chat/completions"
         start, first, chunks, usage, finish = time.monotonic(), None, 0, {}, None
-        self._pieces: list[str] = []
+        pieces: list[str] = []
         try:
             with self._client.stream("POST", url, json=body) as response:
                 if response.status_code in (400, 422, 500) and "response_format" in body:
                     response.read()
                     refusal = _error_text(response)  # llama-cpp-python answers its validation error with a 500
                     if response.status_code != 500 or "response_format" in refusal:
-                        return refusal
+                        return "", refusal
                 if response.status_code != 200:
                     response.read()
                     raise BrainError(f"OpenAI-compatible server at {self.base_url} ({self.model}): HTTP "
@@ -161,7 +160,7 @@ class OpenAIBrain:
                         if text:
                             first = first or time.monotonic()
                             chunks += 1
-                            self._pieces.append(text)
+                            pieces.append(text)
         except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
             raise BrainError(f"OpenAI-compatible server at {self.base_url} ({self.model}): {exc}") from exc
         mode = "text_fallback" if form == "text_fallback" else "json_schema"
@@ -170,7 +169,7 @@ class OpenAIBrain:
                                  "completion_tokens": usage.get("completion_tokens") or chunks or None,
                                  "tokens_counted": "usage" if usage.get("completion_tokens") else "stream chunks"}  # fmt: skip
         self.last_stats = finish_stats(stats, start, first)
-        return None
+        return "".join(pieces), None
 
     def chat_stream(self, messages: list[Message]) -> Iterator[str]:
         """The reply in pieces (server-sent events, `data: {...}` lines ending with `data: [DONE]`)."""
