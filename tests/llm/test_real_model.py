@@ -124,16 +124,19 @@ def test_gemma_drives_seek_gap_cycles(gemma, demo, demo_project):
     assert sum(o.event == "tool_call" for o in outcomes) >= CYCLES // 2
     assert all(o.brain == brain.name for o in outcomes) and all(s.brain == brain.name for s in states)
     assert len(asked) >= sum(o.event != "stopped" or o.tool is not None for o in outcomes) > 0
+    sizes = []
     for call in asked:
         assert call["stats"]["mode"] == "json_schema", call["stats"]
         jsonschema.validate(json.loads(call["reply"]), call["schema"])  # the server kept to the schema
         used = prompt_tokens(gemma, call["messages"])
+        sizes.append(used)
         assert used + REPLY_TOKENS <= N_CTX, f"a prompt of {used} tokens leaves no room for the reply in {N_CTX}"
     tokens = sum(c["stats"].get("completion_tokens") or 0 for c in asked)
     generating = sum((c["stats"]["total_s"] or 0) - (c["stats"]["ttft_s"] or 0) for c in asked)
     print(
         f"\nreal model {brain.name}: {len(outcomes)} cycles on {len(goals_run)} goal(s) in {took:.0f} s; "
-        f"{len(asked)} constrained calls, mode json_schema ({asked[0]['stats'].get('response_format')}); "
+        f"{len(asked)} constrained calls, mode json_schema ({asked[0]['stats'].get('response_format')}), prompts "
+        f"{min(sizes)}-{max(sizes)} tokens of n_ctx {N_CTX}; "
         f"{tokens} tokens generated at {tokens / max(generating, 1e-6):.1f} tokens/s; "
         f"events {[o.event + (':' + o.tool if o.tool else '') for o in outcomes]}"
     )
