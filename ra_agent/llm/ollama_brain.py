@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -10,7 +11,8 @@ import httpx
 import ollama
 
 from ra_agent.config import Config
-from ra_agent.llm.base import BrainError, Message
+from ra_agent.llm.base import BrainError, Message, ReplySchema
+from ra_agent.llm.structured import finish_stats
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +46,7 @@ class OllamaBrain:
         self.name = f"ollama:{self.model}"
         self._client = client or ollama.Client(host=self.host, timeout=cfg.llm.timeout_s)
         self.last_stats: dict[str, Any] = {}  # timings, token counts and thinking text of the last reply
+        self._schema_refused = False  # the server refused a JSON-schema `format` once: send plain text since
 
     def label(self) -> str:
         return f"{self.name} (LLM served by Ollama at {self.host})"
@@ -65,6 +68,44 @@ class OllamaBrain:
     def chat_json(self, messages: list[Message]) -> str:
         """A reply that must be bare JSON (repair turns): Ollama's `format: "json"` when [llm] json_mode."""
         return self.chat(messages, json_mode=True)
+
+    def chat_structured(self, messages: list[Message], schema: ReplySchema) -> str:
+        """A reply constrained to `schema` (Ollama's `format` = the JSON schema), streamed to time the first token.
+
+        A server that refuses the schema (HTTP 4xx: an Ollama before 0.5) is asked again without it and
+        `last_stats["mode"]` says "text_fallback"; the caller's text protocol and repair turn apply then."""
+        mode = "text_fallback" if self._schema_refused else "json_schema"
+        try:
+            return self._stream_structured(messages, None if self._schema_refused else schema.schema, mode)
+        except BrainError as exc:
+            cause = exc.__cause__
+            if (
+                mode != "json_schema"
+                or not isinstance(cause, ollama.ResponseError)
+                or cause.status_code not in (400, 422)
+            ):
+                raise
+            log.info("Ollama at %s refused the %s JSON schema (%s); asking in the text protocol", self.host,
+                     schema.name, cause.error)  # fmt: skip
+            self._schema_refused = True
+            return self._stream_structured(messages, None, "text_fallback")
+
+    def _stream_structured(self, messages: list[Message], fmt: dict[str, Any] | None, mode: str) -> str:
+        start, first, pieces, last = time.monotonic(), None, [], None
+        try:
+            for part in self._client.chat(model=self.model, messages=messages, options=self.options, stream=True,
+                                          format=fmt, keep_alive=self.keep_alive):  # fmt: skip
+                text = part.message.content or ""
+                if text and first is None:
+                    first = time.monotonic()
+                pieces.append(text)
+                last = part
+        except _CLIENT_ERRORS as exc:
+            raise BrainError(f"Ollama at {self.host} ({self.model}): {exc}") from exc
+        stats: dict[str, Any] = {key: getattr(last, key, None) for key in _STATS}
+        stats.update(mode=mode, prompt_tokens=stats.get("prompt_eval_count"), completion_tokens=stats.get("eval_count"))
+        self.last_stats = finish_stats(stats, start, first)
+        return "".join(pieces)
 
     def chat_stream(self, messages: list[Message]) -> Iterator[str]:
         """The reply in pieces as Ollama generates it (stream=True); `ra ask` streams its final answer so."""

@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 
 from ra_agent.config import Config
-from ra_agent.llm.base import BrainError, Message
+from ra_agent.llm.base import BrainError, Message, ReplySchema
+from ra_agent.llm.structured import finish_stats
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +28,17 @@ def _error_text(response: httpx.Response) -> str:
     if isinstance(error, dict):
         return str(error.get("message") or error)[:300]
     return str(error)[:300]
+
+
+# How a JSON schema travels in response_format: OpenAI's form (vLLM, llama.cpp's llama-server, LM Studio), then
+# llama-cpp-python's server form ({"type": "json_object", "schema": ...}); that server refuses the first with a 500.
+SCHEMA_FORMS = ("json_schema", "json_object+schema")
+
+
+def response_format(form: str, schema: ReplySchema) -> dict[str, Any]:
+    if form == "json_schema":
+        return {"type": "json_schema", "json_schema": {"name": schema.name, "strict": True, "schema": schema.schema}}
+    return {"type": "json_object", "schema": schema.schema}
 
 
 class OpenAIBrain:
@@ -46,6 +59,7 @@ class OpenAIBrain:
         self._client = httpx.Client(timeout=self.timeout_s, headers=headers, transport=transport)
         self._json_refused = False  # the server answered 400 to response_format once: do not send it again
         self.last_stats: dict[str, Any] = {}
+        self._schema_forms: list[str] = list(SCHEMA_FORMS)  # response_format forms not refused yet, in order
 
     def label(self) -> str:
         return f"{self.name} (LLM served by an OpenAI-compatible server at {self.base_url})"
@@ -94,6 +108,68 @@ class OpenAIBrain:
     def chat_json(self, messages: list[Message]) -> str:
         """A reply that must be bare JSON (repair turns): response_format json_object when [llm] json_mode."""
         return self.chat(messages, json_mode=True)
+
+    def chat_structured(self, messages: list[Message], schema: ReplySchema) -> str:
+        """A reply constrained to `schema` (response_format with the JSON schema), streamed to time the first token.
+
+        Each form of SCHEMA_FORMS is tried until one is accepted (a refusal, HTTP 400 or 422 or a 500 naming
+        response_format, is remembered); when every form is refused the call goes out as plain text and
+        `last_stats["mode"]` says "text_fallback"."""
+        body = self._body(messages, True, False)
+        body["stream_options"] = {"include_usage": True}
+        while self._schema_forms:
+            form = self._schema_forms[0]
+            text, refused = self._stream_structured({**body, "response_format": response_format(form, schema)}, form)
+            if refused is None:
+                return text
+            log.info(
+                "%s refused response_format %s for %s (%s)",
+                self.base_url,
+                form,
+                schema.name,
+                " ".join(refused.split())[:200],
+            )
+            self._schema_forms.pop(0)
+        return self._stream_structured(body, "text_fallback")[0]
+
+    def _stream_structured(self, body: dict[str, Any], form: str) -> tuple[str, str | None]:
+        """(the streamed reply, None) with its figures in self.last_stats, or ("", the server's refusal text)."""
+        url = f"{self.base_url}/chat/completions"
+        start, first, chunks, usage, finish = time.monotonic(), None, 0, {}, None
+        pieces: list[str] = []
+        try:
+            with self._client.stream("POST", url, json=body) as response:
+                if response.status_code in (400, 422, 500) and "response_format" in body:
+                    response.read()
+                    refusal = _error_text(response)  # llama-cpp-python answers its validation error with a 500
+                    if response.status_code != 500 or "response_format" in refusal:
+                        return "", refusal
+                if response.status_code != 200:
+                    response.read()
+                    raise BrainError(f"OpenAI-compatible server at {self.base_url} ({self.model}): HTTP "
+                                     f"{response.status_code}: {_error_text(response)}")  # fmt: skip
+                for line in response.iter_lines():
+                    data = line[5:].strip() if line.startswith("data:") else ""
+                    if not data or data == "[DONE]":
+                        continue
+                    doc = json.loads(data)
+                    usage = doc.get("usage") or usage
+                    for choice in doc.get("choices") or []:
+                        text = (choice.get("delta") or {}).get("content") or ""
+                        finish = choice.get("finish_reason") or finish
+                        if text:
+                            first = first or time.monotonic()
+                            chunks += 1
+                            pieces.append(text)
+        except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+            raise BrainError(f"OpenAI-compatible server at {self.base_url} ({self.model}): {exc}") from exc
+        mode = "text_fallback" if form == "text_fallback" else "json_schema"
+        stats: dict[str, Any] = {"mode": mode, "response_format": None if mode == "text_fallback" else form,
+                                 "done_reason": finish, "prompt_tokens": usage.get("prompt_tokens"),
+                                 "completion_tokens": usage.get("completion_tokens") or chunks or None,
+                                 "tokens_counted": "usage" if usage.get("completion_tokens") else "stream chunks"}  # fmt: skip
+        self.last_stats = finish_stats(stats, start, first)
+        return "".join(pieces), None
 
     def chat_stream(self, messages: list[Message]) -> Iterator[str]:
         """The reply in pieces (server-sent events, `data: {...}` lines ending with `data: [DONE]`)."""

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 import numpy as np
 
 from ra_agent.config import Config
+from ra_agent.llm.base import ReplySchema
 from ra_agent.store.db import Store
 from ra_agent.topics.features import centroid
 from ra_agent.topics.formation import Formation
@@ -348,6 +349,24 @@ def parse_decisions(reply: str, n_clusters: int, max_chars: int) -> list[AuditDe
     return decisions
 
 
+def audit_schema(n_clusters: int) -> ReplySchema:
+    """The audit reply as a schema: {"decisions": [one decision per cluster]}, each keep (label, summary),
+    merge_into (a target idx) or discard; idx values are the clusters shown (validate_decisions still checks
+    that each cluster is decided once and merge targets are kept)."""
+    idx = {"enum": list(range(n_clusters))}
+
+    def decision(action: str, **extra: dict[str, Any]) -> dict[str, Any]:
+        props = {"idx": idx, "action": {"enum": [action]}, **extra}
+        return {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
+
+    words = {"type": "string", "minLength": 1}
+    options = [decision(KEEP, label={**words, "maxLength": 12 * LABEL_WORDS}, summary={**words, "maxLength": 8 * SUMMARY_WORDS}),
+               decision(MERGE_INTO, target_idx=idx), decision(DISCARD)]  # fmt: skip
+    decisions = {"type": "array", "items": {"anyOf": options}, "minItems": n_clusters, "maxItems": n_clusters}
+    return ReplySchema("cluster_audit", {"type": "object", "properties": {"decisions": decisions},
+                                         "required": ["decisions"], "additionalProperties": False})  # fmt: skip
+
+
 class LLMAuditor:
     """Cluster Audit #1 by a language model (memo 40 §3): keep / merge_into / discard with labels and summaries.
 
@@ -366,11 +385,14 @@ class LLMAuditor:
     def audit(self, briefs: Sequence[ClusterBrief]) -> list[AuditDecision]:
         from ra_agent.llm.base import BrainError
         from ra_agent.llm.protocol import repair_messages
+        from ra_agent.llm.structured import ask_structured
 
         messages = audit_messages(briefs, self.cfg)
         limit = self.cfg.llm.max_reply_chars
         try:
-            reply = self.brain.chat(messages)
+            asked = ask_structured(self.brain, messages, audit_schema(len(briefs)))
+            log.info("LLM cluster audit by %s: %s", self.brain.name, asked.note())
+            reply = asked.text  # a constrained reply is {"decisions": [...]}: parse_decisions reads its array
             self.turns.append((messages[-1]["content"], reply))
             try:
                 decisions = parse_decisions(reply, len(briefs), limit)

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ra_agent.llm.base import BrainError
+from ra_agent.llm.base import BrainError, ReplySchema
 from ra_agent.llm.protocol import (
     ActionError,
     ArgSpec,
@@ -79,15 +79,42 @@ def judge_prompt(label: str, candidates: Sequence[Candidate], keep_hint: float) 
     return [{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": user}]
 
 
+def judge_schema(candidates: Sequence[Candidate]) -> ReplySchema:
+    """The judge's reply as a schema: a reason, then judge_boundary keeping PMIDs from those shown (none is fine)."""
+    from ra_agent.llm.structured import REASONING_CHARS
+
+    pmids = sorted({c.pmid for c in candidates})
+    keep = (
+        {"type": "array", "items": {"enum": pmids}, "maxItems": len(pmids)}
+        if pmids
+        else {"type": "array", "maxItems": 0}
+    )
+    args = {
+        "type": "object",
+        "properties": {"keep_pmids": keep},
+        "required": ["keep_pmids"],
+        "additionalProperties": False,
+    }
+    action = {"type": "object", "properties": {"tool": {"enum": ["judge_boundary"]}, "args": args},
+              "required": ["tool", "args"], "additionalProperties": False}  # fmt: skip
+    reply = {"type": "object", "properties": {"reasoning": {"type": "string", "minLength": 1, "maxLength": REASONING_CHARS},
+             "action": action}, "required": ["reasoning", "action"], "additionalProperties": False}  # fmt: skip
+    return ReplySchema("boundary_judge", reply)
+
+
 def ask_judge(judge: Any, label: str, candidates: Sequence[Candidate], keep_hint: float) -> Verdict:
     """One judge_boundary round: prompt, parse the Action (one repair turn), validate, keep only shown PMIDs.
 
     An empty keep list is a valid answer (zero kept). An unusable answer keeps nothing: no paper is
     admitted without the judge's approval.
     """
+    from ra_agent.llm.structured import action_reply_text, ask_structured
+
     messages = judge_prompt(label, candidates, keep_hint)
     try:
-        reply = judge.chat(messages)
+        asked = ask_structured(judge, messages, judge_schema(candidates))
+        reply = action_reply_text(asked.text) if asked.mode == "json_schema" else asked.text
+        log.info("boundary judge %s: %s", judge.name, asked.note())
         parsed = parse_with_repair(reply, repair_asker(judge, messages, reply))
     except BrainError as exc:
         log.error("boundary judge %s unavailable: %s; nothing kept", judge.name, exc)

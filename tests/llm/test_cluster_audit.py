@@ -52,6 +52,12 @@ def test_the_llm_audits_and_its_decisions_are_applied(demo, provisional, loopbac
     assert decisions[0].label == "PPI vs H2RA healing of erosive oesophagitis"
     assert decisions[0].summary.startswith(f"{briefs[0].size} papers")  # no LLM summary: the term auditor's
     prompt = loopback.chat_requests[0]["messages"][-1]["content"]
+    first_request = loopback.chat_requests[0]  # constrained to one decision per cluster shown
+    fmt = first_request.get("format") or first_request["response_format"]["json_schema"]["schema"]
+    decision = fmt["properties"]["decisions"]
+    assert decision["minItems"] == decision["maxItems"] == formation.n_clusters
+    assert {o["properties"]["action"]["enum"][0] for o in decision["items"]["anyOf"]} == {KEEP, MERGE_INTO, DISCARD}
+    assert decision["items"]["anyOf"][0]["properties"]["idx"]["enum"] == list(range(formation.n_clusters))
     assert "## Cluster idx 0:" in prompt and "Central titles:" in prompt and briefs[0].sample_titles[0] in prompt
     with open_store(cfg) as store:
         ids = apply_audit(store, formation, decisions, cfg, audit_by=auditor.name)

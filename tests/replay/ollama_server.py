@@ -3,7 +3,8 @@
 The bodies follow Ollama's REST API (docs/api.md of ollama/ollama): a non-streaming chat answer is one
 JSON object with model, created_at, message{role, content}, done, done_reason and the timing/token
 counters; a streaming answer is NDJSON chunks ending in a `done: true` chunk carrying the counters;
-an unknown model is a 404 `{"error": "model \"x\" not found, try pulling it first"}`. Replies come
+an unknown model is a 404 `{"error": "model \"x\" not found, try pulling it first"}`; `schemas=False` answers
+a JSON-schema `format` with the 400 of an Ollama before 0.5. Replies come
 from a queue the test scripts; every chat request body is recorded in `chat_requests`.
 """
 
@@ -38,8 +39,9 @@ def _now() -> str:
 class OllamaReplayServer(ScriptedChatServer):
     """Serves scripted assistant replies for the installed `models`; `script()` queues more."""
 
-    def __init__(self, models: Iterable[str] = ("gemma3n:e4b",), replies: Iterable[str] = ()):
+    def __init__(self, models: Iterable[str] = ("gemma3n:e4b",), replies: Iterable[str] = (), schemas: bool = True):
         super().__init__([_canonical(m) for m in models], replies)
+        self.schemas = schemas  # False: refuse a JSON-schema `format` with a 400, as Ollama before 0.5 did
 
     @property
     def host(self) -> str:
@@ -60,6 +62,9 @@ class OllamaReplayServer(ScriptedChatServer):
             model = body.get("model", "")
             if _canonical(model) not in self.models:
                 return _json(404, {"error": f'model "{model}" not found, try pulling it first'})
+            if isinstance(body.get("format"), dict) and not self.schemas:
+                return _json(400, {"error": "json: cannot unmarshal object into Go struct field ChatRequest.format "
+                                            "of type string"})  # fmt: skip
             if not self._replies:
                 return _json(500, {"error": "replay server: no scripted reply left"})
             content = self._replies.popleft()

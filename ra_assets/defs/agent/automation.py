@@ -104,6 +104,8 @@ def agent_cycle_op(context: dg.OpExecutionContext, config: CycleConfig, ra: RaCo
         "goal_id": outcome.goal_id, "cycle": outcome.cycle, "event": outcome.event, "tool": outcome.tool or "",
         "status": outcome.status, "brain": outcome.brain, "requests": [r.label() for r in outcome.requests],
         "cycle_log": outcome.log_path or "",
+        # how the brain was asked: json_schema (constrained), text_fallback (server refused it), text (rules)
+        **{f"brain_{k}": v for k, v in (outcome.brain_call or {}).items() if v is not None},
     })  # fmt: skip
 
 

@@ -1,0 +1,143 @@
+"""Schema-constrained cycles over both wire protocols: the schema names exactly the handbook's tools, and a server
+that refuses it gets the text protocol (the cycle says which mode it used)."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+from replay.ollama_server import OllamaReplayServer
+from replay.openai_server import OpenAIReplayServer
+
+from ra_agent.agent.actions import REGISTRY_SPECS, cycle_schema
+from ra_agent.agent.cycle import run_cycle
+from ra_agent.agent.handbook import load_handbook
+from ra_agent.agent.runner import start_goal
+from ra_agent.llm.rules_brain import RulesBrain
+from ra_agent.llm.select import select_brain
+from ra_agent.llm.structured import schema_tools
+from ra_agent.workspace import open_store
+
+HANDBOOK = "handbooks/seek_gap_ppi_gerd.md"
+REPLY = {"reasoning": "The seed query has not been searched yet.",
+         "action": {"tool": "search_pubmed", "args": {"query": "omeprazole maintenance of healed oesophagitis"}}}  # fmt: skip
+
+
+def sent_schema(backend: str, request: dict) -> dict | None:
+    """The JSON schema a chat request carried (Ollama `format`, OpenAI `response_format`), else None."""
+    if backend == "ollama":
+        return request.get("format") if isinstance(request.get("format"), dict) else None
+    fmt = request.get("response_format") or {}
+    return (fmt.get("json_schema") or {}).get("schema") or fmt.get("schema")
+
+
+def one_cycle(cfg, project):
+    brain = select_brain(cfg, RulesBrain)
+    with open_store(cfg) as store:
+        goal_id = start_goal(cfg, store, project / HANDBOOK, brain.name).goal_id
+        return run_cycle(cfg, store, goal_id, brain)
+
+
+def test_the_first_request_of_a_cycle_carries_the_action_schema(demo, demo_project, loopback):
+    cfg = loopback.configure(demo)
+    loopback.script(json.dumps(REPLY))
+    outcome = one_cycle(cfg, demo_project)
+    assert (outcome.event, outcome.tool) == ("tool_call", "search_pubmed")
+    first = loopback.chat_requests[0]
+    schema = sent_schema(loopback.backend, first)
+    assert schema is not None, f"{loopback.backend}: no schema in {sorted(first)}"
+    if loopback.backend == "openai":
+        assert first["response_format"]["type"] == "json_schema" and first["response_format"]["json_schema"]["strict"]
+    handbook = load_handbook(demo_project / HANDBOOK)
+    allowed = set(handbook.tools_allowed) | {n for n, s in REGISTRY_SPECS.items() if not s.gated}
+    tools = [o["properties"]["tool"]["enum"][0] for o in schema["properties"]["action"]["anyOf"]]
+    assert set(tools) == allowed and "embed_text" not in tools  # embed_text is heavy and not in Tools_allowed
+    assert schema["required"] == ["reasoning", "action"] and schema["additionalProperties"] is False
+    jsonschema.validate(REPLY, schema)  # the reply the server sent is one the schema admits
+    for bad in ({**REPLY, "note": "x"}, {"reasoning": "r", "action": {"tool": "embed_text", "args": {"text": "x"}}},
+                {"reasoning": "r", "action": {"tool": "search_pubmed", "args": {"query": "x", "why": "y"}}}):  # fmt: skip
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, schema)
+    assert outcome.brain_call is not None and outcome.brain_call["mode"] == "json_schema"
+    assert outcome.brain_call["total_s"] is not None and outcome.brain_call["completion_tokens"]
+    log = open(outcome.log_path, encoding="utf-8").read()
+    assert "brain call: mode=json_schema schema=agent_action" in log and "json_status: ok" in log
+
+
+def test_cluster_ids_are_an_enum_of_the_clusters_shown(demo, demo_project):
+    handbook = load_handbook(demo_project / HANDBOOK)
+    with open_store(demo) as store:
+        ids = [r[0] for r in store.conn.execute("SELECT cluster_id FROM cluster_manifest WHERE status='active'")]
+    assert len(ids) >= 2
+    schema = cycle_schema(demo, handbook, ids)
+    assert schema_tools(schema) == [s.name for s in REGISTRY_SPECS.values()
+                                    if not s.gated or s.name in handbook.tools_allowed]  # fmt: skip
+    run_pico = {"reasoning": "r", "action": {"tool": "run_pico", "args": {"cluster_id": ids[0]}}}
+    jsonschema.validate(run_pico, schema.schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**run_pico, "action": {"tool": "run_pico", "args": {"cluster_id": "c_unknown"}}},
+                            schema.schema)  # fmt: skip
+    with pytest.raises(jsonschema.ValidationError):  # exactly one of cluster_id, pmid_list
+        jsonschema.validate({**run_pico, "action": {"tool": "run_pico", "args": {"cluster_id": ids[0],
+                                                                                 "pmid_list": [1]}}}, schema.schema)  # fmt: skip
+    stop = {"reasoning": "done", "action": {"tool": "update_goal", "args": {"changes": {"status": "stopped"}}}}
+    jsonschema.validate(stop, schema.schema)
+    for changes in ({}, {"status": "crashed"}, {"goal_id": "g2"}):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(
+                {**stop, "action": {"tool": "update_goal", "args": {"changes": changes}}}, schema.schema
+            )
+    with pytest.raises(jsonschema.ValidationError):  # Exploration: false, so no ripple
+        jsonschema.validate({"reasoning": "r", "action": {"tool": "search_pubmed",
+                                                          "args": {"query": "x", "expand_mode": "ripple"}}},
+                            schema.schema)  # fmt: skip
+
+
+@pytest.mark.parametrize("backend", ["ollama", "openai"])
+def test_a_server_refusing_the_schema_gets_the_text_protocol(demo, demo_project, backend):
+    server = OllamaReplayServer(schemas=False) if backend == "ollama" else OpenAIReplayServer(json_mode=False)
+    with server:
+        where = {"ollama_host": server.root_url} if backend == "ollama" else {"openai_base_url": server.base_url}
+        cfg = demo.with_overrides(llm={"brain": backend, "timeout_s": 10.0, **where})
+        text = "The seed query comes first.\nAction: " + json.dumps(REPLY["action"])
+        server.script(text)
+        outcome = one_cycle(cfg, demo_project)
+        paths = "/api/chat" if backend == "ollama" else "/v1/chat/completions"
+        refused = len(server.requests_to(paths)) - 1
+    assert (outcome.event, outcome.tool) == ("tool_call", "search_pubmed")
+    assert refused == (1 if backend == "ollama" else 2)  # OpenAI: both response_format forms were refused
+    assert sent_schema(backend, server.chat_requests[0]) is not None
+    assert sent_schema(backend, server.chat_requests[-1]) is None and "response_format" not in server.chat_requests[-1]
+    assert outcome.brain_call is not None and outcome.brain_call["mode"] == "text_fallback"
+    log = open(outcome.log_path, encoding="utf-8").read()
+    assert "brain call: mode=text_fallback" in log
+
+
+def test_the_rules_brain_says_it_answered_in_text(demo, demo_project):
+    outcome = one_cycle(demo.with_overrides(llm={"brain": "rules"}), demo_project)
+    assert outcome.brain == RulesBrain.name and outcome.brain_call is not None
+    assert outcome.brain_call["mode"] == "text"
+    assert "brain call: mode=text schema=agent_action" in open(outcome.log_path, encoding="utf-8").read()
+
+
+def test_the_boundary_judge_is_constrained_to_the_candidates_shown(cfg, loopback):
+    from ra_agent.topics.judge import Candidate, ask_judge
+
+    shown = [Candidate(8425567, "Omeprazole versus ranitidine in erosive oesophagitis", 0.81),
+             Candidate(9187325, "Lansoprazole maintenance of healed reflux oesophagitis", 0.77),
+             Candidate(7556410, "Helicobacter pylori eradication and peptic ulcer recurrence", 0.52)]  # fmt: skip
+    brain = select_brain(loopback.configure(cfg), RulesBrain)
+    loopback.script(json.dumps({"reasoning": "The two reflux trials fit the cluster.",
+                                "action": {"tool": "judge_boundary", "args": {"keep_pmids": [8425567, 9187325]}}}))  # fmt: skip
+    verdict = ask_judge(brain, "PPI in reflux oesophagitis", shown, 0.6)
+    assert verdict.keep == [8425567, 9187325] and not verdict.error
+    schema = sent_schema(loopback.backend, loopback.chat_requests[0])
+    assert schema is not None
+    keep = schema["properties"]["action"]["properties"]["args"]["properties"]["keep_pmids"]
+    assert keep["items"]["enum"] == sorted(c.pmid for c in shown)
+    jsonschema.validate({"reasoning": "none fit", "action": {"tool": "judge_boundary", "args": {"keep_pmids": []}}},
+                        schema)  # fmt: skip
+    with pytest.raises(jsonschema.ValidationError):  # a PMID it was not shown
+        jsonschema.validate({"reasoning": "r", "action": {"tool": "judge_boundary", "args": {"keep_pmids": [1]}}},
+                            schema)  # fmt: skip
