@@ -1,0 +1,142 @@
+"""Review questions on real records: Cochrane review CD006468's search results (tests/fixtures/gaps, with the
+reviewers' final inclusions as the key) and the demo corpus."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from ra_agent.agent.handbook import load_handbook
+from ra_agent.config import load_config
+from ra_agent.evidence.classes import agents_in, classes_named, lineage
+from ra_agent.evidence.questions import (
+    RULES,
+    Topic,
+    eligibility,
+    is_review,
+    question_id,
+    questions_for_topic,
+)
+from ra_agent.ingest.importers import import_file
+from ra_agent.store.db import Store
+
+ROOT = Path(__file__).resolve().parents[2]
+GAPS = ROOT / "tests" / "fixtures" / "gaps"
+SUBSET = GAPS / "CD006468_catheter_subset.csv"
+HANDBOOK = ROOT / "bench" / "handbooks" / "seek_gap_cd006468.md"
+
+
+@pytest.fixture(scope="module")
+def cfg():
+    return load_config(ROOT / "config.toml", environ={})
+
+
+@pytest.fixture(scope="module")
+def papers(cfg, tmp_path_factory):
+    """The fixture rows imported by ra's CSV importer into a store and read back."""
+    store = Store(tmp_path_factory.mktemp("gaps") / "ra.sqlite")
+    import_file(store, SUBSET, cfg)
+    pmids = [r[0] for r in store.conn.execute("SELECT pmid FROM paper ORDER BY pmid")]
+    out = store.papers(pmids)
+    store.close()
+    return out
+
+
+@pytest.fixture(scope="module")
+def key():
+    with SUBSET.open(encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    included = {int(r["pubmedID"]) for r in rows if r["label_included"] == "1"}
+    screened = {int(r["pubmedID"]) for r in rows if r["label_abstract_screening"] == "1"}
+    review = json.loads((GAPS / "CD006468_review.json").read_text(encoding="utf-8"))
+    versions = {int(v["pmid"]) for v in review["earlier_versions_in_candidates"]}
+    return included, screened, versions
+
+
+@pytest.fixture(scope="module")
+def topic():
+    return Topic.from_seed_query(load_handbook(HANDBOOK).seed_query or "")
+
+
+def _run(cfg, topic, papers):
+    return questions_for_topic(topic, papers, pivot=cfg.sr.sr_overlap_pivot, update_after=cfg.sr.update_after_trials,
+                               min_trials=cfg.sr.min_eligible_trials)  # fmt: skip
+
+
+def test_the_csv_importer_keeps_mesh_headings(papers):
+    by_pmid = {p.pmid: p for p in papers}
+    assert "Dalteparin" in by_pmid[16317012].mesh  # "Dalteparin/administration & dosage/*therapeutic use"
+    assert "Catheterization, Central Venous" in by_pmid[16317012].mesh
+    assert all("/" not in h and not h.startswith("*") for p in papers for h in p.mesh)
+
+
+def test_class_table_places_agents_by_inn_stem_and_named_members():
+    found = {
+        a.word: a.cls for a in agents_in("enoxaparin, warfarin, rivaroxaban, omeprazole, aripiprazole, ranitidine")
+    }
+    assert found == {"enoxaparin": "low-molecular-weight heparin", "warfarin": "vitamin K antagonist",
+                     "rivaroxaban": "factor Xa inhibitor", "omeprazole": "proton pump inhibitor",
+                     "aripiprazole": "antipsychotic", "ranitidine": "H2-receptor antagonist"}  # fmt: skip
+    assert "anticoagulant" in lineage("low-molecular-weight heparin")
+    assert classes_named("Anticoagulation for people with cancer") == ["anticoagulant"]
+    assert agents_in("In April 2005 we recruited") == []  # "April" is not an ACE inhibitor (-pril)
+
+
+def test_topic_from_seed_query_splits_population_and_intervention(topic):
+    assert [c.label for c in topic.population] == ["cancer", "central venous catheter"]
+    assert topic.intervention == ("anticoagulant",)
+
+
+def test_every_eligibility_answer_names_its_reason(papers, topic):
+    by_pmid = {p.pmid: p for p in papers}
+    trial = eligibility(by_pmid[16317012], topic)  # dalteparin vs placebo in cancer patients with a CVC
+    assert trial.eligible and "dalteparin" in trial.reason and "randomised" in trial.reason
+    assert "placebo" in trial.comparator
+    version = eligibility(by_pmid[25318061], topic)  # the 2014 version of the review
+    assert not version.eligible and version.reason.startswith("a review")
+    answers = [eligibility(p, topic) for p in papers]
+    assert all(a.reason for a in answers)
+    assert sum(a.eligible for a in answers) < len(answers) / 10  # the catheter records are mostly not its trials
+
+
+def test_as_is_the_question_is_covered_by_a_version_of_the_review(cfg, papers, topic, key):
+    included, _, versions = key
+    questions, _, reviews = _run(cfg, topic, papers)
+    own = questions[0]
+    assert own.comparator == "any" and own.intervention == "anticoagulant"
+    assert own.verdict.startswith("covered"), own.verdict_reason
+    named = {r.pmid for r in own.reviews if r.share >= cfg.sr.sr_overlap_pivot}
+    assert versions & named
+    assert all(r.why for r in own.reviews)
+    assert not [q for q in questions if q.verdict == "gap"]
+    assert all(q.parent == own.id for q in questions[1:])
+    assert own.judged_by == RULES and own.unchecked
+
+
+def test_reviews_removed_the_gap_lists_the_reviewers_trials(cfg, papers, topic, key):
+    included, screened, _ = key
+    pool = [p for p in papers if not is_review(p)]
+    questions, _, reviews = _run(cfg, topic, pool)
+    assert reviews == []
+    own = questions[0]
+    assert own.verdict == "gap"
+    listed = set(own.trials)
+    precision, recall = len(listed & included) / len(listed), len(listed & included) / len(included)
+    assert 2 * precision * recall / (precision + recall) >= 0.5
+    assert len(listed & screened) / len(listed) >= 0.7
+    assert all("randomised" in why and "tests" in why for why in own.trials.values())
+
+
+def test_question_id_is_stable_and_normalised():
+    assert question_id("Cancer ", "anticoagulant", "any") == question_id("cancer", "anticoagulant", "any")
+    assert question_id("cancer", "anticoagulant", "any") != question_id("cancer", "heparin", "any")
+
+
+def test_a_topic_matching_nothing_gives_no_question_trials(cfg, papers):
+    topic = Topic.from_seed_query("antipsychotics AND schizophrenia")
+    questions, judged, _ = _run(cfg, topic, papers)
+    assert questions[0].trials == {} and questions[0].verdict == "too few trials"
+    assert all(not j.eligible for j in judged.values())
