@@ -328,6 +328,26 @@ def _resume(cfg: Config, store: Store, goals, args: argparse.Namespace, removed:
     return 0
 
 
+def cmd_questions(args: argparse.Namespace) -> int:
+    from ra_agent.evidence.question_dossiers import handbook_questions, questions_dir, write_dossiers
+
+    cfg = _config(args)
+    check_handbook(cfg, Path(args.handbook))
+    with _store(cfg) as store:
+        topic, questions, judged, papers = handbook_questions(cfg, store, args.handbook)
+    eligible = sum(j.eligible for j in judged.values())
+    print(f"topic: {topic.describe()}; {len(papers)} papers, {eligible} eligible trials, {len(questions)} questions")
+    if not eligible:
+        print("no record is an eligible trial for this topic (see the handbook's Seed_query); nothing to judge")
+    for q in questions:
+        indent = "  " if q.parent else ""
+        print(f"{indent}{q.id}  {q.pico}  trials {len(q.trials)}  -> {q.verdict}: {q.verdict_reason}")
+    if args.write:
+        paths = write_dossiers(cfg, args.handbook, topic, questions, papers)
+        print(f"wrote {len(paths)} dossiers and questions.json to {questions_dir(cfg, args.handbook)}")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from ra_agent.agent.runner import run_demo
 
@@ -382,6 +402,9 @@ def build_parser() -> argparse.ArgumentParser:
     from ra_agent.screen.commands import add_screen_parser
 
     add_screen_parser(sub)
+    p = add("questions", cmd_questions, "a handbook's review questions over the corpus: trials, coverage, verdicts")
+    p.add_argument("handbook")
+    p.add_argument("--write", action="store_true", help="write one dossier per question and questions.json")
     p = add("demo", cmd_demo, "the main job: run a handbook end to end on the bundled demo corpus")
     p.add_argument("--handbook", default="handbooks/seek_gap_ppi_gerd.md")
     return parser

@@ -140,3 +140,25 @@ def test_a_topic_matching_nothing_gives_no_question_trials(cfg, papers):
     questions, judged, _ = _run(cfg, topic, papers)
     assert questions[0].trials == {} and questions[0].verdict == "too few trials"
     assert all(not j.eligible for j in judged.values())
+
+
+def test_ra_questions_lists_and_writes_one_dossier_per_question(tmp_path, monkeypatch, capsys):
+    from ra_agent.cli import main
+
+    monkeypatch.setenv("RA_WORKSPACE__DATA_DIR", str(tmp_path / "ws"))
+    config = str(ROOT / "config.toml")
+    assert main(["--config", config, "import", str(SUBSET)]) == 0
+    assert main(["--config", config, "questions", str(HANDBOOK), "--write"]) == 0
+    out = capsys.readouterr().out
+    assert "-> covered" in out and "anticoagulant" in out
+    folder = tmp_path / "ws" / "questions" / HANDBOOK.stem
+    payload = json.loads((folder / "questions.json").read_text(encoding="utf-8"))
+    root = payload["questions"][0]
+    dossier = (folder / f"{root['id']}.md").read_text(encoding="utf-8")
+    for heading in ("- PICO:", "## Eligible trials", "why eligible", "## Reviews whose own question",
+                    "## Trials since the newest covering review", "## Not checked by this run"):  # fmt: skip
+        assert heading in dossier
+    children = [q for q in payload["questions"] if q["parent"] == root["id"]]
+    assert children and all((folder / f"{q['id']}.md").exists() for q in children)
+    refers = [q for q in children if f"see [{root['id']}]" in (folder / f"{q['id']}.md").read_text(encoding="utf-8")]
+    assert refers  # a narrower question covered by the same review points to its parent's dossier
