@@ -162,3 +162,22 @@ def test_ra_questions_lists_and_writes_one_dossier_per_question(tmp_path, monkey
     assert children and all((folder / f"{q['id']}.md").exists() for q in children)
     refers = [q for q in children if f"see [{root['id']}]" in (folder / f"{q['id']}.md").read_text(encoding="utf-8")]
     assert refers  # a narrower question covered by the same review points to its parent's dossier
+
+
+def test_find_existing_sr_decides_by_the_goals_review_question(gaps, embedder, topic, key):
+    """One cluster of the review's catheter records: by title cosine to the centroid (today's rule) no version of
+    the review is necessarily named; by the goal's review question a version covers it, with why."""
+    from ra_agent.evidence.sr_search import find_existing_sr
+
+    _, _, versions = key
+    cluster_id = gaps.clusters()[0]["cluster_id"]
+    by_cosine = find_existing_sr(gaps.cfg, gaps.store, cluster_id, embedder=embedder, vectors=gaps.vectors)
+    by_question = find_existing_sr(gaps.cfg, gaps.store, cluster_id, embedder=embedder, vectors=gaps.vectors,
+                                   topic=topic)  # fmt: skip
+    assert by_cosine.decided_by == "title cosine" and by_question.decided_by == "review question"
+    assert by_question.covered and versions & set(by_question.sr_pmids)
+    assert all(by_question.why[p] for p in by_question.sr_pmids)
+    assert "anticoagulant" in by_question.question and by_question.trials_total >= 6
+    assert by_question.definition != by_cosine.definition
+    again = type(by_question).from_dict(by_question.as_dict())
+    assert again.decided_by == "review question" and again.why == by_question.why
