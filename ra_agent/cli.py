@@ -343,7 +343,7 @@ def cmd_questions(args: argparse.Namespace) -> int:
         indent = "  " if q.parent else ""
         print(f"{indent}{q.id}  {q.pico}  trials {len(q.trials)}  -> {q.verdict}: {q.verdict_reason}")
     if args.write:
-        paths = write_dossiers(cfg, args.handbook, topic, questions, papers)
+        paths = write_dossiers(cfg, questions_dir(cfg, args.handbook), topic, questions, papers)
         print(f"wrote {len(paths)} dossiers and questions.json to {questions_dir(cfg, args.handbook)}")
     return 0
 

@@ -10,6 +10,7 @@ parent's dossier instead of repeating it.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from ra_agent.agent.handbook import load_handbook
@@ -53,6 +54,7 @@ def handbook_questions(cfg: Config, store: Store, handbook_path: str | Path):
 
 
 def questions_dir(cfg: Config, handbook_path: str | Path) -> Path:
+    """Where `ra questions --write` puts a handbook's dossiers: <data_dir>/questions/<handbook stem>/."""
     return Workspace.of(cfg).root / "questions" / Path(handbook_path).stem
 
 
@@ -109,9 +111,8 @@ def dossier_markdown(question: ReviewQuestion, papers: dict[int, Paper], topic: 
     return "\n".join(lines)
 
 
-def write_dossiers(cfg: Config, handbook_path: str | Path, topic: Topic, questions, papers) -> list[Path]:
-    """questions.json and one dossier per question (a narrower question like its parent refers to it)."""
-    folder = questions_dir(cfg, handbook_path)
+def write_dossiers(cfg: Config, folder: Path, topic: Topic, questions, papers) -> list[Path]:
+    """questions.json and one dossier per question in `folder` (a narrower question like its parent refers to it)."""
     folder.mkdir(parents=True, exist_ok=True)
     by_id = {q.id: q for q in questions}
     written = []
@@ -129,3 +130,49 @@ def write_dossiers(cfg: Config, handbook_path: str | Path, topic: Topic, questio
     payload = {"topic": topic.describe(), "judged_by": RULES, "questions": [q.as_dict() for q in questions]}
     atomic_write(folder / "questions.json", json.dumps(payload, indent=2) + "\n")
     return written
+
+
+@dataclass
+class ClusterQuestions:
+    """The review questions of one cluster under the goal working on it (the `review_questions` asset)."""
+
+    cluster_id: str
+    topic: Topic | None
+    questions: list[ReviewQuestion]
+    reason: str  # why there are none, else ""
+    path: Path | None = None
+
+    def table(self) -> str:
+        """A Markdown table of the questions (asset metadata)."""
+        if not self.questions:
+            return f"No review question: {self.reason}"
+        rows = ["| id | PICO | trials | verdict |", "|---|---|---|---|"]
+        rows += [f"| {q.id} | {q.pico} | {len(q.trials)} | {q.verdict}: {q.verdict_reason[:120]} |"
+                 for q in self.questions]  # fmt: skip
+        return "\n".join(rows)
+
+
+def cluster_questions(cfg: Config, store: Store, cluster_id: str) -> ClusterQuestions:
+    """The questions of a cluster's members under the topic of the goal working on it (`stages.goal_topic`),
+    their coverage by every review of the local corpus, written to <data_dir>/questions/clusters/<id>/ (one
+    dossier per question and questions.json). No goal with a seed query: no questions, and the reason."""
+    from ra_agent.agent.stages import goal_topic
+    from ra_agent.evidence.sr_search import topic_reviews
+    from ra_agent.topics.view import member_pmids
+
+    topic = goal_topic(cfg, store, cluster_id)
+    if topic is None:
+        return ClusterQuestions(cluster_id, None, [], "no goal with a Seed_query works on this cluster")
+    members = store.papers(member_pmids(store, cluster_id))
+    reviews = topic_reviews(store)
+    pool = list({p.pmid: p for p in [*members, *reviews]}.values())
+    questions, judged, _ = questions_for_topic(
+        topic, pool, pivot=cfg.sr.sr_overlap_pivot, update_after=cfg.sr.update_after_trials,
+        min_trials=cfg.sr.min_eligible_trials, references=_references(store, reviews),
+    )  # fmt: skip
+    if not any(j.eligible for j in judged.values()):
+        reason = f"no member is an eligible trial for the goal's topic ({topic.describe()})"
+        return ClusterQuestions(cluster_id, topic, [], reason)
+    folder = Workspace.of(cfg).root / "questions" / "clusters" / cluster_id
+    write_dossiers(cfg, folder, topic, questions, {p.pmid: p for p in pool})
+    return ClusterQuestions(cluster_id, topic, questions, "", folder)
