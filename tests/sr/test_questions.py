@@ -181,3 +181,28 @@ def test_find_existing_sr_decides_by_the_goals_review_question(gaps, embedder, t
     assert by_question.definition != by_cosine.definition
     again = type(by_question).from_dict(by_question.as_dict())
     assert again.decided_by == "review question" and again.why == by_question.why
+
+
+def test_cluster_questions_follow_the_goal_working_on_the_cluster(gaps, key):
+    """The review_questions asset's function: no goal → no question and the reason; a goal from the CD006468
+    handbook focused on the cluster → its questions, the review's own question covered by a version of it,
+    one dossier per question on disk; find_existing_sr's stage then decides by that question."""
+    from ra_agent.agent.goal import GoalStore
+    from ra_agent.agent.stages import goal_topic
+    from ra_agent.evidence.question_dossiers import cluster_questions
+
+    _, _, versions = key
+    cluster_id = gaps.clusters()[0]["cluster_id"]
+    none = cluster_questions(gaps.cfg, gaps.store, cluster_id)
+    assert none.questions == [] and "no goal" in none.reason and "No review question" in none.table()
+    goals = GoalStore(gaps.cfg.data_dir, gaps.store)
+    goal = goals.create(HANDBOOK, "seek_gap", "anticoagulation, cancer, CVC")
+    goal.cluster_id = cluster_id
+    goals.save(goal)
+    assert goal_topic(gaps.cfg, gaps.store, cluster_id).intervention == ("anticoagulant",)
+    found = cluster_questions(gaps.cfg, gaps.store, cluster_id)
+    own = found.questions[0]
+    assert own.verdict.startswith("covered") and versions & {r.pmid for r in own.reviews}
+    assert found.path is not None and (found.path / f"{own.id}.md").exists()
+    assert sorted(p.stem for p in found.path.glob("q-*.md")) == sorted(q.id for q in found.questions)
+    assert own.id in found.table()
