@@ -580,3 +580,18 @@ def questions_for_topic(
     assess_coverage(questions, reviews, topic, pivot=pivot, update_after=update_after, min_trials=min_trials,
                     references=references)  # fmt: skip
     return questions, judged, reviews
+
+
+def keep_to_topic(parent_seed: str | None, child_seed: str) -> tuple[str, str]:
+    """A spawned goal's seed query kept inside its parent's topic: (seed query, what was done).
+
+    A child query that names every population concept of the parent's (by the parent's own concept words)
+    narrows it and is kept; otherwise the parent's query is ANDed in front of it, so the child can only narrow
+    the parent's question (a sub-population, a comparator, an outcome), never move to another condition."""
+    if not parent_seed or not child_seed:
+        return child_seed, ""
+    parent = Topic.from_seed_query(parent_seed)
+    missing = [c.label for c in parent.population if c.find(child_seed) is None]
+    if not missing:
+        return child_seed, ""
+    return f"({parent_seed}) AND ({child_seed})", f"kept inside the parent's topic (it lacked {', '.join(missing)})"

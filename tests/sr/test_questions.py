@@ -206,3 +206,15 @@ def test_cluster_questions_follow_the_goal_working_on_the_cluster(gaps, key):
     assert found.path is not None and (found.path / f"{own.id}.md").exists()
     assert sorted(p.stem for p in found.path.glob("q-*.md")) == sorted(q.id for q in found.questions)
     assert own.id in found.table()
+
+
+def test_a_spawned_goal_stays_inside_the_parents_topic():
+    from ra_agent.evidence.questions import keep_to_topic
+
+    parent = load_handbook(ROOT / "handbooks" / "seek_gap_ppi_gerd.md").seed_query
+    narrowed, note = keep_to_topic(parent, "omeprazole AND asthma")  # another condition on its own
+    assert narrowed.startswith(f"({parent}) AND") and "gastroesophageal reflux" in note
+    child = Topic.from_seed_query(narrowed)
+    assert {c.label for c in Topic.from_seed_query(parent).population} <= {c.label for c in child.population}
+    inside, note = keep_to_topic(parent, "esomeprazole AND GERD AND maintenance")  # already narrows it
+    assert inside == "esomeprazole AND GERD AND maintenance" and note == ""
