@@ -193,6 +193,9 @@ def gap_dossier(
     """
     ev = cluster_evidence(cfg, store, cluster_id)
     sr = sr if sr is not None else load_sr_overlap(cfg, cluster_id)
+    if sr is not None and sr.decided_by == "review question":  # the dossier is about the goal's question
+        wanted = set(sr.question_trials)
+        ev.eligible = [p for p in ev.papers if p.pmid in wanted]
     verdict = gap_verdict(len(ev.eligible), cfg.sr.min_eligible_trials, sr, prisma, ev.metrics)
     parts = [
         f"# Evidence-gap dossier: {ev.label}",

@@ -180,6 +180,7 @@ class SrOverlap:
     question: str = ""  # the goal's question (PICO in words) when decided_by is "review question"
     why: dict[int, str] = field(default_factory=dict)  # review question: why each covering review encompasses it
     trials_since: list[int] = field(default_factory=list)  # eligible trials after the newest covering review
+    question_trials: list[int] = field(default_factory=list)  # review question: the trials it counted
 
     @property
     def definition(self) -> str:
@@ -218,6 +219,7 @@ class SrOverlap:
             "question": self.question,
             "why": {str(k): v for k, v in self.why.items()},
             "trials_since": self.trials_since,
+            "question_trials": self.question_trials,
         }
 
     @classmethod
@@ -225,7 +227,7 @@ class SrOverlap:
         values = {k: data[k] for k in ("cluster_id", "query", "overlap", "sr_pmids", "n_reviews", "offline")}
         extra = {k: data[k] for k in ("reviews", "threshold", "pivot_at", "searched", "centroid_source", "error",
                                       "trials_total", "trials_covered", "trial_basis", "decided_by", "question",
-                                      "trials_since") if k in data}  # fmt: skip
+                                      "trials_since", "question_trials") if k in data}  # fmt: skip
         return cls(
             **values,
             **extra,
@@ -355,7 +357,8 @@ def question_coverage(
     by_pmid = {p.pmid: p for p in members}
     trials = [by_pmid[p] for p in question.trial_pmids]
     decision = {"decided_by": "review question", "question": question.pico,
-                "why": {r.pmid: r.why for r in question.reviews}, "trials_since": question.trials_since}  # fmt: skip
+                "why": {r.pmid: r.why for r in question.reviews}, "trials_since": question.trials_since,
+                "question_trials": question.trial_pmids}  # fmt: skip
     return [r.pmid for r in holding], details, trials, decision
 
 
@@ -427,6 +430,7 @@ def find_existing_sr(
         covering, details, trials, decision = question_coverage(cfg, store, cluster_id, topic, kept, cosines)
         trial_basis = "trials eligible for the goal's review question (evidence.questions rules)"
         included = {pmid for review in details[:1] for pmid in review.trials_covered}
+        ranked += [pmid for pmid in covering if pmid not in ranked]  # covering reviews found by the question
     else:
         details = covering_reviews(store, [by_pmid[p] for p in covering], cosines, trials)
         included = {pmid for review in details for pmid in review.trials_covered}
@@ -452,7 +456,10 @@ def find_existing_sr(
         trial_basis=trial_basis,
         **decision,
     )
-    set_cluster_metrics(store, cluster_id, sr_overlap=result.overlap)
+    if topic is not None:  # Success is judged on the goal's question: its trials are the eligible ones
+        set_cluster_metrics(store, cluster_id, sr_overlap=result.overlap, eligible_trials=len(trials))
+    else:
+        set_cluster_metrics(store, cluster_id, sr_overlap=result.overlap)
     atomic_write(sr_result_path(cfg, cluster_id), json.dumps(result.as_dict(), indent=2) + "\n")
     log.info(
         "find_existing_sr %s (%s, %s): %d reviews, %d at cosine >= %.2f covering %d of %d trials, overlap %.3f%s",

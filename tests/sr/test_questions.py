@@ -181,6 +181,28 @@ def test_find_existing_sr_decides_by_the_goals_review_question(gaps, embedder, t
     assert by_question.definition != by_cosine.definition
     again = type(by_question).from_dict(by_question.as_dict())
     assert again.decided_by == "review question" and again.why == by_question.why
+    assert set(by_question.sr_pmids) <= set(by_question.reviews)  # every covering review is listed
+    assert gaps.clusters()[0]["eligible"] == by_question.trials_total == len(by_question.question_trials)
+
+
+def test_the_cluster_dossier_is_about_the_goals_question(gaps, embedder, topic):
+    """gap_dossier after find_existing_sr decided by the review question: its trials are the question's, the
+    rule that decided is named, and why each covering review covers."""
+    from ra_agent.evidence.pico.extract import RuleExtractor, run_pico
+    from ra_agent.evidence.reports import gap_dossier
+    from ra_agent.evidence.sr_search import find_existing_sr
+    from ra_agent.topics.view import pico_path
+
+    cluster_id = gaps.clusters()[0]["cluster_id"]
+    run_pico(gaps.store.papers(gaps.members(cluster_id)), RuleExtractor(), pico_path(gaps.cfg, cluster_id))
+    sr = find_existing_sr(gaps.cfg, gaps.store, cluster_id, embedder=embedder, vectors=gaps.vectors, topic=topic)
+    path = gap_dossier(gaps.cfg, gaps.store, cluster_id, goal_id="test", brain_name="rules:test", sr=sr,
+                       prisma=None, out_dir=gaps.cfg.data_dir / "reports")  # fmt: skip
+    text = path.read_text(encoding="utf-8")
+    assert "covered by an existing review" in text and "the review's own question encompasses" in text
+    assert "Review question (the goal's): P: cancer and central venous catheter" in text
+    assert all(f"Why [PMID:{p}] covers" in text for p in sr.sr_pmids)
+    assert f"{len(sr.question_trials)} eligible randomised trials" in text
 
 
 def test_cluster_questions_follow_the_goal_working_on_the_cluster(gaps, key):
