@@ -329,10 +329,11 @@ def _resume(cfg: Config, store: Store, goals, args: argparse.Namespace, removed:
 
 
 def cmd_questions(args: argparse.Namespace) -> int:
-    from ra_agent.evidence.question_dossiers import handbook_questions, questions_dir, write_dossiers
+    from ra_agent.evidence.question_dossiers import handbook_questions, handbook_topic, questions_dir, write_dossiers
 
     cfg = _config(args)
     check_handbook(cfg, Path(args.handbook))
+    handbook_topic(args.handbook)  # a handbook without a seed query is refused before the store opens
     with _store(cfg) as store:
         topic, questions, judged, papers = handbook_questions(cfg, store, args.handbook)
     eligible = sum(j.eligible for j in judged.values())

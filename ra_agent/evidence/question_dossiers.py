@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ra_agent.agent.handbook import load_handbook
+from ra_agent.agent.success import HandbookError
 from ra_agent.config import Config
 from ra_agent.evidence.questions import RULES, ReviewQuestion, Topic, questions_for_topic
 from ra_agent.fileio import atomic_write
@@ -36,15 +37,22 @@ def _references(store: Store, reviews: list[Paper]) -> dict[int, set[int]]:
     return out
 
 
-def handbook_questions(cfg: Config, store: Store, handbook_path: str | Path):
-    """(topic, questions, eligibility answers, papers by PMID) of a handbook over the store's corpus."""
+def handbook_topic(handbook_path: str | Path) -> Topic:
+    """The review-question topic of a handbook (its seed query); HandbookError when it has none."""
     handbook = load_handbook(handbook_path)
     if not handbook.seed_query:
-        raise ValueError(f"{handbook_path}: Seed_query is empty; a review question needs the topic's concepts")
-    topic = Topic.from_seed_query(handbook.seed_query)
-    papers = _all_papers(store)
+        raise HandbookError(
+            str(handbook_path), 1, "Seed_query", "missing; a review question needs the topic's concepts"
+        )
+    return Topic.from_seed_query(handbook.seed_query)
+
+
+def handbook_questions(cfg: Config, store: Store, handbook_path: str | Path):
+    """(topic, questions, eligibility answers, papers by PMID) of a handbook over the store's corpus."""
     from ra_agent.evidence.questions import is_review
 
+    topic = handbook_topic(handbook_path)
+    papers = _all_papers(store)
     references = _references(store, [p for p in papers if is_review(p)])
     questions, judged, _ = questions_for_topic(
         topic, papers, pivot=cfg.sr.sr_overlap_pivot, update_after=cfg.sr.update_after_trials,

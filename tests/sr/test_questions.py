@@ -240,3 +240,17 @@ def test_a_spawned_goal_stays_inside_the_parents_topic():
     assert {c.label for c in Topic.from_seed_query(parent).population} <= {c.label for c in child.population}
     inside, note = keep_to_topic(parent, "esomeprazole AND GERD AND maintenance")  # already narrows it
     assert inside == "esomeprazole AND GERD AND maintenance" and note == ""
+
+
+def test_ra_questions_on_a_handbook_without_seed_query_names_file_and_field(tmp_path, monkeypatch, capsys):
+    from ra_agent.cli import main
+
+    monkeypatch.setenv("RA_WORKSPACE__DATA_DIR", str(tmp_path / "ws"))
+    handbook = tmp_path / "no_seed.md"
+    handbook.write_text(HANDBOOK.read_text(encoding="utf-8").replace('Seed_query: "anticoagulants AND cancer AND '
+                                                                   'central venous catheter"\n', ""), encoding="utf-8")  # fmt: skip
+    assert "Seed_query" not in handbook.read_text(encoding="utf-8")
+    code = main(["--config", str(ROOT / "config.toml"), "questions", str(handbook)])
+    err = capsys.readouterr().err
+    assert code != 0 and "no_seed.md" in err and "Seed_query" in err and "internal error" not in err
+    assert not (tmp_path / "ws").exists()  # refused before any workspace was made
