@@ -132,9 +132,17 @@ def _is_abbreviation(pattern: str) -> bool:
 _compiled: dict[tuple[str, ...], re.Pattern[str]] = {}
 
 
+def _respell(pattern: str) -> str:
+    """A pattern with the British spellings `normalise` rewrites made American (regex escapes untouched)."""
+    for old, new in _SPELLING:
+        pattern = pattern.replace(old, new)
+    return pattern
+
+
 def _compile(patterns: tuple[str, ...]) -> re.Pattern[str]:
+    """One case-insensitive regex for `patterns`, to be searched in `normalise`d text."""
     if patterns not in _compiled:
-        _compiled[patterns] = re.compile(rf"\b(?:{'|'.join(normalise(p) for p in patterns) or '(?!)'})\b")
+        _compiled[patterns] = re.compile(rf"\b(?:{'|'.join(_respell(p) for p in patterns) or '(?!)'})\b", re.I)
     return _compiled[patterns]
 
 

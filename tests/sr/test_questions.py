@@ -254,3 +254,13 @@ def test_ra_questions_on_a_handbook_without_seed_query_names_file_and_field(tmp_
     err = capsys.readouterr().err
     assert code != 0 and "no_seed.md" in err and "Seed_query" in err and "internal error" not in err
     assert not (tmp_path / "ws").exists()  # refused before any workspace was made
+
+
+def test_a_concept_outside_the_entry_terms_matches_its_own_words():
+    topic = Topic.from_seed_query("metformin AND type 2 diabetes AND older adults")
+    diabetes, adults = topic.population
+    assert diabetes.find("Patients with type 2 diabetes mellitus were randomised") == "type 2 diabetes"
+    assert diabetes.find("type 1 diabetes") is None
+    assert adults.find("in older community-dwelling adults") is not None
+    oesophagus = Topic.from_seed_query("proton pump inhibitors AND gastro-oesophageal reflux").population[0]
+    assert oesophagus.find("Gastro-oesophageal reflux disease (GORD) in adults") is not None
