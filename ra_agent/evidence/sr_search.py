@@ -462,9 +462,10 @@ def find_existing_sr(
         set_cluster_metrics(store, cluster_id, sr_overlap=result.overlap)
     atomic_write(sr_result_path(cfg, cluster_id), json.dumps(result.as_dict(), indent=2) + "\n")
     log.info(
-        "find_existing_sr %s (%s, %s): %d reviews, %d at cosine >= %.2f covering %d of %d trials, overlap %.3f%s",
-        cluster_id, row["label"], result.searched, result.n_reviews, len(covering), threshold, len(included),
-        len(trials), result.overlap,
+        "find_existing_sr %s (%s, %s): %d reviews, %d covering (%s) %d of %d trials, overlap %.3f%s",
+        cluster_id, row["label"], result.searched, result.n_reviews, len(covering),
+        f"review question {result.question}" if topic is not None else f"cosine >= {threshold:.2f}",
+        len(included), len(trials), result.overlap,
         " -> covered, pivot" if result.covered else "",
     )  # fmt: skip
     return result
