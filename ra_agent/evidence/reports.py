@@ -114,7 +114,11 @@ def covers_rule(sr: SrOverlap) -> str:
 
 def _reviews(pmids: list[int], sr: SrOverlap) -> str:
     years = {c.pmid: c.year for c in sr.covering}
-    return ", ".join(f"{cite(p)} ({years.get(p) or 'year unknown'}, cosine {sr.cosines.get(p, 0):.2f})" for p in pmids)
+
+    def cosine(pmid: int) -> str:
+        return f"cosine {sr.cosines[pmid]:.2f}" if pmid in sr.cosines else "found by the review question"
+
+    return ", ".join(f"{cite(p)} ({years.get(p) or 'year unknown'}, {cosine(p)})" for p in pmids)
 
 
 def gap_verdict(
@@ -122,9 +126,13 @@ def gap_verdict(
 ) -> Verdict:
     """The verdict from the numbers: trials (never reviews: evidence.pico eligibility), SR coverage, PRISMA."""
     enough = eligible >= need
+    rule = ("by the review-question rules (evidence.questions) for the goal's question "
+            f"{sr.question}: randomised, in humans with its condition, testing its intervention; reviews, animal, "
+            "healthy-volunteer and pharmacokinetic studies are not trials" if sr is not None and sr.question else
+            "by the evidence.pico rules: randomised, population, intervention and outcome stated; reviews, "
+            "meta-analyses and other non-trial designs are not trials")  # fmt: skip
     reasons = [f"{eligible} eligible randomised trials {'≥' if enough else '<'} the {need} required (eligibility "
-               "by the evidence.pico rules: randomised, population, intervention and outcome stated; reviews, "
-               "meta-analyses and other non-trial designs are not trials)."]  # fmt: skip
+               f"{rule})."]  # fmt: skip
     caveats: list[str] = []
     if sr is None:
         return Verdict("not judged", "find_existing_sr has not run, so coverage by existing reviews is unknown.",

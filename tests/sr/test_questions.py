@@ -202,7 +202,8 @@ def test_the_cluster_dossier_is_about_the_goals_question(gaps, embedder, topic):
     assert "covered by an existing review" in text and "the review's own question encompasses" in text
     assert "Review question (the goal's): P: cancer and central venous catheter" in text
     assert all(f"Why [PMID:{p}] covers" in text for p in sr.sr_pmids)
-    assert f"{len(sr.question_trials)} eligible randomised trials" in text
+    assert f"{len(sr.question_trials)} eligible randomised trials" in text and "review-question rules" in text
+    assert "cosine 0.00" not in text  # a review found by the question has no title cosine to show
 
 
 def test_cluster_questions_follow_the_goal_working_on_the_cluster(gaps, key):
