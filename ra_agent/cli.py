@@ -375,6 +375,27 @@ def _resume(cfg: Config, store: Store, goals, args: argparse.Namespace, removed:
     return 0
 
 
+def cmd_questions(args: argparse.Namespace) -> int:
+    from ra_agent.evidence.question_dossiers import handbook_questions, handbook_topic, questions_dir, write_dossiers
+
+    cfg = _config(args)
+    check_handbook(cfg, Path(args.handbook))
+    handbook_topic(args.handbook)  # a handbook without a seed query is refused before the store opens
+    with _store(cfg) as store:
+        topic, questions, judged, papers = handbook_questions(cfg, store, args.handbook)
+    eligible = sum(j.eligible for j in judged.values())
+    print(f"topic: {topic.describe()}; {len(papers)} papers, {eligible} eligible trials, {len(questions)} questions")
+    if not eligible:
+        print("no record is an eligible trial for this topic (see the handbook's Seed_query); nothing to judge")
+    for q in questions:
+        indent = "  " if q.parent else ""
+        print(f"{indent}{q.id}  {q.pico}  trials {len(q.trials)}  -> {q.verdict}: {q.verdict_reason}")
+    if args.write:
+        paths = write_dossiers(cfg, questions_dir(cfg, args.handbook), topic, questions, papers)
+        print(f"wrote {len(paths)} dossiers and questions.json to {questions_dir(cfg, args.handbook)}")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from ra_agent.agent.runner import run_demo
 
@@ -451,6 +472,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("action", choices=("serve", "stop"))
     p.add_argument("--n-ctx", type=int, default=8192, help="the model's context in tokens (default 8192)")
     p.add_argument("--port", type=int, help="port on 127.0.0.1 (default: a free one)")
+    p = add("questions", cmd_questions, "a handbook's review questions over the corpus: trials, coverage, verdicts")
+    p.add_argument("handbook")
+    p.add_argument("--write", action="store_true", help="write one dossier per question and questions.json")
     p = add("demo", cmd_demo, "the main job: run a handbook end to end on the bundled demo corpus")
     p.add_argument("--handbook", default="seek_gap_ppi_gerd", help="a handbook name (as ra run takes) or a path")
     return parser

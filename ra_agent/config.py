@@ -233,6 +233,7 @@ class SrConfig:
     prisma_mandatory_items: list[int] = _knob([4, 5, 6, 7, 8], 4, 10)  # the PRISMA items prisma_check has cues for
     sr_cosine_threshold: float = _knob(0.75, -1, 1)
     sr_overlap_pivot: float = _knob(0.60, 0, 1)
+    update_after_trials: int = _knob(3, 1, 100000)  # review questions: trials since the covering review -> update
     sr_retmax: int = _knob(200, 1, 10000)
     alt_pico_terms: int = _knob(2, 1, 20)
     pico_batch_size: int = _knob(40, 1, 10000)

@@ -14,7 +14,7 @@ import json
 import logging
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ra_agent.agent.goal import GoalState, GoalStore, apply_llm_mutation
@@ -212,6 +212,12 @@ def propose_alternative_pico(ctx: ToolContext, exclude_pmids: list[int]) -> Tool
     except ValueError as exc:
         ctx.goal.record("alternative_failed", cluster_id=cluster_id, message=str(exc)[:300])
         return ToolEffect({"error": "no_alternative", "cluster_id": cluster_id, "message": str(exc)[:300]})
+    from ra_agent.evidence.questions import keep_to_topic
+
+    seed_query, kept = keep_to_topic(ctx.handbook.seed_query, alt.seed_query)
+    if kept:  # a spawned goal narrows the parent's question, never another condition
+        alt = replace(alt, seed_query=seed_query)
+        ctx.goal.record("alternative_narrowed", cluster_id=cluster_id, seed_query=seed_query, note=kept)
     earlier = _goal_on_theme(ctx.goals, alt.seed_query)
     if earlier is not None:  # one spawned goal per theme, whichever goal proposed it first
         message = f"theme {alt.seed_query!r} already has goal {earlier}"

@@ -51,8 +51,14 @@ def _sr_section(sr: SrOverlap | None, store: Store, prisma: PrismaResult | None)
     lines = [
         f"- Searched: {where}" + (f"; note: {sr.error}" if sr.error else ""),
         f"- Query: `{sr.query}`",
-        f"- Reviews checked: {sr.n_reviews}; covering the cluster (title cosine >= {sr.threshold} to the cluster "
-        f"centroid, {sr.centroid_source}): {len(sr.sr_pmids)}",
+        f"- Reviews checked: {sr.n_reviews}; covering the cluster ({covers_rule(sr)}): {len(sr.sr_pmids)}",
+        *([f"- Review question (the goal's): {sr.question}"] if sr.question else []),
+        *(f"- Why {cite(p)} covers: {sr.why[p]}" for p in sr.sr_pmids if p in sr.why),
+        *(
+            [f"- Trials since the newest covering review: {', '.join(map(str, sr.trials_since)) or 'none'}"]
+            if sr.decided_by == "review question" and sr.sr_pmids
+            else []
+        ),
         f"- Overlap definition: {sr.definition}.",
         f"- Trials counted: {sr.trials_total} ({sr.trial_basis or 'not recorded'}); could have been included by a "
         f"covering review: {sr.trials_covered}",
@@ -60,13 +66,14 @@ def _sr_section(sr: SrOverlap | None, store: Store, prisma: PrismaResult | None)
     ]
     status = _status_of(prisma)
     covering = {c.pmid: c for c in sr.covering}
-    papers = {p.pmid: p for p in store.papers(sr.reviews)}
-    rows = [{"PMID": cite(pmid), "year": papers[pmid].year, "cosine": sr.cosines[pmid],
+    listed = list(dict.fromkeys([*sr.reviews, *sr.sr_pmids]))
+    papers = {p.pmid: p for p in store.papers(listed)}
+    rows = [{"PMID": cite(pmid), "year": papers[pmid].year, "cosine": sr.cosines.get(pmid, "n/a"),
              "covers": f"yes: {len(covering[pmid].trials_covered)} trials ({covering[pmid].basis})"
              if pmid in covering else "no",
              "PRISMA": status.get(pmid, "not checked" if pmid in covering else "n/a (not covering)"),
              "title": short(papers[pmid].title, 110)}
-            for pmid in sr.reviews if pmid in papers]  # fmt: skip
+            for pmid in listed if pmid in papers]  # fmt: skip
     if rows:
         lines += ["", markdown_table(rows, ("PMID", "year", "cosine", "covers", "PRISMA", "title"))]
     return "\n".join(lines)
@@ -97,9 +104,21 @@ class Verdict:
         return "\n".join(out)
 
 
+def covers_rule(sr: SrOverlap) -> str:
+    """How find_existing_sr decided which reviews cover the cluster, in words."""
+    if sr.decided_by == "review question":
+        return (f"the review's own question encompasses the goal's and it could include >= {sr.pivot_at} of the "
+                "question's trials; title cosine shown for information")  # fmt: skip
+    return f"title cosine >= {sr.threshold} to the cluster centroid, {sr.centroid_source}"
+
+
 def _reviews(pmids: list[int], sr: SrOverlap) -> str:
     years = {c.pmid: c.year for c in sr.covering}
-    return ", ".join(f"{cite(p)} ({years.get(p) or 'year unknown'}, cosine {sr.cosines.get(p, 0):.2f})" for p in pmids)
+
+    def cosine(pmid: int) -> str:
+        return f"cosine {sr.cosines[pmid]:.2f}" if pmid in sr.cosines else "found by the review question"
+
+    return ", ".join(f"{cite(p)} ({years.get(p) or 'year unknown'}, {cosine(p)})" for p in pmids)
 
 
 def gap_verdict(
@@ -107,9 +126,13 @@ def gap_verdict(
 ) -> Verdict:
     """The verdict from the numbers: trials (never reviews: evidence.pico eligibility), SR coverage, PRISMA."""
     enough = eligible >= need
+    rule = ("by the review-question rules (evidence.questions) for the goal's question "
+            f"{sr.question}: randomised, in humans with its condition, testing its intervention; reviews, animal, "
+            "healthy-volunteer and pharmacokinetic studies are not trials" if sr is not None and sr.question else
+            "by the evidence.pico rules: randomised, population, intervention and outcome stated; reviews, "
+            "meta-analyses and other non-trial designs are not trials")  # fmt: skip
     reasons = [f"{eligible} eligible randomised trials {'≥' if enough else '<'} the {need} required (eligibility "
-               "by the evidence.pico rules: randomised, population, intervention and outcome stated; reviews, "
-               "meta-analyses and other non-trial designs are not trials)."]  # fmt: skip
+               f"{rule})."]  # fmt: skip
     caveats: list[str] = []
     if sr is None:
         return Verdict("not judged", "find_existing_sr has not run, so coverage by existing reviews is unknown.",
@@ -119,8 +142,7 @@ def gap_verdict(
             "the systematic-review search covered only the local corpus (offline): a review indexed in "
             "PubMed but absent from this corpus would not have been seen. Re-run find_existing_sr online."
         )
-    reasons.append(f"{sr.n_reviews} reviews checked, {len(sr.sr_pmids)} covering the cluster (cosine ≥ "
-                   f"{sr.threshold}); they could have included {sr.trials_covered} of {sr.trials_total} trials: "
+    reasons.append(f"{sr.n_reviews} reviews checked, {len(sr.sr_pmids)} covering the cluster ({covers_rule(sr)}); they could have included {sr.trials_covered} of {sr.trials_total} trials: "
                    f"overlap {sr.overlap:.3f} {'>' if sr.covered else '≤'} pivot {sr.pivot_at}.")  # fmt: skip
     if sr.covered:
         newer = sr.trials_total - sr.trials_covered
@@ -142,7 +164,7 @@ def gap_verdict(
                        "an update of that review may still be warranted.", reasons, caveats)  # fmt: skip
     elif not sr.sr_pmids:
         nearest = (f" (nearest: {cite(sr.reviews[0])}, cosine {sr.cosines[sr.reviews[0]]:.2f} < {sr.threshold})"
-                   if sr.reviews else "")  # fmt: skip
+                   if sr.reviews and sr.decided_by == "title cosine" else "")  # fmt: skip
         reasons.append(f"No review covers the cluster{nearest}, so no compliant review exists.")
     else:
         reasons.append("No covering review passes the PRISMA check"
@@ -179,6 +201,9 @@ def gap_dossier(
     """
     ev = cluster_evidence(cfg, store, cluster_id)
     sr = sr if sr is not None else load_sr_overlap(cfg, cluster_id)
+    if sr is not None and sr.decided_by == "review question":  # the dossier is about the goal's question
+        wanted = set(sr.question_trials)
+        ev.eligible = [p for p in ev.papers if p.pmid in wanted]
     verdict = gap_verdict(len(ev.eligible), cfg.sr.min_eligible_trials, sr, prisma, ev.metrics)
     parts = [
         f"# Evidence-gap dossier: {ev.label}",

@@ -119,6 +119,14 @@ OVERLAP_DEFINITION = (
 )
 
 
+QUESTION_OVERLAP_DEFINITION = (
+    "sr_overlap = share of the cluster's trials eligible for the goal's review question (evidence.questions rules) "
+    "that the newest review whose own question encompasses it could have included (its reference list when ra "
+    "holds it, else the trials published no later than it); a review covers when that share >= sr_overlap_pivot; "
+    "0 when none does"
+)
+
+
 @dataclass(frozen=True)
 class CoveringReview:
     """A review at or above the cosine threshold and what it could have included of the cluster's trials."""
@@ -168,9 +176,16 @@ class SrOverlap:
     trials_total: int = 0
     trials_covered: int = 0
     trial_basis: str = ""  # which papers count as the cluster's trials (see `cluster_trials`)
+    decided_by: str = "title cosine"  # "title cosine" or "review question" (the goal's topic, evidence.questions)
+    question: str = ""  # the goal's question (PICO in words) when decided_by is "review question"
+    why: dict[int, str] = field(default_factory=dict)  # review question: why each covering review encompasses it
+    trials_since: list[int] = field(default_factory=list)  # eligible trials after the newest covering review
+    question_trials: list[int] = field(default_factory=list)  # review question: the trials it counted
 
     @property
     def definition(self) -> str:
+        if self.decided_by == "review question":
+            return QUESTION_OVERLAP_DEFINITION
         return OVERLAP_DEFINITION.format(threshold=self.threshold)
 
     @property
@@ -200,18 +215,25 @@ class SrOverlap:
             "trials_covered": self.trials_covered,
             "trial_basis": self.trial_basis,
             "definition": self.definition,
+            "decided_by": self.decided_by,
+            "question": self.question,
+            "why": {str(k): v for k, v in self.why.items()},
+            "trials_since": self.trials_since,
+            "question_trials": self.question_trials,
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SrOverlap:
         values = {k: data[k] for k in ("cluster_id", "query", "overlap", "sr_pmids", "n_reviews", "offline")}
         extra = {k: data[k] for k in ("reviews", "threshold", "pivot_at", "searched", "centroid_source", "error",
-                                      "trials_total", "trials_covered", "trial_basis") if k in data}  # fmt: skip
+                                      "trials_total", "trials_covered", "trial_basis", "decided_by", "question",
+                                      "trials_since", "question_trials") if k in data}  # fmt: skip
         return cls(
             **values,
             **extra,
             cosines={int(k): float(v) for k, v in data.get("cosines", {}).items()},
             reasons={int(k): str(v) for k, v in data.get("reasons", {}).items()},
+            why={int(k): str(v) for k, v in data.get("why", {}).items()},
             covering=[CoveringReview.from_dict(c) for c in data.get("covering", [])],
         )
 
@@ -294,6 +316,52 @@ def covering_reviews(
     return out
 
 
+def topic_reviews(store: Store) -> list[Paper]:
+    """Every paper of the local corpus that `questions.is_review` calls a review (a LIKE pre-filter on publication
+    types, journal, title and abstract, then the rule)."""
+    from ra_agent.evidence.questions import is_review
+
+    rows = store.conn.execute(
+        "SELECT pmid FROM paper WHERE pub_types LIKE '%Review%' OR pub_types LIKE '%Meta-Analysis%' "
+        "OR LOWER(journal) LIKE '%cochrane%' OR LOWER(title) LIKE '%systematic%' OR LOWER(title) LIKE '%meta%' "
+        "OR LOWER(abstract) LIKE '%systematic%review%' OR LOWER(abstract) LIKE '%meta%analy%'"
+    )
+    pmids = [r[0] for r in rows]
+    papers = [p for start in range(0, len(pmids), 500) for p in store.papers(pmids[start : start + 500])]
+    return [p for p in papers if is_review(p)]
+
+
+def question_coverage(
+    cfg: Config, store: Store, cluster_id: str, topic: Any, found: Sequence[Paper], cosines: Mapping[int, float]
+) -> tuple[list[int], list[CoveringReview], list[Paper], dict[str, Any]]:
+    """The review-question test for a cluster: its members eligible for the goal's topic form the question's
+    trials; the reviews found by the label search and every review of the local corpus whose own question
+    encompasses the topic's (`questions.assess_coverage`) are checked; those holding >= [sr] sr_overlap_pivot
+    of the trials cover it, newest first. Returns (covering PMIDs, their details, the trials, SrOverlap fields)."""
+    from ra_agent.evidence.questions import assess_coverage as assess
+    from ra_agent.evidence.questions import build_questions, is_review
+    from ra_agent.topics.view import member_pmids
+
+    members = [p for p in store.papers(member_pmids(store, cluster_id)) if not is_review(p)]
+    topic = topic.with_abbreviations(members)
+    questions, _ = build_questions(topic, members)
+    question = questions[0]
+    reviews = {p.pmid: p for p in [*found, *topic_reviews(store)]}
+    references = {pmid: _cited_by(store, pmid) for pmid in reviews}
+    assess([question], list(reviews.values()), topic, pivot=cfg.sr.sr_overlap_pivot,
+           update_after=cfg.sr.update_after_trials, min_trials=cfg.sr.min_eligible_trials,
+           references={k: v for k, v in references.items() if v})  # fmt: skip
+    holding = [r for r in question.reviews if r.share >= cfg.sr.sr_overlap_pivot]
+    details = [CoveringReview(r.pmid, r.year, r.title, cosines.get(r.pmid, 0.0), r.basis, r.trials_covered)
+               for r in holding]  # fmt: skip
+    by_pmid = {p.pmid: p for p in members}
+    trials = [by_pmid[p] for p in question.trial_pmids]
+    decision = {"decided_by": "review question", "question": question.pico,
+                "why": {r.pmid: r.why for r in question.reviews}, "trials_since": question.trials_since,
+                "question_trials": question.trial_pmids}  # fmt: skip
+    return [r.pmid for r in holding], details, trials, decision
+
+
 def find_existing_sr(
     cfg: Config,
     store: Store,
@@ -302,8 +370,12 @@ def find_existing_sr(
     embedder: Embedder,
     eutils: Any = None,
     vectors: Any = None,
+    topic: Any = None,
 ) -> SrOverlap:
     """Overlap of a cluster with prior systematic reviews (memo 70 §2.5), written to its latest metrics row.
+
+    With the goal's `topic` (an `evidence.questions.Topic`, from its handbook's seed query) the deciding test
+    is the review question, not the title cosine: see `question_coverage` (the cosines are still listed).
 
     1. Terms from the cluster label (`label_terms`, at most [clustering] audit_label_terms).
     2. Online (an E-utilities client is given and the API is not marked offline): PubMed esearch of
@@ -354,8 +426,15 @@ def find_existing_sr(
     covering = [pmid for pmid in ranked if cosines[pmid] >= threshold]
     trials, trial_basis = cluster_trials(cfg, store, cluster_id, exclude=ranked)
     by_pmid = {p.pmid: p for p in kept}
-    details = covering_reviews(store, [by_pmid[p] for p in covering], cosines, trials)
-    included = {pmid for review in details for pmid in review.trials_covered}
+    decision: dict[str, Any] = {}
+    if topic is not None:
+        covering, details, trials, decision = question_coverage(cfg, store, cluster_id, topic, kept, cosines)
+        trial_basis = "trials eligible for the goal's review question (evidence.questions rules)"
+        included = {pmid for review in details[:1] for pmid in review.trials_covered}
+        ranked += [pmid for pmid in covering if pmid not in ranked]  # covering reviews found by the question
+    else:
+        details = covering_reviews(store, [by_pmid[p] for p in covering], cosines, trials)
+        included = {pmid for review in details for pmid in review.trials_covered}
     overlap = len(included) / len(trials) if trials else 0.0
     result = SrOverlap(
         cluster_id=cluster_id,
@@ -376,13 +455,18 @@ def find_existing_sr(
         trials_total=len(trials),
         trials_covered=len(included),
         trial_basis=trial_basis,
+        **decision,
     )
-    set_cluster_metrics(store, cluster_id, sr_overlap=result.overlap)
+    if topic is not None:  # Success is judged on the goal's question: its trials are the eligible ones
+        set_cluster_metrics(store, cluster_id, sr_overlap=result.overlap, eligible_trials=len(trials))
+    else:
+        set_cluster_metrics(store, cluster_id, sr_overlap=result.overlap)
     atomic_write(sr_result_path(cfg, cluster_id), json.dumps(result.as_dict(), indent=2) + "\n")
     log.info(
-        "find_existing_sr %s (%s, %s): %d reviews, %d at cosine >= %.2f covering %d of %d trials, overlap %.3f%s",
-        cluster_id, row["label"], result.searched, result.n_reviews, len(covering), threshold, len(included),
-        len(trials), result.overlap,
+        "find_existing_sr %s (%s, %s): %d reviews, %d covering (%s) %d of %d trials, overlap %.3f%s",
+        cluster_id, row["label"], result.searched, result.n_reviews, len(covering),
+        f"review question {result.question}" if topic is not None else f"cosine >= {threshold:.2f}",
+        len(included), len(trials), result.overlap,
         " -> covered, pivot" if result.covered else "",
     )  # fmt: skip
     return result

@@ -38,6 +38,8 @@ CSV_COLUMNS: dict[str, tuple[str, ...]] = {
     "year": ("year", "publication_year", "pubyear", "py"),
     "doi": ("doi",),
     "journal": ("journal", "journal_name", "source_title", "ta"),
+    "mesh": ("mesh", "mesh_terms", "mesh_headings", "keywords", "mh"),
+    "pub_types": ("publication_types", "publication_type", "pub_types", "pt"),
 }
 FORMATS = {".csv": "csv", ".ris": "ris", ".txt": "medline", ".nbib": "medline", ".medline": "medline", ".xml": "xml"}
 RIS_TYPES = {
@@ -152,8 +154,16 @@ def _csv_record(row: dict, columns: dict[str, str], where: str, source: str) -> 
         year=year,
         sections=split_labelled_abstract(abstract),
         authors=[author_name(a) for a in value("authors").split(";") if a.strip()],
+        pub_types=[t.strip() for t in value("pub_types").split(";") if t.strip()],
+        mesh=mesh_headings(value("mesh").split(";")),
         source=source,
     )
+
+
+def mesh_headings(values: Iterable[str]) -> list[str]:
+    """MeSH descriptors of an export's keyword/MH field: "Anticoagulants/*therapeutic use" → "Anticoagulants"
+    (qualifiers and the major-topic star dropped, duplicates once, order kept)."""
+    return list(dict.fromkeys(d for d in (v.strip().lstrip("*").split("/")[0].strip() for v in values) if d))
 
 
 def iter_csv(path: Path, *, source_name: str) -> Iterator[Record | FieldWarning]:
@@ -347,6 +357,7 @@ def _ris_record(entry: dict, where: str, source: str) -> Iterator[Record | Field
         journal=_first(entry, "journal_name", "secondary_title", "alternate_title3", "alternate_title1"),
         year=year,
         pub_types=[RIS_TYPES.get(kind, kind)] if kind else [],
+        mesh=mesh_headings(entry.get("keywords") or []),
         sections=split_labelled_abstract(abstract),
         authors=[author_name(a) for a in authors if clean(a)],
         source=source,

@@ -139,6 +139,25 @@ def medline_template(tmp_path_factory, request, embedder) -> Path:
     return _template(request, tmp_path_factory.mktemp("medline_template"), embedder, _load_medline, _one_cluster)
 
 
+GAPS_SUBSET = ROOT / "tests" / "fixtures" / "gaps" / "CD006468_catheter_subset.csv"
+
+
+def _load_gaps(store: Store, cfg: Config) -> list[int]:
+    import_file(store, GAPS_SUBSET, cfg)
+    return [p.pmid for p in store.papers(store.all_pmids()) if p.title or p.abstract]
+
+
+@pytest.fixture(scope="session")
+def gaps_template(tmp_path_factory, request, embedder) -> Path:
+    """Cochrane review CD006468's catheter records (tests/fixtures/gaps) embedded, frozen as one cluster."""
+    return _template(request, tmp_path_factory.mktemp("gaps_template"), embedder, _load_gaps, _one_cluster)
+
+
+@pytest.fixture
+def gaps(gaps_template: Path, tmp_path: Path) -> Iterator[World]:
+    yield from _world(gaps_template, tmp_path / "gaps")
+
+
 def _world(template: Path, dest: Path) -> Iterator[World]:
     shutil.copytree(template, dest)
     cfg = make_cfg(dest)

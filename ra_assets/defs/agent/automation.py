@@ -28,7 +28,14 @@ from ra_agent.agent import (
 )
 from ra_assets.defs.clusters.assets import cluster_metrics, clusters
 from ra_assets.defs.embeddings.assets import embedding_index
-from ra_assets.defs.findings.assets import cluster_expansion, mind_kb, pico_extractions, reports, sr_overlap
+from ra_assets.defs.findings.assets import (
+    cluster_expansion,
+    mind_kb,
+    pico_extractions,
+    reports,
+    review_questions,
+    sr_overlap,
+)
 from ra_assets.defs.ingest.assets import pubmed_search
 from ra_assets.handbooks import handbook_choices
 from ra_assets.partitions import cluster_partitions, expansion_partitions, partition_name, search_query_partitions
@@ -128,7 +135,8 @@ STAGE_JOBS = {
     "organise": stage_job("organise", [embedding_index, clusters, cluster_metrics],
                           "switch the index when complete, admit new papers to the clusters, refresh metrics."),
     "pico": stage_job("pico", [pico_extractions], "PICO of one cluster's abstracts and its PICO vectors."),
-    "sr_overlap": stage_job("sr_overlap", [sr_overlap], "existing systematic reviews covering one cluster."),
+    "sr_overlap": stage_job("sr_overlap", [sr_overlap, review_questions],
+                            "existing systematic reviews covering one cluster, then its review questions."),
     "expand": stage_job("expand", [cluster_expansion], "semantic or citation expansion of one frozen cluster."),
     "reports": stage_job("reports", [reports, mind_kb], "the goal's dossiers or SR drafts, then the Mind-KB."),
 }  # fmt: skip

@@ -145,7 +145,46 @@ def cluster_expansion(
 
 
 @dg.asset(
-    deps=[cluster_metrics, pico_extractions, sr_overlap, cluster_expansion],
+    deps=[clusters, sr_overlap],
+    partitions_def=cluster_partitions,
+    group_name="findings",
+    kinds={"python"},
+    code_version="1",
+)
+def review_questions(
+    context: dg.AssetExecutionContext, ra: RaConfigResource, store: StoreResource
+) -> dg.MaterializeResult:
+    """The review questions of one cluster (P x I(class) x C) under the topic of the goal working on it (its
+    handbook's seed query): each question's eligible trials with reasons, the reviews whose own question
+    encompasses it, the trials since the newest, and its verdict; one dossier per question under
+    `questions/clusters/<cluster_id>/` (evidence.questions rules)."""
+    from ra_agent.evidence.question_dossiers import cluster_questions
+
+    cfg = ra.get_config()
+    with store.get_client() as db:
+        found = cluster_questions(cfg, db, context.partition_key)
+    context.log.info("cluster %s: %d review questions%s", context.partition_key, len(found.questions),
+                     f" ({found.reason})" if found.reason else "")  # fmt: skip
+    return dg.MaterializeResult(
+        metadata={
+            "questions": len(found.questions),
+            "topic": found.topic.describe() if found.topic else "",
+            "reason": found.reason,
+            "verdicts": dg.MetadataValue.json({q.id: q.verdict for q in found.questions}),
+            "per_question": dg.MetadataValue.json(
+                [
+                    {"id": q.id, "pico": q.pico, **q.metrics, "verdict": q.verdict, "why": q.verdict_reason}
+                    for q in found.questions
+                ]
+            ),
+            "table": dg.MetadataValue.md(found.table()),
+            "path": str(found.path or ""),
+        }  # fmt: skip
+    )
+
+
+@dg.asset(
+    deps=[cluster_metrics, pico_extractions, sr_overlap, review_questions, cluster_expansion],
     group_name="findings",
     kinds={"markdown"},
     code_version="2",
