@@ -270,7 +270,7 @@ class AnnConfig:
     seed: int = _knob(0, 0, 2**32 - 1)
 
 
-STOP_RULES = ("buscar_ranked", "buscar", "ipp", "recall_estimate", "consecutive_excludes", "none")
+STOP_RULES = ("buscar_ranked", "buscar", "recall_estimate", "consecutive_excludes", "none")
 SCREEN_STRATEGIES = ("max", "max_explore", "uncertainty", "random")  # `ra screen` query strategies
 
 
@@ -299,7 +299,6 @@ class ScreenConfig:
     show_next: int = _knob(10, 1, 1000)
     stop_rule: str = _knob("buscar_ranked", choices=STOP_RULES)
     stop_confidence: float = _knob(0.95, 0.5, 0.999)
-    stop_bias: float = _knob(1.0, 1, 100)
     stop_sample_from: float = _knob(0.5, 0.001, 1)
     stop_consecutive_excludes: int = _knob(100, 1, 1_000_000)
     stop_recall_target: float = _knob(0.95, 0.5, 1)

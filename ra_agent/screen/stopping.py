@@ -11,8 +11,6 @@ the sample did from such an urn. Stop when p < 1 - confidence.
 - `buscar_ranked`: no random sample. Each run of the latest ranked decisions is treated as if drawn at random
   from itself and the undecided records (the `calculate_h0` of PyPI buscarpy, same authors); the least p over
   those runs. It rests on the ranking putting includes no later than a random order would.
-  `stop_bias` > 1 assumes the ranking draws an include that many times more readily than an exclude (Wallenius'
-  noncentral hypergeometric): an assumption, not a guarantee.
 Heuristic rules (no guarantee): `recall_estimate` (the add-one include rate of the latest decisions x undecided
 records), `consecutive_excludes`; `none`.
 """
@@ -29,7 +27,7 @@ import numpy as np
 from ra_agent.config import ScreenConfig
 
 Labels: TypeAlias = "Sequence[int] | np.ndarray"  # 1 include, 0 exclude, in the order decided
-STATISTICAL = ("buscar", "buscar_ranked", "ipp")
+STATISTICAL = ("buscar", "buscar_ranked")
 
 
 @dataclass(frozen=True)
@@ -78,16 +76,14 @@ def speaks_after(total: int, screen: ScreenConfig) -> int:
     return max(1, math.ceil(screen.stop_min_screened * total))
 
 
-def h0_pvalue(k: int, urn: int, needed: int, drawn: int, bias: float = 1.0) -> float:
+def h0_pvalue(k: int, urn: int, needed: int, drawn: int) -> float:
     """P(at most k includes in `drawn` records from an urn of `urn` holding `needed` includes): the p-value of
-    "recall < target" (needed = the fewest includes the urn must hold for that). bias > 1: Wallenius' urn."""
-    from scipy.stats import hypergeom, nchypergeom_wallenius
+    "recall < target" (needed = the fewest includes the urn must hold for that)."""
+    from scipy.stats import hypergeom
 
     if needed <= k or needed > urn:
         return 1.0 if needed <= k else 0.0
-    if bias == 1.0:
-        return float(hypergeom.cdf(k, urn, needed, drawn))
-    return float(nchypergeom_wallenius.cdf(k, urn, needed, drawn, bias))
+    return float(hypergeom.cdf(k, urn, needed, drawn))
 
 
 def needed_left(found: int, found_before: int, target: float) -> int:
@@ -95,11 +91,11 @@ def needed_left(found: int, found_before: int, target: float) -> int:
     return math.floor(found / target + 1e-9) + 1 - found_before
 
 
-def ranked_pvalue(labels: Labels, total: int, target: float, bias: float = 1.0) -> float:
+def ranked_pvalue(labels: Labels, total: int, target: float) -> float:
     """buscar_ranked: the least p over the runs of the latest decisions, each run taken as a sample of itself and the
     undecided records. Among runs holding the same number of includes the longest gives the least p, so only the
     runs that start just after an include (or at the first decision) are tested."""
-    from scipy.stats import hypergeom, nchypergeom_wallenius
+    from scipy.stats import hypergeom
 
     y = np.asarray(labels, dtype=np.int64)
     n, found = len(y), int(y.sum())
@@ -116,12 +112,10 @@ def ranked_pvalue(labels: Labels, total: int, target: float, bias: float = 1.0) 
     if not testable.any():
         return 1.0
     k, urn, needed, drawn = k[testable], urn[testable], needed[testable], drawn[testable]
-    p = (hypergeom.cdf(k, urn, needed, drawn) if bias == 1.0
-         else nchypergeom_wallenius.cdf(k, urn, needed, drawn, bias))  # fmt: skip
-    return float(np.min(p))
+    return float(np.min(hypergeom.cdf(k, urn, needed, drawn)))
 
 
-def recall_bound(labels: Labels, total: int, start: int, confidence: float, bias: float = 1.0) -> float:
+def recall_bound(labels: Labels, total: int, start: int, confidence: float) -> float:
     """Recall >= this with `confidence`, from the sample labels[start:] of the urn left after `start` decisions: the
     largest includes-left count the sample does not reject at that level (bisection), as recall found / possible."""
     y = np.asarray(labels, dtype=np.int64)
@@ -129,52 +123,22 @@ def recall_bound(labels: Labels, total: int, start: int, confidence: float, bias
     k, drawn, urn = found - before, len(y) - start, total - start
     alpha = 1 - confidence
     lo, hi = k, urn - (drawn - k)  # the urn holds between k and (all but the sample's excludes) includes
-    if h0_pvalue(k, urn, hi, drawn, bias) >= alpha:
+    if h0_pvalue(k, urn, hi, drawn) >= alpha:
         return round(found / (before + hi), 4) if before + hi else 0.0
     while hi - lo > 1:  # invariant: p(lo) >= alpha > p(hi)
         mid = (lo + hi) // 2
-        if h0_pvalue(k, urn, mid, drawn, bias) >= alpha:
+        if h0_pvalue(k, urn, mid, drawn) >= alpha:
             lo = mid
         else:
             hi = mid
     return round(found / (before + lo), 4) if before + lo else 0.0
 
 
-def ranked_recall_bound(labels: Labels, total: int, confidence: float, bias: float = 1.0) -> float:
+def ranked_recall_bound(labels: Labels, total: int, confidence: float) -> float:
     """buscar_ranked's recall bound: the best bound over the runs it tests."""
     y = np.asarray(labels, dtype=np.int64)
     starts = np.concatenate([[0], np.flatnonzero(y == 1) + 1])
-    return max((recall_bound(y, total, int(s), confidence, bias) for s in starts if s < len(y)), default=0.0)
-
-
-def rate_fit(labels: Labels, total: int) -> tuple[float, float, float]:
-    """ipp: (a, b, includes expected among the undecided records) of the include rate a * x^-b over the screening
-    position x, fitted by maximum likelihood to where the includes were found (an inhomogeneous Poisson process;
-    b on a grid, a in closed form given b), then integrated over the positions not yet screened."""
-    y = np.asarray(labels, dtype=np.int64)
-    n, found = len(y), int(y.sum())
-    where = np.flatnonzero(y == 1) + 1.0
-    b = np.linspace(0.0, 3.0, 301)
-
-    def integral(lo: float, hi: float) -> np.ndarray:  # of x^-b from lo to hi, per b
-        one = np.isclose(b, 1.0)
-        safe = np.where(one, 2.0, 1.0 - b)
-        return np.where(one, np.log(hi / lo), (hi**safe - lo**safe) / safe)
-
-    seen = integral(0.5, n + 0.5)
-    loglik = found * np.log(found / seen) - b * np.log(where).sum()
-    best = int(np.argmax(loglik))
-    a = found / seen[best]
-    left = float(a * integral(n + 0.5, total + 0.5)[best]) if total > n else 0.0
-    return float(a), float(b[best]), left
-
-
-def ipp_bound(labels: Labels, total: int, confidence: float) -> tuple[float, int]:
-    """(includes expected left, the count left that a Poisson of that mean stays at or below with `confidence`)."""
-    from scipy.stats import poisson
-
-    _, _, left = rate_fit(labels, total)
-    return left, int(poisson.ppf(confidence, left))
+    return max((recall_bound(y, total, int(s), confidence) for s in starts if s < len(y)), default=0.0)
 
 
 def sample_start(labels: Labels, total: int, screen: ScreenConfig) -> int | None:
@@ -183,7 +147,7 @@ def sample_start(labels: Labels, total: int, screen: ScreenConfig) -> int | None
     y = list(labels)
     first = speaks_after(total, screen)
     for n in range(first, len(y) + 1):
-        if sum(y[:n]) and ranked_pvalue(y[:n], total, screen.stop_recall_target, screen.stop_bias) \
+        if sum(y[:n]) and ranked_pvalue(y[:n], total, screen.stop_recall_target) \
                 < screen.stop_sample_from:  # fmt: skip
             return n
     return None
@@ -210,7 +174,7 @@ def stop_status(labels_in_order: Labels, total: int, screen: ScreenConfig,
     the random sample began (None: found from the labels by `sample_start`)."""
     labels = [int(x) for x in labels_in_order]
     screened, found = len(labels), sum(labels)
-    target, confidence, bias = screen.stop_recall_target, screen.stop_confidence, screen.stop_bias
+    target, confidence = screen.stop_recall_target, screen.stop_confidence
     left, recall, streak = heuristic_estimate(labels, total, screen)
     quiet = speaks_after(total, screen)
     base = StopStatus(screen.stop_rule, screened, total, found, False, "", estimated_left=left, estimated_recall=recall,
@@ -221,19 +185,11 @@ def stop_status(labels_in_order: Labels, total: int, screen: ScreenConfig,
     if screen.stop_rule == "buscar_ranked":
         if not enough:
             return replace(base, reason="too few decisions to test")
-        p = ranked_pvalue(labels, total, target, bias)
-        bound = ranked_recall_bound(labels, total, confidence, bias)
-        why = (f"p = {p:.3f} that recall < {target:.0%} (ranked runs as samples{_bias(bias)}); "
+        p = ranked_pvalue(labels, total, target)
+        bound = ranked_recall_bound(labels, total, confidence)
+        why = (f"p = {p:.3f} that recall < {target:.0%} (ranked runs as samples); "
                f"recall >= {bound:.0%} with {confidence:.0%} confidence")  # fmt: skip
         return replace(base, stop=p < 1 - confidence, reason=why, p_value=round(p, 4), recall_bound=bound)
-    if screen.stop_rule == "ipp":
-        if not enough:
-            return replace(base, reason="too few decisions to fit")
-        expected, upper = ipp_bound(labels, total, confidence)
-        bound = round(found / (found + upper), 4)
-        why = (f"{expected:.1f} includes expected left from the fitted include rate; at most {upper} with "
-               f"{confidence:.0%} confidence, so recall >= {bound:.0%}")  # fmt: skip
-        return replace(base, stop=bound >= target, reason=why, recall_bound=bound, estimated_left=round(expected, 1))
     if screen.stop_rule == "buscar":
         start = sample_from if sample_from is not None else sample_start(labels, total, screen)
         if not enough or start is None:
@@ -244,10 +200,10 @@ def stop_status(labels_in_order: Labels, total: int, screen: ScreenConfig,
         k = found - sum(labels[:start])
         if not drawn:
             return replace(base, reason="the random sample starts now", sampling=True, sample_from=start)
-        p = h0_pvalue(k, total - start, needed_left(found, found - k, target), drawn, bias)
-        bound = recall_bound(labels, total, start, confidence, bias)
+        p = h0_pvalue(k, total - start, needed_left(found, found - k, target), drawn)
+        bound = recall_bound(labels, total, start, confidence)
         why = (f"p = {p:.3f} that recall < {target:.0%} ({k} includes in a random sample of {drawn} of the "
-               f"{total - start} left{_bias(bias)}); recall >= {bound:.0%} with {confidence:.0%} confidence")  # fmt: skip
+               f"{total - start} left); recall >= {bound:.0%} with {confidence:.0%} confidence")  # fmt: skip
         stop = p < 1 - confidence
         return replace(base, stop=stop, reason=why, p_value=round(p, 4), recall_bound=bound, sampling=not stop,
                        sample_from=start, sample_size=drawn)  # fmt: skip
@@ -260,10 +216,6 @@ def stop_status(labels_in_order: Labels, total: int, screen: ScreenConfig,
     else:
         met, why = False, "no stopping rule ([screen] stop_rule = none)"
     return replace(base, stop=met and enough, reason=why)
-
-
-def _bias(bias: float) -> str:
-    return "" if bias == 1.0 else f"; assumes includes are drawn {bias:g}x as readily as excludes"
 
 
 @dataclass(frozen=True)
@@ -296,7 +248,7 @@ def first_stop(labels_in_order: Labels, screen: ScreenConfig, *, seed: int = 0) 
     found = np.cumsum(y)
     at = total
     if screen.stop_rule in STATISTICAL:
-        target, bias = screen.stop_recall_target, screen.stop_bias
+        target = screen.stop_recall_target
         alpha = 1 - screen.stop_confidence
         for n in range(max(speaks_after(total, screen), (start or 0) + 1), total + 1):
             if not found[n - 1]:
@@ -304,17 +256,11 @@ def first_stop(labels_in_order: Labels, screen: ScreenConfig, *, seed: int = 0) 
             if start is not None:
                 k = int(found[n - 1] - found[start - 1]) if start else int(found[n - 1])
                 p = h0_pvalue(k, total - start, needed_left(int(found[n - 1]), int(found[n - 1]) - k, target),
-                              n - start, bias)  # fmt: skip
+                              n - start)  # fmt: skip
             elif screen.stop_rule == "buscar":
                 break  # the random sample never started: screened to the end in ranked order
-            elif screen.stop_rule == "ipp":
-                found_n = int(found[n - 1])
-                if found_n / (found_n + ipp_bound(y[:n], total, screen.stop_confidence)[1]) >= target:
-                    at = n
-                    break
-                continue
             else:
-                p = ranked_pvalue(y[:n], total, target, bias)
+                p = ranked_pvalue(y[:n], total, target)
             if p < alpha:
                 at = n
                 break
@@ -322,3 +268,28 @@ def first_stop(labels_in_order: Labels, screen: ScreenConfig, *, seed: int = 0) 
         at = next((n for n in range(1, total + 1) if stop_status(y[:n], total, screen).stop), total)
     return StopPoint(screen.stop_rule, at, total, round(float(found[at - 1]) / includes, 4) if includes else 1.0,
                      start)  # fmt: skip
+
+
+def hypergeometric_best(labels_in_order: Labels, screen: ScreenConfig) -> int:
+    """The fewest records any rule resting on the hypergeometric test can screen on this order: ranked screening up
+    to the point where the target recall is reached (known only in hindsight), then the smallest sample of the
+    records left that, finding no include, gives p < 1 - confidence. A ceiling on the work such a rule can save."""
+    from scipy.stats import hypergeom
+
+    y = np.asarray(labels_in_order, dtype=np.int64)
+    total, includes = len(y), int(y.sum())
+    found = np.cumsum(y)
+    at = int(np.argmax(found >= math.ceil(screen.stop_recall_target * includes))) + 1
+    r, urn = int(found[at - 1]), total - at
+    needed = needed_left(r, r, screen.stop_recall_target)
+    if needed > urn:
+        return at
+    alpha = 1 - screen.stop_confidence
+    lo, hi = 0, urn  # p(0 includes in a sample of hi) = 0 < alpha
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if hypergeom.pmf(0, urn, needed, mid) < alpha:
+            hi = mid
+        else:
+            lo = mid
+    return at + hi

@@ -53,7 +53,7 @@ def test_statistical_rules_stop_only_past_the_target_on_a_review_where_a_run_of_
     early = first_stop(y, screen_cfg(Path("unused"), stop_rule="consecutive_excludes",
                                      stop_consecutive_excludes=50).screen)  # fmt: skip
     assert early.recall < 0.95, early  # the late includes: a 50-exclude run comes before 95 % recall
-    for rule, draws in (("buscar_ranked", 1), ("buscar", 5), ("ipp", 1)):
+    for rule, draws in (("buscar_ranked", 1), ("buscar", 5)):
         screen = screen_cfg(Path("unused"), stop_rule=rule).screen
         for seed in range(draws):
             stop = first_stop(y, screen, seed=seed)
