@@ -144,11 +144,10 @@ def ranked_recall_bound(labels: Labels, total: int, confidence: float) -> float:
 def sample_start(labels: Labels, total: int, screen: ScreenConfig) -> int | None:
     """buscar: the decisions made in ranked order before the random sample began: the first point (after the aid
     speaks) where the ranked test's p fell below `stop_sample_from`; None while ranked screening goes on."""
-    y = list(labels)
-    first = speaks_after(total, screen)
-    for n in range(first, len(y) + 1):
-        if sum(y[:n]) and ranked_pvalue(y[:n], total, screen.stop_recall_target) \
-                < screen.stop_sample_from:  # fmt: skip
+    y = np.asarray(labels, dtype=np.int64)
+    found = np.cumsum(y)
+    for n in range(speaks_after(total, screen), len(y) + 1):
+        if found[n - 1] and ranked_pvalue(y[:n], total, screen.stop_recall_target) < screen.stop_sample_from:
             return n
     return None
 
@@ -241,7 +240,7 @@ def first_stop(labels_in_order: Labels, screen: ScreenConfig, *, seed: int = 0) 
     total, includes = len(y), int(y.sum())
     start = None
     if screen.stop_rule == "buscar":
-        start = sample_start(y.tolist(), total, screen)
+        start = sample_start(y, total, screen)
         if start is not None:
             rest = np.random.default_rng(seed).permutation(y[start:])
             y = np.concatenate([y[:start], rest])
@@ -271,9 +270,10 @@ def first_stop(labels_in_order: Labels, screen: ScreenConfig, *, seed: int = 0) 
 
 
 def hypergeometric_best(labels_in_order: Labels, screen: ScreenConfig) -> int:
-    """The fewest records any rule resting on the hypergeometric test can screen on this order: ranked screening up
-    to the point where the target recall is reached (known only in hindsight), then the smallest sample of the
-    records left that, finding no include, gives p < 1 - confidence. A ceiling on the work such a rule can save."""
+    """Hindsight ceiling for rules on the hypergeometric test: ranked screening up to the point where the target
+    recall is reached (known only in hindsight), then the smallest sample of the records left that, finding no
+    include, gives p < 1 - confidence; the records screened by then. Not a strict bound (a run that starts earlier
+    is a different test and can end a few records sooner when few are left), a measure of what the test can give."""
     from scipy.stats import hypergeom
 
     y = np.asarray(labels_in_order, dtype=np.int64)
