@@ -3,6 +3,7 @@
 usage: python bench/bench_screening.py [--csv data/demo/Cohen_2006_ProtonPumpInhibitors.csv [--csv MORE.csv ...]]
                                        [--label label_included] [--seeds 5] [--retrain-every 1]
                                        [--asreview-venv DIR] [--skip-asreview] [--every-other-label]
+                                       [--stop-rules buscar_ranked,buscar,recall_estimate]
 
 Several --csv: each review is compared as below, then a table and the mean gain over the reviews are printed
 (held-out reviews: the demo file's Cohen 2006 siblings are CSVs of the same format; bench/synergy_csv.py turns
@@ -19,6 +20,15 @@ retrained after every decision), installed on first use into its own virtualenv 
 function (ra_agent.screen.simulate.metrics): WSS@95 = (N - records screened to reach 95 % recall) / N - 0.05,
 recall after 10 % of records, ATD = mean share of records screened when each include is found; priors
 count as screened. The target (ra >= ASReview + 0.08 WSS@95) is printed, never asserted.
+
+Stopping rules (ra_agent.screen.stopping): on each of ra's orders, every rule in --stop-rules is replayed and the
+bench prints where it first advised stopping, the recall reached there and the work saved there (share of the
+records not screened) beside the work saved at the 95 %-recall point; buscar draws the records after its sample
+starts in a random order (seeded per seed and repeat, --stop-repeats of them). The summary counts the runs whose
+recall at the advised stop is >= 0.95 and the work saved at the stop as a share of that at 95 % recall; targets
+(>= 95 % of runs; >= 0.75) printed, never asserted. `hypergeom_hindsight` is not a rule: the fewest records any rule
+resting on the hypergeometric test (buscar, buscar_ranked) could screen on that order, switching to a sample exactly
+at the 95 %-recall point (known only in hindsight) and finding no include in it; a ceiling on their work saved.
 """
 
 from __future__ import annotations
@@ -52,10 +62,13 @@ from ra_agent.screen.simulate import (  # noqa: E402
     simulate,
     simulation_features,
 )
+from ra_agent.screen.stopping import StopPoint, first_stop, hypergeometric_best  # noqa: E402
 
 ASREVIEW = "asreview==3.0.8"
 DEFAULT_VENV = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ra-bench" / "asreview-3.0.8"
 TARGET = 0.08
+STOP_RECALL, STOP_RUNS, STOP_WORK = 0.95, 0.95, 0.75  # recall at the advised stop in this share of runs; work kept
+HINDSIGHT = "hypergeom_hindsight"  # stopping_rules.hypergeometric_best: a ceiling, not a rule
 
 
 def asreview_bin(venv: Path) -> Path:
@@ -110,6 +123,30 @@ def every_other_label(features, y: np.ndarray, screen) -> float:
     return round((n - k95 - sorted(above)[k95 - 1]) / n - 0.05, 4)
 
 
+def stops_on(y_in_order: np.ndarray, m: Metrics, cfg, rules: list[str], seed: int, repeats: int
+             ) -> dict[str, list[tuple[StopPoint, float]]]:  # fmt: skip
+    """{rule: [(where it first advised stopping, work saved at 95 % recall)]} on one order of ra's."""
+    out: dict[str, list[tuple[StopPoint, float]]] = {}
+    for rule in rules:
+        screen = cfg.with_overrides(screen={"stop_rule": rule}).screen
+        for rep in range(repeats if rule == "buscar" else 1):
+            stop = first_stop(y_in_order, screen, seed=seed * 1000 + rep)
+            out.setdefault(rule, []).append((stop, 1 - m.screened_at_95 / m.n))
+    best = hypergeometric_best(y_in_order, cfg.screen)  # hindsight: no rule on this test can stop sooner
+    recall = float(np.cumsum(y_in_order)[best - 1] / y_in_order.sum())
+    out[HINDSIGHT] = [(StopPoint(HINDSIGHT, best, m.n, round(recall, 4)), 1 - m.screened_at_95 / m.n)]
+    return out
+
+
+def stop_summary(name: str, runs: list[tuple[StopPoint, float]]) -> str:
+    saved = float(np.mean([1 - s.share for s, _ in runs]))
+    saved95 = float(np.mean([w for _, w in runs]))
+    reached = sum(s.recall >= STOP_RECALL for s, _ in runs)
+    return (f"{name:<22} stop after {np.mean([s.share for s, _ in runs]):6.1%}  recall {np.mean([s.recall for s, _ in runs]):.3f}"
+            f" (>= {STOP_RECALL} in {reached}/{len(runs)})  work saved {saved:.3f} vs {saved95:.3f} at 95% recall"
+            f" ({saved / saved95 if saved95 else 0:.2f} of it)")  # fmt: skip
+
+
 def compare(csv: Path, label: str, args, cfg, exe: Path | None) -> tuple[Metrics, Metrics | None]:
     """Both tools on one labelled CSV, seeds 0..args.seeds-1: per-seed lines, the means, the recall-curve PNG."""
     from threadpoolctl import threadpool_limits
@@ -132,6 +169,10 @@ def compare(csv: Path, label: str, args, cfg, exe: Path | None) -> tuple[Metrics
             ra_runs.append(m)
             print(f"seed {seed} priors rows {priors}")
             print("  " + line(f"ra {MODEL_NAME}", m) + f"   ({time.time() - t:.0f}s)", flush=True)
+            for rule, runs in stops_on(y[order], m, cfg, args.stop_rules, seed, args.stop_repeats).items():
+                STOPS.setdefault(csv.stem, {}).setdefault(rule, []).extend(runs)
+                for stop, _ in runs:
+                    print(f"    stop {rule:<20} after {stop.screened} ({stop.share:.1%}): recall {stop.recall:.3f}")
             if seed == 0:
                 curves[f"ra {MODEL_NAME}"] = y[order]
             if exe is not None:
@@ -151,6 +192,8 @@ def compare(csv: Path, label: str, args, cfg, exe: Path | None) -> tuple[Metrics
     if asr_mean is not None:
         print("  " + line("ASReview 3.0.8 elas_u4", asr_mean))
     print("  " + line("random order", mean_metrics([metrics(y[o]) for o in randoms])))
+    for rule, runs in STOPS.get(csv.stem, {}).items():
+        print("  " + stop_summary(f"stop {rule}", runs))
     if args.every_other_label:
         with threadpool_limits(1):
             estimate = every_other_label(features, y, cfg.screen)
@@ -166,6 +209,37 @@ def compare(csv: Path, label: str, args, cfg, exe: Path | None) -> tuple[Metrics
     return ra_mean, asr_mean
 
 
+STOPS: dict[str, dict[str, list[tuple[StopPoint, float]]]] = {}  # review -> rule -> runs
+
+
+def print_stop_table() -> None:
+    """Per review and rule: recall at the advised stop, work saved there and at 95 % recall; then over all runs."""
+    rules = sorted({rule for per in STOPS.values() for rule in per})
+    print("\nstopping rules: recall at the advised stop / work saved there / work saved at 95 % recall (mean of runs)")
+    print(f"{'review':<44}" + "".join(f" {rule:>24}" for rule in rules))
+    for review, per in STOPS.items():
+        cells = []
+        for rule in rules:
+            runs = per.get(rule, [])
+            cells.append(f"{np.mean([s.recall for s, _ in runs]):.3f} / {np.mean([1 - s.share for s, _ in runs]):.2f} / "
+                         f"{np.mean([w for _, w in runs]):.2f}" if runs else "-")  # fmt: skip
+        print(f"{review[:44]:<44}" + "".join(f" {c:>24}" for c in cells))
+    for rule in rules:
+        runs = [run for per in STOPS.values() for run in per.get(rule, [])]
+        reached = sum(s.recall >= STOP_RECALL for s, _ in runs) / len(runs)
+        saved = float(np.mean([1 - s.share for s, _ in runs]))
+        saved95 = float(np.mean([w for _, w in runs]))
+        kept = saved / saved95 if saved95 else 0.0
+        if rule == HINDSIGHT:
+            print(f"{rule} (a ceiling, not a rule): work saved {saved:.3f} vs {saved95:.3f} at 95 % recall = "
+                  f"{kept:.2f} of it")  # fmt: skip
+            continue
+        print(f"{rule}: {len(runs)} runs on {len(STOPS)} review(s); recall >= {STOP_RECALL} at the advised stop in "
+              f"{reached:.1%} (target {STOP_RUNS:.0%}: {'met' if reached >= STOP_RUNS else 'NOT met'}); work saved at "
+              f"the stop {saved:.3f} vs {saved95:.3f} at 95 % recall = {kept:.2f} of it (target {STOP_WORK}: "
+              f"{'met' if kept >= STOP_WORK else 'NOT met'})")  # fmt: skip
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--csv", action="append", type=Path,
@@ -178,12 +252,18 @@ def main() -> int:
     ap.add_argument("--every-other-label", action="store_true",
                     help="also print the WSS@95 of ranking each include with every other label known")  # fmt: skip
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "screening_recall.png")
+    ap.add_argument("--stop-rules", default="buscar_ranked,buscar,recall_estimate",
+                    help="stopping rules replayed on each of ra's orders (comma-separated; empty: none)")  # fmt: skip
+    ap.add_argument("--stop-repeats", type=int, default=5, help="random sample draws per order for buscar")
     args = ap.parse_args()
+    args.stop_rules = [rule for rule in args.stop_rules.split(",") if rule]
     args.csv = [csv.resolve() for csv in args.csv or [ROOT / "data" / "demo" / "Cohen_2006_ProtonPumpInhibitors.csv"]]
 
     cfg = load_config(ROOT / "config.toml")
     exe = None if args.skip_asreview else asreview_bin(args.asreview_venv)
     results = [(csv, *compare(csv, args.label, args, cfg, exe)) for csv in args.csv]
+    if STOPS:
+        print_stop_table()
     if exe is None:
         return 0
     gains = [r.wss95 - a.wss95 for _, r, a in results if a is not None]

@@ -289,6 +289,7 @@ class AnnConfig:
     seed: int = _knob(0, 0, 2**32 - 1)
 
 
+STOP_RULES = ("buscar_ranked", "buscar", "recall_estimate", "consecutive_excludes", "none")
 SCREEN_STRATEGIES = ("max", "max_explore", "uncertainty", "random")  # `ra screen` query strategies
 
 
@@ -315,7 +316,9 @@ class ScreenConfig:
     retrain_every: int = _knob(1, 1, 10000)
     seed: int = _knob(0, 0, 2**32 - 1)
     show_next: int = _knob(10, 1, 1000)
-    stop_rule: str = _knob("recall_estimate", choices=("recall_estimate", "consecutive_excludes", "none"))
+    stop_rule: str = _knob("buscar_ranked", choices=STOP_RULES)
+    stop_confidence: float = _knob(0.95, 0.5, 0.999)
+    stop_sample_from: float = _knob(0.5, 0.001, 1)
     stop_consecutive_excludes: int = _knob(100, 1, 1_000_000)
     stop_recall_target: float = _knob(0.95, 0.5, 1)
     stop_window: int = _knob(50, 5, 1_000_000)

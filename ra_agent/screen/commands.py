@@ -123,9 +123,9 @@ def _list(store: Store) -> int:
 
 def print_step(result: Step) -> None:
     s = result.stop
-    print(f"{result.project}: {s.screened} of {s.total} screened, {s.includes} included; "
-          f"estimated includes left {s.estimated_left:g} (estimated recall {s.estimated_recall:.0%}); "
-          f"stop rule {s.rule}: {'STOP' if s.stop else 'continue'} ({s.reason})")  # fmt: skip
+    print(f"{result.project}: {s.screened} of {s.total} screened, {s.includes} included")
+    for line in s.lines():
+        print(line)
     if result.top_terms:
         print("model: terms towards include: " + ", ".join(t for t, _ in result.top_terms[:8]))
     for r in result.next:

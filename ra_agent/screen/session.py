@@ -10,10 +10,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ra_agent.config import Config, ScreenConfig
+from ra_agent.config import Config
 from ra_agent.screen.features import Features, ScreenRecord, build_features, dense_vectors, linked
 from ra_agent.screen.model import Fitted, choose, fit, prepare, reasons, spec
 from ra_agent.screen.project import decisions, records
+from ra_agent.screen.stopping import StopStatus, stop_status
 from ra_agent.store.db import Store
 
 log = logging.getLogger(__name__)
@@ -29,21 +30,6 @@ class Ranked:
     why: str
 
 
-@dataclass(frozen=True)
-class StopStatus:
-    """The stopping aid: an estimate of the includes left and whether the chosen rule says stop."""
-
-    rule: str
-    screened: int
-    total: int
-    includes: int
-    estimated_left: float  # add-one include rate of the recent decisions x undecided records
-    estimated_recall: float
-    consecutive_excludes: int
-    stop: bool
-    reason: str
-
-
 @dataclass
 class Step:
     project: str
@@ -53,38 +39,6 @@ class Step:
     trained_seq: int
     digest: str
     top_terms: list[tuple[str, float]] = field(default_factory=list)
-
-
-def stop_status(labels_in_order: list[int], total: int, screen: ScreenConfig) -> StopStatus:
-    """Stopping aid over the decisions in the order made. Estimated includes left = the include rate (add-one) of the
-    last `stop_window` decisions, or of the current run of excludes when longer, x the undecided records (screening
-    best-first the rate only falls, so this is an upper estimate).
-    Rules: recall_estimate (found / (found + left) >= stop_recall_target), consecutive_excludes (the last
-    `stop_consecutive_excludes` decisions were all excludes), none; never before `stop_min_screened` of the records."""
-    screened, found = len(labels_in_order), int(sum(labels_in_order))
-    streak = 0
-    for label in reversed(labels_in_order):
-        if label:
-            break
-        streak += 1
-    window = labels_in_order[-max(screen.stop_window, streak) :] if screened else []
-    rate = (sum(window) + 1) / (len(window) + 1)  # add-one: a run of excludes never reads as "none left"
-    left = round(rate * (total - screened), 1)
-    recall = found / (found + left) if found + left > 0 else 0.0
-    enough = screened >= screen.stop_min_screened * total and found > 0
-    if screen.stop_rule == "recall_estimate":
-        met = recall >= screen.stop_recall_target
-        why = f"estimated recall {recall:.0%} (target {screen.stop_recall_target:.0%})"
-    elif screen.stop_rule == "consecutive_excludes":
-        met = streak >= screen.stop_consecutive_excludes
-        why = f"{streak} consecutive excludes (rule: {screen.stop_consecutive_excludes})"
-    else:
-        met, why = False, "no stopping rule ([screen] stop_rule = none)"
-    if not enough and met:
-        why += f"; but under {screen.stop_min_screened:.0%} of the records screened or no include yet"
-    stop = (met and enough) or screened >= total
-    return StopStatus(screen.stop_rule, screened, total, found, left, round(recall, 4), streak, stop,
-                      ("all records screened" if screened >= total else why))  # fmt: skip
 
 
 def project_features(cfg: Config, recs: list[ScreenRecord]) -> Features:
@@ -125,7 +79,13 @@ def step(cfg: Config, store: Store, project: str, *, n: int | None = None, featu
     undecided = np.flatnonzero(~decided)
     trained_seq = max((d.seq for d in made), default=0)
     rng = np.random.default_rng([screen.seed, trained_seq])
-    picks = choose(fitted, undecided, n or screen.show_next, screen, rng, int(sum(labels)))
+    status = stop_status(labels, len(recs), screen)
+    if status.sampling:  # buscar: the test's sample is drawn at random from the undecided records
+        drawn = rng.permutation(undecided)[: n or screen.show_next]
+        picks = [(int(row), f"drawn at random from the {len(undecided)} undecided records: the stopping test's "
+                  "sample (buscar)") for row in drawn]  # fmt: skip
+    else:
+        picks = choose(fitted, undecided, n or screen.show_next, screen, rng, int(sum(labels)))
     if fitted.digest == "untrained":
         picks = [(row, "source order (the model starts once one include and one exclude are decided)")
                  for row, _ in picks]  # fmt: skip
@@ -144,7 +104,6 @@ def step(cfg: Config, store: Store, project: str, *, n: int | None = None, featu
                why(row, how))
         for row, how in picks
     ]  # fmt: skip
-    status = stop_status(labels, len(recs), screen)
     save_model(store, project, trained_seq, fitted, spec(screen, embedding=features.embedding, seed=screen.seed),
                ranking)  # fmt: skip
     return Step(project, shown, ranking, status, trained_seq, fitted.digest, fitted.top_terms)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +14,7 @@ from ra_agent.config import Config, ScreenConfig
 from ra_agent.fileio import InputError, check_text_file
 from ra_agent.screen.features import Features, ScreenRecord, split_ids, work_ids
 from ra_agent.screen.model import MODEL_NAME, Prepared, choose, fit, prepare
+from ra_agent.screen.stopping import StopPoint, first_stop
 
 log = logging.getLogger(__name__)
 
@@ -217,6 +218,7 @@ class SimulationReport:
     png: Path | None
     retrain_every: int
     linked: int = 0  # records with a citation link to another record (0: the export lists no references)
+    stops: list[StopPoint] = field(default_factory=list)  # where the stopping aid first advised stopping, per seed
 
     def mean(self) -> Metrics:
         return mean_metrics(self.runs)
@@ -224,16 +226,38 @@ class SimulationReport:
     def lines(self) -> list[str]:
         out = [f"{self.source}: {self.n} records, {self.includes} includes; priors 1 include + 1 exclude per seed; "
                f"retrained every {self.retrain_every} decision(s); citation links on {self.linked} records"]  # fmt: skip
-        for seed, (inc, exc), m in zip(self.seeds, self.priors, self.runs, strict=True):
+        for seed, (inc, exc), m, stop in zip(self.seeds, self.priors, self.runs, self.stops, strict=True):
             out.append(f"  seed {seed} (priors rows {inc}, {exc}): WSS@95 {m.wss95:.3f}  recall@10% "
                        f"{m.recall_at_10:.3f}  ATD {m.atd:.3f}  screened for 95% recall: {m.screened_at_95}")  # fmt: skip
+            out.append("    " + stop_line(stop, m))
         m, r = self.mean(), self.random
         out.append(f"ra (mean of {len(self.runs)}): WSS@95 {m.wss95:.3f}  recall@10% {m.recall_at_10:.3f}  "
                    f"ATD {m.atd:.3f}")  # fmt: skip
+        if self.stops:
+            out.append(mean_stop_line(self.stops, self.runs))
         out.append(f"random order (mean): WSS@95 {r.wss95:.3f}  recall@10% {r.recall_at_10:.3f}  ATD {r.atd:.3f}")
         if self.png:
             out.append(f"recall curve: {self.png}")
         return out
+
+
+def stop_line(stop: StopPoint, m: Metrics) -> str:
+    """Where the stopping aid first advised stopping on one order, beside the 95 %-recall point."""
+    sampled = f", random sample from record {stop.sample_from + 1}" if stop.sample_from is not None else ""
+    return (
+        f"stop advised ({stop.rule}{sampled}) after {stop.screened} records ({stop.share:.1%}): recall "
+        f"{stop.recall:.3f}; work saved {1 - stop.share:.3f} vs {1 - m.screened_at_95 / m.n:.3f} at 95% recall"
+    )
+
+
+def mean_stop_line(stops: Sequence[StopPoint], runs: Sequence[Metrics]) -> str:
+    saved = float(np.mean([1 - s.share for s in stops]))
+    saved95 = float(np.mean([1 - m.screened_at_95 / m.n for m in runs]))
+    reached = sum(s.recall >= 0.95 for s in stops)
+    return (f"stop advised ({stops[0].rule}, mean of {len(stops)}): after {np.mean([s.share for s in stops]):.1%} "
+            f"of the records, recall {np.mean([s.recall for s in stops]):.3f} (>= 0.95 in {reached} of "
+            f"{len(stops)}); work saved {saved:.3f} vs {saved95:.3f} at 95% recall "
+            f"({saved / saved95 if saved95 else 0:.2f} of it)")  # fmt: skip
 
 
 def mean_metrics(runs: Sequence[Metrics]) -> Metrics:
@@ -279,7 +303,7 @@ def run_simulation(
     features = features or simulation_features(cfg, data)
     retrain = retrain_every or screen.sim_retrain_every
     n_seeds = seeds or screen.sim_seeds
-    runs, priors, orders = [], [], []
+    runs, priors, orders, stops = [], [], [], []
     done = 0
     total = n_seeds * len(data.labels)
 
@@ -295,6 +319,7 @@ def run_simulation(
             runs.append(m)
             priors.append(pair)
             orders.append(order)
+            stops.append(first_stop(data.labels[order], screen, seed=seed))
             done += len(data.labels)
     randoms = random_orders(data.labels, priors[0], seed=0, runs=screen.sim_random_runs)
     random_mean = mean_metrics([metrics(data.labels[o]) for o in randoms])
@@ -304,4 +329,4 @@ def run_simulation(
         png = plot_recall({f"ra {MODEL_NAME}": data.labels[orders[0]], "random order": data.labels[randoms[0]]},
                           out, title)  # fmt: skip
     return SimulationReport(data.source, len(data.labels), int(data.labels.sum()), list(range(n_seeds)), priors,
-                            runs, random_mean, png, retrain, features.linked_records)  # fmt: skip
+                            runs, random_mean, png, retrain, features.linked_records, stops)  # fmt: skip

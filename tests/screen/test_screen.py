@@ -130,6 +130,7 @@ def test_cli_decide_shows_next_records_and_a_missing_label_column_is_one_line(wo
     assert main(["--config", str(config), "screen", "--from", str(subset_csv), "--next", "3"]) == 0
     out = capsys.readouterr().out
     assert "import:ppi_subset.csv: 0 of 240 screened" in out and out.count("PMID ") == 3
+    assert "stopping aid (buscar_ranked): silent until 24 decisions and one include (0 made, 0 included)" in out
     pmid = out.split("PMID ")[1].split()[0]
     assert main(["--config", str(config), "screen", "--decide", pmid, "include", "--reason", "RCT of two PPIs"]) == 0
     out = capsys.readouterr().out

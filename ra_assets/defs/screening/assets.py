@@ -50,6 +50,7 @@ def screening_ranking(
             "stop_rule": s.rule,
             "stop": s.stop,
             "stop_reason": s.reason,
+            "stop_advice": " | ".join(line.strip() for line in s.lines()),
             "trained_on_decisions": result.trained_seq,
             "model_digest": result.digest,
             "ranking": dg.MetadataValue.md(table),
