@@ -379,10 +379,11 @@ def cmd_questions(args: argparse.Namespace) -> int:
     from ra_agent.evidence.question_dossiers import handbook_questions, handbook_topic, questions_dir, write_dossiers
 
     cfg = _config(args)
-    check_handbook(cfg, Path(args.handbook))
-    handbook_topic(args.handbook)  # a handbook without a seed query is refused before the store opens
+    handbook = resolve_handbook(args.handbook, args.config)  # a name as `ra run` takes it, or a path
+    check_handbook(cfg, handbook)
+    handbook_topic(handbook)  # a handbook without a seed query is refused before the store opens
     with _store(cfg) as store:
-        topic, questions, judged, papers = handbook_questions(cfg, store, args.handbook)
+        topic, questions, judged, papers = handbook_questions(cfg, store, handbook)
     eligible = sum(j.eligible for j in judged.values())
     print(f"topic: {topic.describe()}; {len(papers)} papers, {eligible} eligible trials, {len(questions)} questions")
     if not eligible:
@@ -391,8 +392,8 @@ def cmd_questions(args: argparse.Namespace) -> int:
         indent = "  " if q.parent else ""
         print(f"{indent}{q.id}  {q.pico}  trials {len(q.trials)}  -> {q.verdict}: {q.verdict_reason}")
     if args.write:
-        paths = write_dossiers(cfg, questions_dir(cfg, args.handbook), topic, questions, papers)
-        print(f"wrote {len(paths)} dossiers and questions.json to {questions_dir(cfg, args.handbook)}")
+        paths = write_dossiers(cfg, questions_dir(cfg, handbook), topic, questions, papers)
+        print(f"wrote {len(paths)} dossiers and questions.json to {questions_dir(cfg, handbook)}")
     return 0
 
 
@@ -473,7 +474,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--n-ctx", type=int, default=8192, help="the model's context in tokens (default 8192)")
     p.add_argument("--port", type=int, help="port on 127.0.0.1 (default: a free one)")
     p = add("questions", cmd_questions, "a handbook's review questions over the corpus: trials, coverage, verdicts")
-    p.add_argument("handbook")
+    p.add_argument("handbook", help="a handbook name from handbooks/ (as ra run takes) or a path")
     p.add_argument("--write", action="store_true", help="write one dossier per question and questions.json")
     p = add("demo", cmd_demo, "the main job: run a handbook end to end on the bundled demo corpus")
     p.add_argument("--handbook", default="seek_gap_ppi_gerd", help="a handbook name (as ra run takes) or a path")
