@@ -15,7 +15,7 @@ want=$(sha1sum pyproject.toml | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     .venv/bin/python -m pip install --quiet --upgrade pip
     .venv/bin/python -m pip install --quiet torch==2.13.0
-    .venv/bin/python -m pip install --quiet -e ".[dev]"
+    .venv/bin/python -m pip install --quiet -e ".[dev,celery]"
     echo "$want" > "$stamp"
     echo "setup: installed ra into .venv"
 fi
@@ -44,5 +44,31 @@ elif [ ! -f "$no_chromium" ]; then
     if [ -n "$why" ]; then
         echo "$why" > "$no_chromium"
         echo "setup: Chromium is missing ($why); the browser test skips until it is installed"
+    fi
+fi
+# The celery tests (tests/flow/test_celery.py) start Debian's redis-server as their broker, installed here like the
+# browser; when that cannot happen the reason goes to .venv/.ra-no-redis and those tests skip with it, except
+# under CI, where a missing broker fails them. (Only the binary is used: the tests start their own server.)
+no_redis=.venv/.ra-no-redis
+if command -v redis-server >/dev/null 2>&1 || [ -x /usr/bin/redis-server ]; then
+    rm -f "$no_redis"
+elif [ ! -f "$no_redis" ]; then
+    why="" as_root=""
+    if ! command -v apt-get >/dev/null 2>&1; then
+        why="no apt-get here: install Redis so that \`redis-server\` is on PATH"
+    elif [ "$(id -u)" != 0 ]; then
+        if sudo -n true 2>/dev/null; then as_root="sudo -n"; else
+            why="not root and no passwordless sudo: run \`sudo apt-get install -y redis-server\`"
+        fi
+    fi
+    if [ -z "$why" ]; then
+        echo "setup: installing Debian's redis-server (the celery tests' broker)"
+        $as_root apt-get update -qq >/dev/null \
+            && $as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null \
+            || why="\`apt-get install redis-server\` failed: install it by hand"
+    fi
+    if [ -n "$why" ]; then
+        echo "$why" > "$no_redis"
+        echo "setup: redis-server is missing ($why); the celery tests skip until it is installed"
     fi
 fi
