@@ -114,10 +114,17 @@ def shard_run(key: str) -> dict:
     return run_celery("embedding_shard_job", {"dagster/partition": key})
 
 
-def embed_celery(pool: int) -> dict:
+def known_batches() -> list[str]:
+    """Every ingest batch as a partition of ingest_batch (what the ingest-batch sensor adds as batches arrive)."""
     keys = batches()
     with dg.DagsterInstance.get() as instance:
         instance.add_dynamic_partitions("ingest_batch", keys)
+    return keys
+
+
+def embed_celery(pool: int) -> dict:
+    keys = known_batches()
+    with dg.DagsterInstance.get() as instance:
         instance.event_log_storage.set_concurrency_slots("embedding", pool)  # `dagster instance concurrency set`
     recon("embedding_shard_job").get_definition()  # the forked runs start with the code location loaded
     started = time.time()
@@ -167,6 +174,7 @@ def main(argv: list[str]) -> dict:
     if step == "embed_celery":
         return embed_celery(int(argv[1]) if len(argv) > 1 else 2)
     if step == "shard_celery":
+        known_batches()
         return run_celery("embedding_shard_job", {"dagster/partition": argv[1]})
     if step == "handbook_celery":
         return run_celery("handbook_job", run_config={"ops": {"start_goal_op": {"config": {"handbook": argv[1]}}}})

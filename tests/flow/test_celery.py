@@ -216,7 +216,8 @@ def test_a_worker_killed_inside_an_append_loses_nothing_and_the_step_runs_on_the
         rows = lambda: sum(p.stat().st_size for p in folder.glob("*/rows.i64"))  # noqa: E731
         deadline = time.monotonic() + 300
         while rows() == 0:  # w1 took the step (prefetch 1: it holds no other) and wrote past the commit point
-            assert run.poll() is None and time.monotonic() < deadline, "the shard step never reached its append"
+            if run.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"the shard step never reached its append: {run.communicate(timeout=5)}")
             time.sleep(0.2)
         survivor = workers("w2", env)  # w1 holds the step, so w2 only takes it once the broker gives it back
         survivor.wait_ready(180)
