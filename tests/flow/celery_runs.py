@@ -78,7 +78,8 @@ def materialized(instance: dg.DagsterInstance, run_id: str) -> list[dict]:
 def run_celery(job_name: str, tags: dict | None = None, run_config: dict | None = None) -> dict:
     with dg.DagsterInstance.get() as instance:
         started = time.time()
-        result = dg.execute_job(recon(job_name), instance=instance, tags=tags or {}, run_config=run_config)
+        with dg.execute_job(recon(job_name), instance=instance, tags=tags or {}, run_config=run_config) as result:
+            output = result.output_for_node("start_goal_op") if job_name == "handbook_job" and result.success else None
         failure = next((e for e in result.all_events if e.event_type == dg.DagsterEventType.RUN_FAILURE), None)
         return {
             "job": job_name,
@@ -89,9 +90,7 @@ def run_celery(job_name: str, tags: dict | None = None, run_config: dict | None 
             "materialized": materialized(instance, result.run_id),
             "failure": failure.message if failure else None,
             "seconds": round(time.time() - started, 2),
-            "output": result.output_for_node("start_goal_op")
-            if job_name == "handbook_job" and result.success
-            else None,
+            "output": output,
         }
 
 

@@ -17,10 +17,13 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -89,19 +92,34 @@ def workers(tmp_path):
     assert not [w.name for w in started if w.alive()], "a worker outlived its stop"
 
 
-def run_step(env: dict[str, str], cwd: Path, *args: str, timeout: float = 900) -> dict:
-    """`celery_runs.py ARGS` in its own process group (stopped with its forked runs on timeout or failure)."""
+class Background:
+    result: dict
+
+
+@contextmanager
+def run_in_background(env: dict[str, str], cwd: Path, *args: str, timeout: float = 900) -> Iterator[Background]:
+    """`celery_runs.py ARGS` in its own process group while the block runs; then its RESULT (`.result`). The group
+    (with the runs it forked) is stopped on timeout, on failure and at the end."""
     process = subprocess.Popen([sys.executable, str(RUNS), *args], env=env, cwd=cwd, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
+    started, done = time.monotonic(), Background()
     try:
-        out, err = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        stop_group(process, grace=5)
-        raise AssertionError(f"celery_runs.py {' '.join(args)} still running after {timeout:.0f}s") from None
+        yield done
+        try:
+            out, err = process.communicate(timeout=max(1.0, timeout - (time.monotonic() - started)))
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"celery_runs.py {' '.join(args)} still running after {timeout:.0f}s") from None
+        assert process.returncode == 0, err[-4000:]
+        done.result = json.loads(next(x for x in out.splitlines() if x.startswith("RESULT "))[len("RESULT ") :])
     finally:
         stop_group(process, grace=5)
-    assert process.returncode == 0, err[-4000:]
-    return json.loads(next(x for x in out.splitlines() if x.startswith("RESULT "))[len("RESULT ") :])
+
+
+def run_step(env: dict[str, str], cwd: Path, *args: str, timeout: float = 900) -> dict:
+    """`celery_runs.py ARGS` in its own process group, waited for; its RESULT."""
+    with run_in_background(env, cwd, *args, timeout=timeout) as done:
+        pass
+    return done.result
 
 
 # ---------------------------------------------------------------------------- embedding shards
@@ -272,9 +290,20 @@ def test_the_agent_flow_through_celery_gives_the_local_runner_reports(demo_proje
     started = run_step(env, demo_project, "handbook_celery", HANDBOOK)
     assert started["success"] and started["steps"][0]["worker"] in {w.hostname for w in pool}
     goal_id = started["output"]
-    driven = run_step(env, demo_project, "agent_celery", timeout=1500)
+    with run_in_background(env, demo_project, "agent_celery", timeout=1500) as driving:
+        local = tmp_path / "local"  # meanwhile the same handbook on a fresh copy, through the local runner
+        shutil.copytree(demo_template, local)
+        local_cfg = load_config(write_config(local))
+        with open_store(local_cfg) as store:
+            handbook = local / "handbooks" / f"{HANDBOOK}.md"
+            local_state = run_goal(local_cfg, store, start_goal(local_cfg, store, handbook, RulesBrain.name).goal_id,
+                                   RulesBrain())  # fmt: skip
+    driven = driving.result
     assert driven["last_skip"] == "no goal to run (1 stopped)"
     runs = driven["runs"]
+    for run in [started, *runs]:
+        print(f"{run['job']:<22} {run['partition'] or '':<14} {run['seconds']:>6.1f} s  "
+              f"{', '.join(sorted({s['worker'] for s in run['steps']}))}  ({len(run['steps'])} steps)")  # fmt: skip
     assert runs and all(r["success"] for r in runs)
     assert all(r["steps"] for r in runs)  # every run's steps executed on a worker
     used = {s["worker"] for r in [started, *runs] for s in r["steps"]}
@@ -286,26 +315,21 @@ def test_the_agent_flow_through_celery_gives_the_local_runner_reports(demo_proje
         state = GoalStore(cfg.data_dir, store).load(goal_id)
     assert state.status == "stopped"
 
-    local = tmp_path / "local"  # the same handbook on a fresh copy of the workspace, through the local runner
-    shutil.copytree(demo_template, local)
-    local_cfg = load_config(write_config(local))
-    with open_store(local_cfg) as store:
-        local_state = run_goal(local_cfg, store, start_goal(local_cfg, store, local / "handbooks" / f"{HANDBOOK}.md",
-                                                            RulesBrain.name).goal_id, RulesBrain())  # fmt: skip
     assert history_shape(state, labels_of(cfg)) == history_shape(local_state, labels_of(local_cfg))
     reports = report_texts(cfg.data_dir, state, labels_of(cfg))
     assert reports and reports == report_texts(local_cfg.data_dir, local_state, labels_of(local_cfg))
 
 
 def report_texts(data_dir: Path, state, labels: dict[str, str]) -> dict[str, str]:
-    """Each report the goal wrote, by path, with the goal id and cluster ids replaced (both embed creation times)."""
+    """Each report the goal wrote, by path, with the goal id and cluster ids replaced (both embed creation times) and
+    the times it states (when it was generated, when the metrics were computed) masked."""
     out = {}
     for event in state.events("report_written"):
         text = (data_dir / event["path"]).read_text(encoding="utf-8")
         name = event["path"]
         for old, new in [(state.goal_id, "GOAL"), *labels.items()]:
             text, name = text.replace(old, new), name.replace(old, new)
-        out[name] = text
+        out[name] = re.sub(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", "TIME", text)  # generated / computed at
     return out
 
 
