@@ -16,7 +16,7 @@ import yaml
 from dagster._config import validate_config
 from dagster_celery import celery_executor
 
-from ra_assets.definitions import defs as ra_defs
+from ra_assets import definitions as ra  # a module: one @dg.definitions function in this module's scope
 
 # dagster-celery registers its step task again for every step it submits; Celery warns each time (its own call)
 warnings.filterwarnings("ignore", message=r"Task name 'execute_plan' is already registered to a different callable")
@@ -58,4 +58,4 @@ def executor_config(path: Path) -> dict[str, Any]:
 @dg.definitions
 def defs() -> dg.Definitions:
     executor = celery_executor.configured(executor_config(celery_yaml()), name="ra_celery")
-    return dg.Definitions.merge(ra_defs(), dg.Definitions(executor=executor))
+    return dg.Definitions.merge(ra.defs(), dg.Definitions(executor=executor))
