@@ -17,8 +17,8 @@ RA_CELERY_BACKEND.
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -109,10 +109,6 @@ def embed_in_process() -> dict:
     return {"seconds": round(time.time() - started, 2), "batches": keys}
 
 
-def shard_run(key: str) -> dict:
-    return run_celery("embedding_shard_job", {"dagster/partition": key})
-
-
 def known_batches() -> list[str]:
     """Every ingest batch as a partition of ingest_batch (what the ingest-batch sensor adds as batches arrive)."""
     keys = batches()
@@ -125,12 +121,16 @@ def embed_celery(pool: int) -> dict:
     keys = known_batches()
     with dg.DagsterInstance.get() as instance:
         instance.event_log_storage.set_concurrency_slots("embedding", pool)  # `dagster instance concurrency set`
-    recon("embedding_shard_job").get_definition()  # the forked runs start with the code location loaded
     started = time.time()
-    # one process per run, as the daemon's run launcher starts them (Dagster's execute_job is not for threads);
-    # forked from this one, which has imported the code location already
-    with multiprocessing.get_context("fork").Pool(len(keys)) as pool:
-        shards = pool.map(shard_run, keys, chunksize=1)
+    # one process per run, as the daemon's run launcher starts them (Dagster's execute_job is not for threads,
+    # and a fork of this process can inherit a held lock)
+    runs = [subprocess.Popen([sys.executable, __file__, "shard_celery", key], stdout=subprocess.PIPE, text=True)
+            for key in keys]  # fmt: skip
+    shards = []
+    for run in runs:
+        out, _ = run.communicate()
+        assert run.returncode == 0, f"shard run exited {run.returncode}"
+        shards.append(json.loads(next(x for x in out.splitlines() if x.startswith("RESULT "))[len("RESULT ") :]))
     shard_seconds = round(time.time() - started, 2)
     index = run_celery("embedding_index_job")
     return {"shards": shards, "index": index, "shard_seconds": shard_seconds, "batches": keys}
