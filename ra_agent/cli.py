@@ -376,7 +376,7 @@ def _resume(cfg: Config, store: Store, goals, args: argparse.Namespace, removed:
 
 
 def cmd_questions(args: argparse.Namespace) -> int:
-    from ra_agent.evidence.question_dossiers import handbook_questions, handbook_topic, questions_dir, write_dossiers
+    from ra_agent.agent.questions import handbook_questions, handbook_topic, questions_dir, write_dossiers
 
     cfg = _config(args)
     handbook = resolve_handbook(args.handbook, args.config)  # a name as `ra run` takes it, or a path

@@ -5,6 +5,7 @@ from ra_agent.agent.goal import GoalStore
 from ra_agent.agent.guards import pause_requested
 from ra_agent.agent.handbook import HandbookError
 from ra_agent.agent.loopguard import GoalLock, GoalLocked
+from ra_agent.agent.questions import cluster_questions
 from ra_agent.agent.reporting import load_prisma, record_goal_playbook, workspace_relative
 from ra_agent.agent.runner import mark_crashed, spawned_goals, start_goal, written_reports
 from ra_agent.agent.stages import (
@@ -22,6 +23,7 @@ __all__ = [
     "GoalStore",
     "HandbookError",
     "StageRequest",
+    "cluster_questions",
     "load_prisma",
     "mark_crashed",
     "pause_requested",

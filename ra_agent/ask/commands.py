@@ -66,9 +66,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 def log_telemetry(cfg: Config, result: Any, *, verbose: bool = False) -> Path:
     """Append the run's telemetry lines to <data_dir>/<[logging] log_dir>/ask.log (stderr too with --verbose)."""
-    from ra_agent.agent.cyclelog import log_dir
-
-    path = log_dir(cfg) / "ask.log"
+    path = cfg.data_dir / cfg.logging.log_dir / "ask.log"
     path.parent.mkdir(parents=True, exist_ok=True)
     lines = telemetry_lines(result)
     with path.open("a", encoding="utf-8") as f:

@@ -1,7 +1,7 @@
 """Evidence: PICO extraction, study design, SR search and overlap, PRISMA check, dossiers, SR drafts, synthesis."""
 
 from ra_agent.evidence.pico.design import publication_kinds
-from ra_agent.evidence.pico.extract import PicoFileError, read_pico
+from ra_agent.evidence.pico.extract import PicoFileError, pico_code_version, read_pico
 from ra_agent.evidence.synthesis.report import drafts_synthesis
 
-__all__ = ["PicoFileError", "drafts_synthesis", "publication_kinds", "read_pico"]
+__all__ = ["PicoFileError", "drafts_synthesis", "pico_code_version", "publication_kinds", "read_pico"]

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ra_agent.evidence.classes import PLACEBO, Agent, agents_in, classes_named, lineage
+from ra_agent.evidence.reviews import is_review
 from ra_agent.models import Paper
 
 RULES = "rules (evidence.questions: title, abstract, MeSH headings, publication types, year)"
@@ -88,7 +89,6 @@ LOCAL_USE = re.compile(
     r"\b(?:locks?|locking|flush\w*|coated|coating|bonded|heparini[sz]ed|impregnated|solutions?)\b", re.I
 )
 PROTOCOL = re.compile(r"\brationale and design\b|\bstudy protocol\b|\bprotocol for a\b|\bdesign of (?:a|the)\b", re.I)
-REVIEW_JOURNAL = re.compile(r"cochrane database", re.I)
 
 
 def normalise(text: str) -> str:
@@ -245,16 +245,6 @@ class Eligibility:
     def as_dict(self) -> dict[str, Any]:
         return {"pmid": self.pmid, "eligible": self.eligible, "reason": self.reason,
                 "agents": [a.word for a in self.agents], "comparator": self.comparator}  # fmt: skip
-
-
-def is_review(paper: Paper) -> str | None:
-    """Why a record is a review (sr_search.review_reason, or a Cochrane Database journal), or None."""
-    from ra_agent.evidence.sr_search import review_reason
-
-    reason = review_reason(paper)
-    if reason is None and REVIEW_JOURNAL.search(paper.journal or ""):
-        reason = f"journal {paper.journal!r}"
-    return reason
 
 
 def randomised(paper: Paper) -> str | None:

@@ -17,6 +17,7 @@ from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from ra_agent.config import Config
 from ra_agent.embed.embedder import Embedder, encode_batched
+from ra_agent.evidence.reviews import is_review, review_reason
 from ra_agent.fileio import atomic_write
 from ra_agent.ingest.http import ApiError, failure_level
 from ra_agent.llm.base import BrainError
@@ -30,8 +31,6 @@ log = logging.getLogger(__name__)
 
 SYSTEMATIC_SUBSET = "systematic[sb]"
 MAX_TERM_WORDS = 4  # a label piece longer than this is free text: its content words become separate terms
-REVIEW_PUB_TYPES = ("Systematic Review", "Meta-Analysis", "Review")
-REVIEW_TEXT_CUE = re.compile(r"\bsystematic(?:\s+literature)?\s+reviews?\b|\bmeta[\s-]?analy(?:sis|ses|tic)\b", re.I)
 FIX_JSON = "FIX JSON ONLY: reply with only the JSON object asked for, nothing else."
 SNIPPET_CHARS = 200
 QUERY_MAX_CHARS = 300
@@ -92,24 +91,6 @@ def pubmed_sr_query(terms: Sequence[str]) -> str:
 def local_sr_query(terms: Sequence[str]) -> str:
     """The same term rule for the local full-text index (Store.search), without the PubMed subset filter."""
     return " OR ".join(f"({clause})" for clause in _term_clauses(terms))
-
-
-def review_reason(paper: Paper) -> str | None:
-    """Why a paper counts as a review offline, or None.
-
-    Offline rule: a paper is a review when its publication types include Systematic Review,
-    Meta-Analysis or Review, or its title or abstract says "systematic review(s)" /
-    "systematic literature review" or "meta-analysis/analyses/analytic" (also spelt
-    "meta analysis", "metaanalysis").
-    """
-    for pub_type in REVIEW_PUB_TYPES:
-        if pub_type in paper.pub_types:
-            return f"publication type {pub_type}"
-    for where, text in (("title", paper.title), ("abstract", paper.abstract)):
-        match = REVIEW_TEXT_CUE.search(text or "")
-        if match:
-            return f"{where} says {match.group(0)!r}"
-    return None
 
 
 OVERLAP_DEFINITION = (
@@ -319,7 +300,6 @@ def covering_reviews(
 def topic_reviews(store: Store) -> list[Paper]:
     """Every paper of the local corpus that `questions.is_review` calls a review (a LIKE pre-filter on publication
     types, journal, title and abstract, then the rule)."""
-    from ra_agent.evidence.questions import is_review
 
     rows = store.conn.execute(
         "SELECT pmid FROM paper WHERE pub_types LIKE '%Review%' OR pub_types LIKE '%Meta-Analysis%' "
@@ -339,7 +319,7 @@ def question_coverage(
     encompasses the topic's (`questions.assess_coverage`) are checked; those holding >= [sr] sr_overlap_pivot
     of the trials cover it, newest first. Returns (covering PMIDs, their details, the trials, SrOverlap fields)."""
     from ra_agent.evidence.questions import assess_coverage as assess
-    from ra_agent.evidence.questions import build_questions, is_review
+    from ra_agent.evidence.questions import build_questions
     from ra_agent.topics.view import member_pmids
 
     members = [p for p in store.papers(member_pmids(store, cluster_id)) if not is_review(p)]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import os
 import shutil
 from pathlib import Path
@@ -15,10 +16,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ra_agent.agent.runner import start_goal
 from ra_agent.config import Config
 from ra_agent.embed.embedder import SentenceTransformerEmbedder
 from ra_agent.embed.index import build_index, vector_store_for
 from ra_agent.ingest.corpus import import_pending
+from ra_agent.llm.ollama_brain import OllamaBrain
 from ra_agent.topics.organise import organise
 from ra_agent.workspace import open_store
 
@@ -130,3 +133,26 @@ def demo_any_store(request, demo_project: Path) -> Config:
     url = request.getfixturevalue("pg_server").new_database()
     store_on_postgres(demo_project, url)
     return demo_cfg(demo_project, store={"url": url})
+
+
+HANDBOOK = "handbooks/seek_gap_ppi_gerd.md"
+
+
+def action(tool: str, **args) -> str:
+    """A brain's reply in the text protocol: reasoning, then the Action line."""
+    return f"Reasoning about the clusters.\nAction: {json.dumps({'tool': tool, 'args': args})}"
+
+
+@pytest.fixture
+def llm(demo, ollama_server):
+    """The demo workspace's config pointed at the replayed Ollama server, and its brain."""
+    cfg = demo.with_overrides(llm={"ollama_host": ollama_server.host, "brain": "ollama", "timeout_s": 30.0})
+    return cfg, OllamaBrain(cfg)
+
+
+@pytest.fixture
+def goal(llm, demo_project):
+    """A goal started from the seek-gap handbook with the Ollama brain."""
+    cfg, brain = llm
+    with open_store(cfg) as store:
+        return start_goal(cfg, store, demo_project / HANDBOOK, brain.name).goal_id

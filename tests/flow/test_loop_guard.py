@@ -3,39 +3,16 @@ before max_cycles with a stated reason, on the real demo workspace through Ollam
 
 from __future__ import annotations
 
-import json
-
-import pytest
-
+from flow.conftest import HANDBOOK, action
 from ra_agent.agent.actions import validate_action
 from ra_agent.agent.cycle import run_cycle
 from ra_agent.agent.goal import GoalStore
 from ra_agent.agent.handbook import load_handbook
 from ra_agent.agent.prompt import build_messages, observe
 from ra_agent.agent.runner import start_goal
-from ra_agent.llm.ollama_brain import OllamaBrain
 from ra_agent.llm.protocol import action_form, parse_action
 from ra_agent.llm.rules_brain import RulesBrain
 from ra_agent.workspace import open_store
-
-HANDBOOK = "handbooks/seek_gap_ppi_gerd.md"
-
-
-def action(tool: str, **args) -> str:
-    return f"Reasoning about the clusters.\nAction: {json.dumps({'tool': tool, 'args': args})}"
-
-
-@pytest.fixture
-def llm(demo, ollama_server):
-    cfg = demo.with_overrides(llm={"ollama_host": ollama_server.host, "brain": "ollama", "timeout_s": 30.0})
-    return cfg, OllamaBrain(cfg)
-
-
-@pytest.fixture
-def goal(llm, demo_project):
-    cfg, brain = llm
-    with open_store(cfg) as store:
-        return start_goal(cfg, store, demo_project / HANDBOOK, brain.name).goal_id
 
 
 def review_pmids(cfg, n: int) -> list[int]:

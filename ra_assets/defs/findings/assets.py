@@ -5,7 +5,7 @@ from pathlib import Path
 import dagster as dg
 
 from ra_agent.agent import run_expand, run_pico_stage, run_reports, run_sr_overlap
-from ra_agent.evidence.pico.extract import pico_code_version
+from ra_agent.evidence import pico_code_version
 from ra_assets.defs.clusters.assets import cluster_metrics, clusters
 from ra_assets.defs.ingest.assets import log_progress
 from ra_assets.meta import content_version
@@ -158,7 +158,7 @@ def review_questions(
     handbook's seed query): each question's eligible trials with reasons, the reviews whose own question
     encompasses it, the trials since the newest, and its verdict; one dossier per question under
     `questions/clusters/<cluster_id>/` (evidence.questions rules)."""
-    from ra_agent.evidence.question_dossiers import cluster_questions
+    from ra_agent.agent import cluster_questions
 
     cfg = ra.get_config()
     with store.get_client() as db:

@@ -1,0 +1,37 @@
+"""Which records are reviews: the offline rule over publication types, title/abstract cues and journal."""
+
+from __future__ import annotations
+
+import re
+
+from ra_agent.models import Paper
+
+REVIEW_PUB_TYPES = ("Systematic Review", "Meta-Analysis", "Review")
+REVIEW_TEXT_CUE = re.compile(r"\bsystematic(?:\s+literature)?\s+reviews?\b|\bmeta[\s-]?analy(?:sis|ses|tic)\b", re.I)
+REVIEW_JOURNAL = re.compile(r"cochrane database", re.I)
+
+
+def review_reason(paper: Paper) -> str | None:
+    """Why a paper counts as a review offline, or None.
+
+    Offline rule: a paper is a review when its publication types include Systematic Review,
+    Meta-Analysis or Review, or its title or abstract says "systematic review(s)" /
+    "systematic literature review" or "meta-analysis/analyses/analytic" (also spelt
+    "meta analysis", "metaanalysis").
+    """
+    for pub_type in REVIEW_PUB_TYPES:
+        if pub_type in paper.pub_types:
+            return f"publication type {pub_type}"
+    for where, text in (("title", paper.title), ("abstract", paper.abstract)):
+        match = REVIEW_TEXT_CUE.search(text or "")
+        if match:
+            return f"{where} says {match.group(0)!r}"
+    return None
+
+
+def is_review(paper: Paper) -> str | None:
+    """Why a record is a review (`review_reason`, or a Cochrane Database journal), or None."""
+    reason = review_reason(paper)
+    if reason is None and REVIEW_JOURNAL.search(paper.journal or ""):
+        reason = f"journal {paper.journal!r}"
+    return reason
