@@ -267,7 +267,8 @@ def _run_goals(cfg: Config, store: Store, goal_id: str, brain, max_cycles: int |
         for h in state.events("alternative_proposed"):
             print(f"  spawned goal {h['new_goal']}: {h.get('new_PICO', '')!r} ({h.get('handbook', '')})")
         for h in state.events("report_written"):
-            print(f"wrote {cfg.data_dir / h['path']}")
+            same = " (the same verdict as the goal that spawned it: its report)" if h.get("same_as_ancestor") else ""
+            print(f"wrote {cfg.data_dir / h['path']}{same}")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -405,7 +406,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     check_handbook(cfg, handbook)
     with _store(cfg) as store:
         written = run_demo(cfg, store, handbook=handbook, progress_factory=progress_bar)
-    for path in written:
+    for path in dict.fromkeys(written):
         print(f"wrote {path}")
     return 0
 

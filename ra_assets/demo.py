@@ -27,7 +27,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from ra_agent.agent import GoalStore, spawned_goals, written_reports
+from ra_agent.agent import GoalStore, report_verdict, spawned_goals, written_reports
 from ra_agent.config import ConfigError, default_config_path, load_config
 from ra_agent.workspace import open_store
 from ra_assets.local import console_level, drive
@@ -77,7 +77,7 @@ def report_gist(path: Path) -> str:
     except OSError:
         return ""
     title = next((x.split(":", 1)[-1].strip() for x in lines if x.startswith("# ")), "")
-    verdict = next((x.split("**Verdict:", 1)[1].split("**", 1)[0].strip(" .") for x in lines if "**Verdict:" in x), "")
+    verdict = report_verdict(path)
     return ": ".join(part for part in (title, verdict) if part)
 
 
@@ -209,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with dg.DagsterInstance.get() as instance:
             found: list[str] = []
-            written = run_demo(config, args.handbook, instance, found=found)
+            written = list(dict.fromkeys(run_demo(config, args.handbook, instance, found=found)))  # one line a report
     except (DemoFailed, ConfigError) as exc:
         print(f"ra demo: {exc}", file=sys.stderr)
         return 1

@@ -81,14 +81,57 @@ def write_goal_reports(cfg: Config, store: Store, goal_id: str | None = None) ->
                 path = gap_dossier(cfg, store, cluster_id, goal_id=state.goal_id, brain_name=state.brain,
                                    sr=load_sr_overlap(cfg, cluster_id), prisma=prisma, out_dir=out_dir)  # fmt: skip
                 kind = "gap_dossier"
-            written.append(Path(path))
-            relative = workspace_relative(cfg, path)
-            if relative not in {h["path"] for h in state.events("report_written")}:
-                state.record("report_written", kind=kind, cluster_id=cluster_id, path=relative)
+            path, recorded_now = record_report(cfg, goals, state, kind, cluster_id, Path(path))
+            written.append(path)
+            if recorded_now:
                 goals.save(state)
-            log.info("%s for %s (goal %s): %s", kind, cluster_id, state.goal_id, relative)
         record_goal_playbook(cfg, store, goals, state)
     return written
+
+
+def record_report(cfg: Config, goals: GoalStore, state, kind: str, cluster_id: str, path: Path,
+                  **extra) -> tuple[Path, bool]:  # fmt: skip
+    """Note a written report in the goal's history (once per path): (the report's path, whether it was noted now).
+
+    A spawned goal reaching its ancestor's verdict on the same cluster keeps no copy: its file is removed and the
+    history points at the ancestor's report (`same_as_ancestor`)."""
+    same = ancestor_report(cfg, goals, state, cluster_id, kind, path)
+    if same:
+        path.unlink()
+        path = cfg.data_dir / same
+    relative = workspace_relative(cfg, path)
+    log.info("%s for %s (goal %s): %s%s", kind, cluster_id, state.goal_id, relative,
+             " (the same verdict as an ancestor goal's: no copy written)" if same else "")  # fmt: skip
+    if relative in {h["path"] for h in state.events("report_written")}:
+        return path, False
+    state.record("report_written", kind=kind, cluster_id=cluster_id, path=relative, **extra,
+                 **({"same_as_ancestor": True} if same else {}))  # fmt: skip
+    return path, True
+
+
+def report_verdict(path: Path) -> str:
+    """The verdict line of a dossier or SR draft ("**Verdict: ...**"), or "" when it has none."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return ""
+    return next((x.split("**Verdict:", 1)[1].split("**", 1)[0].strip(" .") for x in lines if "**Verdict:" in x), "")
+
+
+def ancestor_report(cfg: Config, goals: GoalStore, state, cluster_id: str, kind: str, path: Path) -> str | None:
+    """The workspace-relative path of the report an ancestor goal (the goal that spawned this one, and so on up)
+    wrote on the same cluster, of the same kind and with the same verdict as `path`; None when there is none."""
+    verdict = report_verdict(path)
+    parent, seen = state.parent_goal, {state.goal_id}
+    while verdict and parent and parent not in seen and goals.exists(parent):
+        seen.add(parent)
+        ancestor = goals.load(parent)
+        for h in ancestor.events("report_written"):
+            if h.get("cluster_id") == cluster_id and h.get("kind") == kind:
+                if report_verdict(cfg.data_dir / h["path"]) == verdict:
+                    return h["path"]
+        parent = ancestor.parent_goal
+    return None
 
 
 def goal_playbook_steps(state) -> list[tuple[dict, object]]:

@@ -128,7 +128,7 @@ def spawned_goals(state: GoalState) -> list[str]:
 
 def written_reports(cfg: Config, state: GoalState) -> list[str]:
     """The paths of the reports this goal wrote (dossiers, SR drafts), in order."""
-    return [str(cfg.data_dir / h["path"]) for h in state.events("report_written")]
+    return list(dict.fromkeys(str(cfg.data_dir / h["path"]) for h in state.events("report_written")))
 
 
 def run_with_spawned(

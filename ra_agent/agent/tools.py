@@ -140,7 +140,7 @@ def _eutils(ctx: ToolContext):
 def _covered_dossier(ctx: ToolContext, cluster_id: str) -> None:
     """seek_gap pivots away from a cluster covered by prior reviews: write its dossier first (verdict "covered
     by review X → pivot", the reviews checked with their PRISMA status) so the judgement is on record."""
-    from ra_agent.agent.reporting import goal_reports_dir, workspace_relative
+    from ra_agent.agent.reporting import goal_reports_dir, record_report
     from ra_agent.evidence.prisma import review_statuses
     from ra_agent.evidence.report_base import ReportError
     from ra_agent.evidence.reports import gap_dossier
@@ -156,8 +156,7 @@ def _covered_dossier(ctx: ToolContext, cluster_id: str) -> None:
     except ReportError as exc:
         log.warning("dossier of covered cluster %s not written: %s", cluster_id, exc)
         return
-    ctx.goal.record("report_written", kind="gap_dossier", cluster_id=cluster_id, path=workspace_relative(ctx.cfg, path),
-                    verdict="covered")  # fmt: skip
+    record_report(ctx.cfg, ctx.goals, ctx.goal, "gap_dossier", cluster_id, path, verdict="covered")
 
 
 def _check_own_draft(ctx: ToolContext, cluster_id: str) -> ToolEffect:

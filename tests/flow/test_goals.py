@@ -16,6 +16,7 @@ import pytest
 from ra_agent.agent.goal import GoalStore
 from ra_agent.agent.guards import PAUSE_FILE, request_control
 from ra_agent.agent.loopguard import LOCK_FILE
+from ra_agent.agent.reporting import report_verdict
 from ra_agent.agent.runner import run_goal, run_with_spawned, start_goal
 from ra_agent.agent.stages import StageRequest
 from ra_agent.cli import main
@@ -194,6 +195,14 @@ def test_spawned_goals_are_announced_and_run_after_the_parent(demo, demo_project
     for child in states[1:]:
         assert child.parent_goal == first.goal_id and child.spawn_depth == 1 and child.cycle >= 1
         assert child.status != "in_progress" and child.events("alternative_proposed") == []  # depth 1 is the limit
-        assert all(r["path"].startswith(f"reports/{child.goal_id}/") for r in child.events("report_written"))
+        parents = {(r["cluster_id"], r["kind"]): r["path"] for r in first.events("report_written")}
+        for r in child.events("report_written"):  # its own report, or the parent's when the verdict is the same
+            own = cfg.data_dir / r["path"]
+            if r.get("same_as_ancestor"):
+                assert r["path"] == parents[(r["cluster_id"], r["kind"])]
+            else:
+                assert r["path"].startswith(f"reports/{child.goal_id}/") and own.exists()
+                if (r["cluster_id"], r["kind"]) in parents:  # never a copy of the parent's verdict
+                    assert report_verdict(own) != report_verdict(cfg.data_dir / parents[(r["cluster_id"], r["kind"])])
     themes = [h["seed_query"] for s in states[1:] for h in s.events("spawned_from")]
     assert len(themes) == len(set(themes))  # one goal per theme
