@@ -177,7 +177,7 @@ def run_sr_overlap(cfg: Config, store: Store, cluster_id: str, embedder=None, eu
         eutils = EutilsClient(cfg, store=store)
     return find_existing_sr(
         cfg, store, cluster_id, embedder=embedder or SentenceTransformerEmbedder(cfg), eutils=eutils,
-        topic=goal_topic(cfg, store, cluster_id),
+        topic=goal_topic(cfg, store, cluster_id) if cfg.sr.coverage_rule == "question" else None,
     )  # fmt: skip
 
 

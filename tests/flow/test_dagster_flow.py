@@ -63,6 +63,7 @@ def test_definitions_hold_the_pipeline(defs):
         "cluster_metrics",
         "pico_extractions",
         "sr_overlap",
+        "review_questions",
         "reports",
         "mind_kb",
         "cluster_expansion",

@@ -56,6 +56,7 @@ def digests(folder: Path) -> dict[str, str]:
 def test_the_three_handbooks_in_a_row(demo, demo_project):
     """Acceptance (issue 11): reflux goal reports into its own folder; the KD goal stops on "no papers" within two
     cycles and leaves that report byte for byte; conduct_SR never repeats a no-op and stops well before max_cycles."""
+    demo = demo.with_overrides(sr={"coverage_rule": "cosine"})  # the gap path of the older rule (see test_runner)
     gerd = run(demo, demo_project, GERD)
     assert gerd.status == "stopped" and gerd.stop_reason().startswith("success: ")
     assert set(gerd.success_clusters) <= set(gerd.owned_clusters)
