@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ra_agent.evidence.classes import PLACEBO, Agent, agents_in, classes_named, lineage
-from ra_agent.evidence.reviews import is_review
+from ra_agent.evidence.reviews import cue_reason, is_review
 from ra_agent.models import Paper
 
 RULES = "rules (evidence.questions: title, abstract, MeSH headings, publication types, year)"
@@ -249,17 +249,7 @@ class Eligibility:
 
 def randomised(paper: Paper) -> str | None:
     """Why a record reports a randomised trial, or None."""
-    for pub_type in RANDOMISED_TYPES:
-        if pub_type in paper.pub_types:
-            return f"publication type {pub_type}"
-    for heading in RANDOMISED_MESH:
-        if heading in paper.mesh:
-            return f"MeSH {heading}"
-    for where, text in (("title", paper.title), ("abstract", paper.abstract)):
-        match = RANDOMISED_TEXT.search(text or "")
-        if match:
-            return f"{where} says {match.group(0)!r}"
-    return None
+    return cue_reason(paper, RANDOMISED_TYPES, RANDOMISED_TEXT, RANDOMISED_MESH)
 
 
 def _about_trials(paper: Paper) -> str | None:

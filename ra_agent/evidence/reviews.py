@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from ra_agent.models import Paper
 
@@ -19,11 +20,20 @@ def review_reason(paper: Paper) -> str | None:
     "systematic literature review" or "meta-analysis/analyses/analytic" (also spelt
     "meta analysis", "metaanalysis").
     """
-    for pub_type in REVIEW_PUB_TYPES:
+    return cue_reason(paper, REVIEW_PUB_TYPES, REVIEW_TEXT_CUE)
+
+
+def cue_reason(paper: Paper, pub_types: Iterable[str], text_cue: re.Pattern, mesh: Iterable[str] = ()) -> str | None:
+    """The first cue a record carries, as a reason: one of `pub_types` among its publication types, then one of
+    `mesh` among its MeSH headings, then `text_cue` in its title or abstract; None when it carries none."""
+    for pub_type in pub_types:
         if pub_type in paper.pub_types:
             return f"publication type {pub_type}"
+    for heading in mesh:
+        if heading in paper.mesh:
+            return f"MeSH {heading}"
     for where, text in (("title", paper.title), ("abstract", paper.abstract)):
-        match = REVIEW_TEXT_CUE.search(text or "")
+        match = text_cue.search(text or "")
         if match:
             return f"{where} says {match.group(0)!r}"
     return None
