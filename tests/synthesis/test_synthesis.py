@@ -131,6 +131,19 @@ def test_no_duodenal_ulcer_trial_joins_an_oesophagitis_pool(papers: dict[int, Pa
     assert "proton pump inhibitors versus H2-receptor antagonists for healing in erosive oesophagitis" in title
 
 
+def test_pico_fields_name_arms_not_classes() -> None:
+    from ra_agent.evidence.synthesis.compare import arms_named, planned_comparisons
+
+    assert arms_named("pantoprazole 40 mg plus cisapride; PPI alone or proton pump inhibitors") == [
+        ("pantoprazole 40 mg", "pantoprazole"), ("cisapride", "cisapride")]  # fmt: skip
+    assert arms_named("esomeprazole 40 mg and 20 mg; omeprazole; matching omeprazole placebo") == [
+        ("esomeprazole 40 mg", "esomeprazole"), ("esomeprazole 20 mg", "esomeprazole"), ("omeprazole", "omeprazole")]  # fmt: skip
+    found = planned_comparisons("esomeprazole 40 mg", "omeprazole 20 mg", "erosive oesophagitis")
+    assert [(c.kind, c.arms, c.intervention_class) for c in found] == [
+        ("head-to-head", "esomeprazole vs omeprazole", PPI)
+    ]
+
+
 def test_trials_without_numbers_are_placed_by_their_pico(papers: dict[int, Paper]) -> None:
     # 10594396 (lansoprazole vs ranitidine in reflux oesophagitis) prints percentages without arm sizes
     trials = [papers[p] for p in sorted(HEALING_TRIALS | {10594396, 10763941})]

@@ -204,7 +204,7 @@ def arms_named(text: str) -> list[tuple[str, str]]:
     out = arms_in(text)
     known = {drug for _, drug in out}
     for agent in agents_in(text):
-        if agent.word in known or classes_named(agent.word):
+        if agent.word in known or classes_named(agent.word) or classes_named(agent.word.upper()):  # "ppi" too
             continue
         m = re.search(rf"\b{re.escape(agent.word)}\b\W{{0,3}}(?:(\d+(?:\.\d+)?)\s*mg\b)?", text, re.I)
         dose = m.group(1) if m and m.group(1) else ""
