@@ -55,11 +55,40 @@ def workspace_relative(cfg: Config, path: str | Path) -> str:
     return relative_posix(path, cfg.data_dir)
 
 
-def write_goal_reports(cfg: Config, store: Store, goal_id: str | None = None) -> list[Path]:
+def seed_question(seed_query: str | None):
+    """The review question of a goal's seed query as the SR draft's synthesis reads it
+    (`evidence.synthesis.question.from_topic` over `evidence.questions.Topic`: the seed's population × its
+    intervention classes × any comparator); None without a seed query."""
+    if not seed_query:
+        return None
+    from ra_agent.evidence.questions import Topic
+    from ra_agent.evidence.synthesis.question import from_topic
+
+    return from_topic(Topic.from_seed_query(seed_query))
+
+
+def goal_question(cfg: Config, state):
+    """The review question of a goal (`seed_question` of its handbook's seed query); None when the handbook is
+    unreadable or has no seed query."""
+    from ra_agent.agent.handbook import load_handbook
+
+    path = Path(state.handbook_path)
+    try:
+        seed = load_handbook(path if path.is_absolute() else Path(cfg.root) / path).seed_query
+    except (OSError, ValueError) as exc:
+        log.warning("goal %s: handbook %s unreadable (%s): the SR draft has no review question", state.goal_id,
+                    state.handbook_path, exc)  # fmt: skip
+        return None
+    return seed_question(seed)
+
+
+def write_goal_reports(cfg: Config, store: Store, goal_id: str | None = None, brain=None) -> list[Path]:
     """Write the report of each successful cluster of one goal into reports/<goal_id>/; note it in its history.
 
     Without `goal_id` (the Dagster `reports` asset run outside a goal): every goal that has a successful
-    cluster without a report yet. A goal's finished reports are never rewritten for another goal.
+    cluster without a report yet. A goal's finished reports are never rewritten for another goal. An SR draft
+    answers the goal's review question (`goal_question`); its arm data are read by `brain` when it is a language
+    model, else by the rules.
     """
     from ra_agent.evidence.draft import sr_draft
     from ra_agent.evidence.reports import gap_dossier
@@ -75,7 +104,7 @@ def write_goal_reports(cfg: Config, store: Store, goal_id: str | None = None) ->
             prisma = load_prisma(cfg, cluster_id)
             if state.primary_goal == "conduct_SR":
                 path = sr_draft(cfg, store, cluster_id, goal_id=state.goal_id, brain_name=state.brain, prisma=prisma,
-                                out_dir=out_dir)  # fmt: skip
+                                out_dir=out_dir, question=goal_question(cfg, state), brain=brain)  # fmt: skip
                 kind = "sr_draft"
             else:
                 path = gap_dossier(cfg, store, cluster_id, goal_id=state.goal_id, brain_name=state.brain,

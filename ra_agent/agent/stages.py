@@ -207,12 +207,13 @@ def run_expand(cfg: Config, store: Store, key: str, brain=None, embedder=None, e
     return semantic_boundary(cfg, store, cluster_id, candidates, judge, vectors=vectors)
 
 
-def run_reports(cfg: Config, store: Store, goal_id: str | None = None):
+def run_reports(cfg: Config, store: Store, goal_id: str | None = None, brain=None):
     """Stage `reports`: the dossier or SR draft of the goal's successful clusters, in reports/<goal_id>/
-    (without a goal: every goal whose successful clusters have no report yet)."""
+    (without a goal: every goal whose successful clusters have no report yet); an SR draft's arm data are read by
+    `brain` when it is a language model, else by the rules."""
     from ra_agent.agent.reporting import write_goal_reports
 
-    return write_goal_reports(cfg, store, goal_id)
+    return write_goal_reports(cfg, store, goal_id, brain)
 
 
 def perform(cfg: Config, store: Store, request: StageRequest, *, brain=None, embedder=None, goal_id=None):
@@ -232,4 +233,4 @@ def perform(cfg: Config, store: Store, request: StageRequest, *, brain=None, emb
         return run_sr_overlap(cfg, store, request.key, embedder=embedder)
     if request.stage == "expand":
         return run_expand(cfg, store, request.key, brain=brain, embedder=embedder)
-    return run_reports(cfg, store, goal_id)
+    return run_reports(cfg, store, goal_id, brain)

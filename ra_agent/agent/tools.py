@@ -161,14 +161,17 @@ def _covered_dossier(ctx: ToolContext, cluster_id: str) -> None:
 
 def _check_own_draft(ctx: ToolContext, cluster_id: str) -> ToolEffect:
     """Write ra's SR draft, judge it, fill the missing items once, write the final draft with its checklist."""
-    from ra_agent.agent.reporting import goal_reports_dir, save_prisma, workspace_relative
+    from ra_agent.agent.reporting import goal_reports_dir, save_prisma, seed_question, workspace_relative
     from ra_agent.evidence.checklist import checked_text
     from ra_agent.evidence.draft import sr_draft
     from ra_agent.evidence.prisma import prisma_check as check
 
+    question, arms = seed_question(ctx.handbook.seed_query), {}  # the LLM reads each trial's arms once
+
     def draft(prisma=None, fill=()):
         return sr_draft(ctx.cfg, ctx.store, cluster_id, goal_id=ctx.goal.goal_id, brain_name=ctx.brain.name,
-                        prisma=prisma, fill=fill, out_dir=goal_reports_dir(ctx.cfg, ctx.goal.goal_id))  # fmt: skip
+                        prisma=prisma, fill=fill, out_dir=goal_reports_dir(ctx.cfg, ctx.goal.goal_id),
+                        question=question, brain=ctx.brain, arm_cache=arms)  # fmt: skip
 
     def judge(path):
         return check(ctx.cfg, ctx.store, cluster_id, ctx.brain, draft_text=checked_text(path.read_text("utf-8")))
