@@ -1,5 +1,5 @@
 """Print the PICO quality report (Markdown): the learned tagger vs the rules vs the section-lead baseline, measured in
-one run on the held-out half of EBM-NLP (odd PMIDs; the tagger was trained on the even half), plus tagging time on the
+one run on the held-out half of EBM-NLP (odd PMIDs; no training or tuning step read it), plus tagging time on the
 demo corpus, demo-corpus design counts and gold-set F1.
 
 Each extractor is one row (`ROWS`: name → function of a Paper returning its fields); to add one (an LLM, say), add a
@@ -122,9 +122,9 @@ NOTE = (
     "scores 1.000); precise recall is the share that get a precise value, the strict reading the issue's bar "
     "(precision >= 0.70, recall >= 0.60) is held to. Token P/R/F1 are over the token positions the values cover "
     "against every labelled position (one value per field recalls few of them); EBM-NLP labels comparator arms as "
-    "interventions, so I joins I and C. The rules were developed on the even half of this file and the tagger was "
-    "trained on it; both are reported on the odd half, which no training or tuning step read, and on expert labels "
-    "when --expert is given."
+    "interventions, so I joins I and C. The rules were developed on the even half of this file and the P/I/O tagger "
+    "was trained on it (the intervention tagger on EBM-NLP's difficulty release, outside this file); all are "
+    "reported on the odd half, which no training or tuning step read, and on expert labels when --expert is given."
 )
 
 
