@@ -94,6 +94,28 @@ def test_verdict_names_the_covering_review_and_pivots(demo, embedder):
     assert gap_verdict(6, 6, None, None, {}).kind == "not judged"
 
 
+def test_dossier_and_draft_with_the_default_learned_extractor(demo):
+    """The fixture's PICO comes from the rules; redone by the default extractor (no LLM: the learned tagger), the
+    dossier's PICO table and the draft's data-collection item name the tagger and list its eligible trials."""
+    from ra_agent.evidence.pico import learned
+    from ra_agent.evidence.pico.extract import make_extractor, run_pico
+
+    cid = demo.trials_cluster
+    extractor = make_extractor(None, demo.cfg)
+    assert extractor.name == learned.model_version()
+    run = run_pico(demo.store.papers(demo.members(cid)), extractor, pico_path(demo.cfg, cid))
+    assert run.extractor_counts == {extractor.name: len(demo.members(cid))}
+    text = gap_dossier(demo.cfg, demo.store, cid, goal_id="g-learned", brain_name="rules", sr=None, prisma=None)
+    text = text.read_text(encoding="utf-8")
+    pico = section(text, "PICO of the eligible trials")
+    assert f"extractor: {extractor.name}" in pico and "rules:pico-cues-v2" not in pico
+    listed = re.findall(r"^\| \[PMID:(\d+)\]", pico, re.M)
+    assert len(listed) == eligible_count(demo, cid) == run.eligible > 0
+    draft = sr_draft(demo.cfg, demo.store, cid, goal_id="g-learned", brain_name="rules", prisma=None)
+    collected = f"were extracted from the abstracts by {extractor.name} ({len(demo.members(cid))})"
+    assert collected in draft.read_text(encoding="utf-8")
+
+
 def test_gap_dossier_needs_pico(demo):
     cid = demo.trials_cluster
     pico_path(demo.cfg, cid).unlink()

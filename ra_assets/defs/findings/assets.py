@@ -39,7 +39,9 @@ def pico_extractions(
 ):
     """PICO (P, I, C, O, StudyDesign, age, sample size) of one cluster's abstracts as
     `pico/<cluster_id>.jsonl` (one line per PMID) plus the p i c o m vector families; the
-    LLM extracts 40 abstracts per prompt, the labelled rule extractor when no LLM runs."""
+    LLM extracts 40 abstracts per prompt; when no LLM runs (or a batch fails), `[pico] extractor`:
+    the learned tagger (default) or the rules, each named in every record. The code version names the
+    tagger's model and span code and the rules, so a change to any shows the extractions stale."""
     from ra_agent.evidence import PicoFileError, read_pico
 
     cfg = ra.get_config()
