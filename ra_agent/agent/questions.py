@@ -16,7 +16,7 @@ from pathlib import Path
 from ra_agent.agent.handbook import load_handbook
 from ra_agent.agent.success import HandbookError
 from ra_agent.config import Config
-from ra_agent.evidence.questions import RULES, ReviewQuestion, Topic, questions_for_topic
+from ra_agent.evidence.questions import RULES, ReviewQuestion, Topic, TopicError, questions_for_topic
 from ra_agent.fileio import atomic_write
 from ra_agent.models import Paper
 from ra_agent.store.db import Store
@@ -38,13 +38,17 @@ def _references(store: Store, reviews: list[Paper]) -> dict[int, set[int]]:
 
 
 def handbook_topic(handbook_path: str | Path) -> Topic:
-    """The review-question topic of a handbook (its seed query); HandbookError when it has none."""
+    """The review-question topic of a handbook: its seed query's concepts with the synonyms its prose lists;
+    HandbookError (naming the file and Seed_query) when it has none or the rules cannot read it."""
     handbook = load_handbook(handbook_path)
     if not handbook.seed_query:
         raise HandbookError(
             str(handbook_path), 1, "Seed_query", "missing; a review question needs the topic's concepts"
         )
-    return Topic.from_seed_query(handbook.seed_query)
+    try:
+        return Topic.from_seed_query(handbook.seed_query).with_prose(handbook.prose)
+    except TopicError as exc:
+        raise HandbookError(str(handbook_path), 1, "Seed_query", str(exc)) from None
 
 
 def handbook_questions(cfg: Config, store: Store, handbook_path: str | Path):

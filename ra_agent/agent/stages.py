@@ -147,8 +147,7 @@ def goal_topic(cfg: Config, store: Store, cluster_id: str):
     the newest goal that called a tool on it), from that goal's handbook seed query; None when no goal with a
     seed query works on it (find_existing_sr then decides by title cosine)."""
     from ra_agent.agent.goal import GoalStore
-    from ra_agent.agent.handbook import load_handbook
-    from ra_agent.evidence.questions import Topic
+    from ra_agent.agent.questions import handbook_topic
 
     def acted_on(state) -> str:
         calls = [h for h in state.events("tool_call") if (h.get("args") or {}).get("cluster_id") == cluster_id]
@@ -157,12 +156,9 @@ def goal_topic(cfg: Config, store: Store, cluster_id: str):
     states = [s for s in GoalStore(cfg.data_dir, store).states() if acted_on(s)]
     for state in sorted(states, key=acted_on, reverse=True):
         try:
-            seed = load_handbook(state.handbook_path).seed_query
-        except (OSError, ValueError) as exc:
-            log.warning("goal %s: handbook %s unreadable (%s)", state.goal_id, state.handbook_path, exc)
-            continue
-        if seed:
-            return Topic.from_seed_query(seed)
+            return handbook_topic(state.handbook_path)
+        except (OSError, ValueError) as exc:  # HandbookError is a ValueError naming the file and Seed_query
+            log.warning("goal %s: no review question (%s)", state.goal_id, exc)
     return None
 
 

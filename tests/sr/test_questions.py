@@ -234,13 +234,27 @@ def test_cluster_questions_follow_the_goal_working_on_the_cluster(gaps, key):
 def test_a_spawned_goal_stays_inside_the_parents_topic():
     from ra_agent.evidence.questions import keep_to_topic
 
-    parent = load_handbook(ROOT / "handbooks" / "seek_gap_ppi_gerd.md").seed_query
-    narrowed, note = keep_to_topic(parent, "omeprazole AND asthma")  # another condition on its own
-    assert narrowed.startswith(f"({parent}) AND") and "gastroesophageal reflux" in note
-    child = Topic.from_seed_query(narrowed)
+    handbook = load_handbook(ROOT / "handbooks" / "seek_gap_ppi_gerd.md")
+    parent = handbook.seed_query
+    assert parent
+    narrowed = keep_to_topic(parent, "omeprazole AND asthma", handbook.prose)  # another condition on its own
+    assert narrowed.seed_query and narrowed.seed_query.startswith(f"({parent}) AND")
+    assert "gastroesophageal reflux" in narrowed.note
+    child = Topic.from_seed_query(narrowed.seed_query)
     assert {c.label for c in Topic.from_seed_query(parent).population} <= {c.label for c in child.population}
-    inside, note = keep_to_topic(parent, "esomeprazole AND GERD AND maintenance")  # already narrows it
-    assert inside == "esomeprazole AND GERD AND maintenance" and note == ""
+    inside = keep_to_topic(parent, "esomeprazole AND GERD AND maintenance", handbook.prose)  # GERD: the prose's word
+    assert inside.seed_query == "esomeprazole AND GERD AND maintenance" and inside.note == ""
+
+
+def test_a_spawned_goal_never_broadens_the_intervention_or_drops_the_comparator():
+    from ra_agent.evidence.questions import keep_to_topic
+
+    broader = keep_to_topic("low-molecular-weight heparins AND cancer", "anticoagulants AND cancer")
+    assert broader.seed_query is None and "broadens the intervention" in broader.skipped
+    dropped = keep_to_topic("proton pump inhibitors AND placebo AND reflux", "esomeprazole AND reflux")
+    assert dropped.seed_query is None and "comparator" in dropped.skipped
+    narrower = keep_to_topic("proton pump inhibitors AND placebo AND reflux", "esomeprazole AND placebo AND reflux")
+    assert narrower.seed_query == "esomeprazole AND placebo AND reflux"
 
 
 def test_ra_questions_on_a_handbook_without_seed_query_names_file_and_field(tmp_path, monkeypatch, capsys):
