@@ -101,7 +101,8 @@ def review_answers(review: Paper, question, topic: Topic) -> Judgement:
     treatment's effects, in every population concept of the topic (its title or objective, or its MeSH headings),
     not in an age group or sex the question lacks, about the question's intervention class or a broader one (never
     an excluded one), and against the question's comparator when it names one. The rank orders the reviews that
-    answer: the question's own class before a broader one, systematic reviews before others, newer first."""
+    answer: the question's own class before a broader one, the population in its own words before MeSH headings only,
+    systematic reviews before others, newer first."""
     asks = read_review(review)
     if asks.other_kind:
         return Judgement(False, f"asks something else than the treatment's effects ({asks.other_kind!r})", RULES)
@@ -131,4 +132,5 @@ def review_answers(review: Paper, question, topic: Topic) -> Judgement:
         return Judgement(False, f"compares with {compared[0]}, not {question.comparator}", RULES)
     why = (f"its own question (title/objective) names {', '.join(said)} and {agent.word!r}: {how}"
            + ("; a systematic review" if asks.systematic else ""))  # fmt: skip
-    return Judgement(True, why, RULES, (relation, int(asks.systematic), review.year or 0, review.pmid))
+    in_words = sum(not w.startswith("'MeSH ") for w in said)
+    return Judgement(True, why, RULES, (relation, in_words, int(asks.systematic), review.year or 0, review.pmid))

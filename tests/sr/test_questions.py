@@ -108,12 +108,70 @@ def test_as_is_the_question_is_covered_by_a_version_of_the_review(cfg, papers, t
     own = questions[0]
     assert own.comparator == "any" and own.intervention == "anticoagulant"
     assert own.verdict.startswith("covered"), own.verdict_reason
-    named = {r.pmid for r in own.reviews if r.share >= cfg.sr.sr_overlap_pivot}
-    assert versions & named
+    assert own.covering is not None and own.covering.pmid in versions  # the first named: a version of the review
+    assert own.covering.title.lower().startswith("anticoagulation for")
     assert all(r.why for r in own.reviews)
+    assert "antimicrobial lock" not in " ".join(r.title.lower() for r in own.reviews[:3])
+    assert any("guideline" in why for why in own.not_answering.values())  # guidelines ask something else
     assert not [q for q in questions if q.verdict == "gap"]
     assert all(q.parent == own.id for q in questions[1:])
     assert own.judged_by == RULES and own.unchecked
+
+
+def test_an_old_covering_review_warrants_an_update_naming_it(cfg, papers, topic, key):
+    """The corpus as a searcher would have found it after the first version (no review newer than 2007): covered by
+    the 2007 version, with the trials published since (what the 2011 update added) past [sr] update_after_trials."""
+    _, _, versions = key
+    pool = [p for p in papers if not (is_review(p) and (p.year or 0) > 2007)]
+    own = _run(cfg, topic, pool)[0][0]
+    assert own.covering is not None and own.covering.pmid == 17636845 and own.covering.pmid in versions
+    assert own.verdict == "covered, update warranted"
+    assert len(own.trials_since) >= cfg.sr.update_after_trials
+    assert own.verdict_reason.startswith(f"{len(own.trials_since)} trials since PMID 17636845 (2007)")
+    assert all((own.years[p] or 0) > 2007 for p in own.trials_since)
+
+
+@pytest.fixture(scope="module")
+def demo_papers(cfg, tmp_path_factory):
+    store = Store(tmp_path_factory.mktemp("demo") / "ra.sqlite")
+    import_file(store, ROOT / "data" / "demo" / "Cohen_2006_ProtonPumpInhibitors.csv", cfg)
+    out = store.papers(store.all_pmids())
+    store.close()
+    return out
+
+
+def test_on_the_demo_the_covering_review_is_a_review_of_ppis_for_reflux(cfg, demo_papers):
+    """The demo's question (PPIs for GERD) is covered by a review of PPIs for reflux oesophagitis, not by the
+    pharmacogenetics review that merely mentions both; eight trials came after it, so an update is warranted."""
+    from ra_agent.agent.questions import handbook_topic
+
+    topic = handbook_topic(ROOT / "handbooks" / "seek_gap_ppi_gerd.md")
+    questions, judged, reviews = _run(cfg, topic, demo_papers)
+    own = questions[0]
+    assert own.covering is not None and own.covering.pmid != 12680476
+    assert "proton pump inhibitor" in own.covering.title.lower()
+    assert "reflux" in own.covering.title.lower() or "oesophagitis" in own.covering.title.lower()
+    assert "Pharmacogenetics" in own.not_answering[12680476]
+    assert own.verdict == "covered, update warranted" and own.newest is not None
+    assert own.verdict_reason.startswith(f"{len(own.trials_since)} trials since PMID {own.newest.pmid}")
+    assert len(own.trials_since) >= cfg.sr.update_after_trials
+
+
+def test_on_the_demo_extra_oesophageal_and_diagnostic_trials_are_not_the_questions(cfg, demo_papers):
+    """The pH-monitoring mix: a PPI given as a diagnostic test, asthma or cough put first with reflux, and trials in
+    people with another condition (laryngitis, chest pain, dyspepsia) named in the title are not trials of PPIs for
+    GERD; each says why."""
+    from ra_agent.agent.questions import handbook_topic
+
+    topic = handbook_topic(ROOT / "handbooks" / "seek_gap_ppi_gerd.md")
+    by_pmid = {p.pmid: p for p in demo_papers}
+    answers = {pmid: eligibility(by_pmid[pmid], topic) for pmid in (9489902, 11392580, 11106204, 9649457, 12352293)}
+    assert "diagnostic test" in answers[9489902].reason  # One-week omeprazole treatment in the diagnosis of GORD
+    assert "another condition first ('asthma'" in answers[11392580].reason  # Asthma and gastro-oesophageal reflux
+    assert "another condition first ('cough'" in answers[11106204].reason  # Chronic cough and gastro-oesophageal reflux
+    assert "noncardiac chest pain" in answers[9649457].reason
+    assert not any(a.eligible for a in answers.values())
+    assert eligibility(by_pmid[7605854], topic).eligible  # Lansoprazole versus ranitidine for reflux oesophagitis
 
 
 def test_reviews_removed_the_gap_lists_the_reviewers_trials(cfg, papers, topic, key):
@@ -199,10 +257,18 @@ def test_the_cluster_dossier_is_about_the_goals_question(gaps, embedder, topic):
     path = gap_dossier(gaps.cfg, gaps.store, cluster_id, goal_id="test", brain_name="rules:test", sr=sr,
                        prisma=None, out_dir=gaps.cfg.data_dir / "reports")  # fmt: skip
     text = path.read_text(encoding="utf-8")
-    assert "covered by an existing review" in text and "the review's own question encompasses" in text
-    assert "Review question (the goal's): P: cancer and central venous catheter" in text
+    assert text.startswith("# Evidence-gap dossier: Anticoagulant for people with cancer and central venous catheter")
+    assert f"- Question id: {sr.question_id}" in text and "Review question (the goal's): P: cancer and" in text
+    assert "**Verdict: covered" in text and "the review's own question encompasses" in text
     assert all(f"Why [PMID:{p}] covers" in text for p in sr.sr_pmids)
-    assert f"{len(sr.question_trials)} eligible randomised trials" in text and "review-question rules" in text
+    assert f"{len(sr.question_trials)} eligible randomised trials" in text and "judged per trial by rules" in text
+    trials = text.split("## Eligible randomised trials", 1)[1].split("\n## ", 1)[0]
+    assert all(f"[PMID:{p}]" in trials for p in sr.question_trials) and trials.count("randomised (") == len(
+        sr.question_trials
+    )  # each trial with the reason it is eligible
+    assert "## Trials since the newest covering review" in text and "## Not checked by this run" in text
+    assert "do not answer it" in text and "guideline" in text  # the reviews considered that do not answer it
+    assert "intervention and outcome stated" not in text  # the old cluster-level eligibility rule is not described
     assert "cosine 0.00" not in text  # a review found by the question has no title cosine to show
 
 
