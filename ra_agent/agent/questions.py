@@ -188,3 +188,39 @@ def cluster_questions(cfg: Config, store: Store, cluster_id: str) -> ClusterQues
     folder = Workspace.of(cfg).root / "questions" / "clusters" / cluster_id
     write_dossiers(cfg, folder, topic, questions, {p.pmid: p for p in pool})
     return ClusterQuestions(cluster_id, topic, questions, "", folder)
+
+
+VERDICTS = ("gap", "covered", "covered, update warranted", "too few trials")
+
+
+def question_file_problems(cfg: Config, store: Store) -> tuple[int, list[str]]:
+    """Structural check of every cluster's written questions (questions/clusters/*/questions.json): (questions
+    read, problems). Each question has a well-formed id, a known verdict, a dossier file, a reason for each of its
+    trials, and trials and covering reviews that are papers of the store."""
+    import re
+
+    root = Workspace.of(cfg).root / "questions" / "clusters"
+    problems: list[str] = []
+    seen = 0
+    for path in sorted(root.glob("*/questions.json")):
+        try:
+            payload = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            problems.append(f"{path}: unreadable ({exc})")
+            continue
+        for q in payload.get("questions", []):
+            seen += 1
+            where = f"{path.parent.name}/{q.get('id')}"
+            if not re.fullmatch(r"q-[0-9a-f]{10}", str(q.get("id", ""))):
+                problems.append(f"{where}: malformed id")
+            if q.get("verdict") not in VERDICTS:
+                problems.append(f"{where}: unknown verdict {q.get('verdict')!r}")
+            if not (path.parent / f"{q.get('id')}.md").exists():
+                problems.append(f"{where}: no dossier file")
+            if any(not str(why).strip() for why in q.get("trials", {}).values()):
+                problems.append(f"{where}: a trial without its reason")
+            pmids = {int(p) for p in q.get("trials", {})} | {int(r["pmid"]) for r in q.get("reviews", [])}
+            missing = sorted(pmids - store.existing_pmids(pmids))
+            if missing:
+                problems.append(f"{where}: PMIDs not in the store {missing[:5]}")
+    return seen, problems

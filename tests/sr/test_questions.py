@@ -345,3 +345,81 @@ def test_a_concept_outside_the_entry_terms_matches_its_own_words():
     assert adults.find("in older community-dwelling adults") is not None
     oesophagus = Topic.from_seed_query("proton pump inhibitors AND gastro-oesophageal reflux").population[0]
     assert oesophagus.find("Gastro-oesophageal reflux disease (GORD) in adults") is not None
+
+
+def test_a_comparator_clause_is_the_comparator_not_the_intervention():
+    topic = Topic.from_seed_query(
+        "(omeprazole OR lansoprazole) AND (placebo OR ranitidine) AND gastro-oesophageal reflux"
+    )
+    assert topic.intervention == ("proton pump inhibitor",)
+    assert topic.comparator == ("H2-receptor antagonist", "placebo or no treatment")
+    assert [c.label for c in topic.population] == ["gastro-oesophageal reflux"]
+
+
+def test_a_seed_query_in_words_is_read_as_intervention_for_population():
+    topic = Topic.from_seed_query("proton pump inhibitors for reflux")
+    assert topic.intervention == ("proton pump inhibitor",) and [c.label for c in topic.population] == ["reflux"]
+    title = Topic.from_seed_query("Anticoagulation for people with cancer and central venous catheters")
+    assert [c.label for c in title.population] == ["cancer", "central venous catheters"]
+    therapy = Topic.from_seed_query("psychological therapies for treatment-resistant depression")
+    assert therapy.intervention == ("psychological therapy",)
+    assert therapy.population[0].find("treatment resistant depression") is not None
+
+
+def test_an_agent_missing_from_the_class_table_is_never_a_population_concept():
+    from ra_agent.evidence.questions import TopicError
+
+    with pytest.raises(TopicError, match="names no intervention the class table knows"):
+        Topic.from_seed_query("zolbetuximabum AND gastric cancer")  # no class, no INN stem the table knows
+    topic = Topic.from_seed_query("(omeprazole OR losec) AND reflux")  # a brand name is left out, not a population
+    assert [c.label for c in topic.population] == ["reflux"]
+
+
+def test_a_handbook_whose_seed_query_names_no_population_fails_naming_file_and_field(tmp_path, monkeypatch, capsys):
+    from ra_agent.cli import main
+
+    monkeypatch.setenv("RA_WORKSPACE__DATA_DIR", str(tmp_path / "ws"))
+    handbook = tmp_path / "no_population.md"
+    handbook.write_text(HANDBOOK.read_text(encoding="utf-8").replace(
+        'Seed_query: "anticoagulants AND cancer AND central venous catheter"', 'Seed_query: "anticoagulants"'
+    ), encoding="utf-8")  # fmt: skip
+    code = main(["--config", str(ROOT / "config.toml"), "questions", str(handbook)])
+    err = capsys.readouterr().err.strip()
+    assert code != 0 and "no_population.md" in err and "Seed_query" in err and "names no population" in err
+    assert len(err.splitlines()) == 1
+
+
+def test_the_review_questions_asset_materialises_with_its_check(gaps, tmp_path):
+    """The review_questions asset on one cluster of CD006468's catheter records, called with build_asset_context
+    under a goal from the CD006468 handbook: metadata per question, the review's own question covered by a version,
+    one dossier per question on disk; its structural check passes, and fails when a dossier goes missing."""
+    import dagster as dg
+
+    from ra_agent.agent.goal import GoalStore
+    from ra_assets.defs.findings.assets import review_questions
+    from ra_assets.defs.findings.checks import review_questions_well_formed
+    from ra_assets.resources import build_resources
+
+    cluster_id = gaps.clusters()[0]["cluster_id"]
+    goals = GoalStore(gaps.cfg.data_dir, gaps.store)
+    goal = goals.create(HANDBOOK, "seek_gap", "anticoagulation, cancer, CVC")
+    goal.cluster_id = cluster_id
+    goals.save(goal)
+    config = tmp_path / "config.toml"
+    config.write_text(f'[workspace]\ndata_dir = "{gaps.cfg.data_dir}"\ndemo_corpus = ""\n[ingest]\noffline = true\n')
+    resources = build_resources(str(config))
+    with dg.build_asset_context(
+        resources={"ra": resources["ra"], "store": resources["store"]}, partition_key=cluster_id
+    ) as context:
+        result = review_questions(context)
+    meta = result.metadata
+    assert meta["questions"] >= 2 and "anticoagulant" in str(meta["topic"])
+    per_question = meta["per_question"].value
+    assert per_question[0]["verdict"].startswith("covered") and per_question[0]["eligible_trials"] >= 6
+    folder = Path(str(meta["path"]))
+    assert sorted(p.stem for p in folder.glob("q-*.md")) == sorted(q["id"] for q in per_question)
+    check = review_questions_well_formed(ra=resources["ra"], store=resources["store"])
+    assert check.passed and check.metadata["questions"].value == len(per_question)
+    (folder / f"{per_question[0]['id']}.md").unlink()
+    broken = review_questions_well_formed(ra=resources["ra"], store=resources["store"])
+    assert not broken.passed and "no dossier file" in str(broken.metadata["first"].value)
