@@ -28,12 +28,11 @@ from ra_agent.models import Paper
 log = logging.getLogger(__name__)
 
 PLACEBO_ARM = "placebo or no treatment"
-# British spellings made American, at word starts ("gastro-oesophageal", not inside "gastroesophageal")
-_SPELLING = tuple((re.compile(rf"(?<![a-z]){old}|(?<=o){old}" if old == "oesophag" else rf"(?<![a-z]){old}"), new)
-                  for old, new in (("oesophag", "esophag"), ("tumour", "tumor"), ("haem", "hem"), ("randomis", "randomiz"),
-                                   ("behaviour", "behavior"), ("paediatr", "pediatr"), ("leukaem", "leukem"),
-                                   ("anaem", "anem"), ("oedema", "edema"), ("foetal", "fetal"), ("ischaem", "ischem"),
-                                   ("centre", "center")))  # fmt: skip
+# British spellings made American, at word starts ("gastro-oesophageal", not inside "gastroesophageal"), in one pass
+_BRITISH = {"oesophag": "esophag", "tumour": "tumor", "haem": "hem", "randomis": "randomiz", "behaviour": "behavior",
+            "paediatr": "pediatr", "leukaem": "leukem", "anaem": "anem", "oedema": "edema", "foetal": "fetal",
+            "ischaem": "ischem", "centre": "center"}  # fmt: skip
+_SPELLING = re.compile(r"(?:(?<![a-z])|(?<=o)(?=oesophag))(" + "|".join(_BRITISH) + ")")
 # words naming who, not which condition ("people with cancer" -> cancer)
 PEOPLE = re.compile(
     r"^(?:(?:the|a|an)\s+)?(?:people|persons?|patients?|participants?|individuals?|subjects?|those)"
@@ -56,16 +55,11 @@ class TopicError(ValueError):
 
 def normalise(text: str) -> str:
     """Lower-case text with British spellings made American (oesophagus → esophagus), for matching only."""
-    out = (text or "").lower()
-    for old, new in _SPELLING:
-        out = old.sub(new, out)
-    return out
+    return _SPELLING.sub(lambda m: _BRITISH[m.group(1)], (text or "").lower())
 
 
 def _respell(pattern: str) -> str:
-    for old, new in _SPELLING:
-        pattern = old.sub(new, pattern)
-    return pattern
+    return _SPELLING.sub(lambda m: _BRITISH[m.group(1)], pattern)
 
 
 def is_abbreviation(pattern: str) -> bool:
@@ -296,9 +290,10 @@ def _with_abbreviations(topic: Topic, papers: Sequence[Paper]) -> Topic:
     CVC also matches), read from the records themselves (the letters must be the initials of the words)."""
     found: dict[str, set[str]] = {c.label: set() for c in topic.population}
     for paper in papers:
-        for match in re.finditer(r"((?:[\w-]+\s+){1,6}?)\(([A-Z]{3,6})s?\)", paper.abstract or ""):
-            abbreviation = match.group(2)
-            words = re.findall(r"[A-Za-z]+", match.group(1))[-len(abbreviation) :]
+        text = paper.abstract or ""
+        for match in re.finditer(r"\(([A-Z]{3,6})s?\)", text):
+            abbreviation = match.group(1)
+            words = re.findall(r"[A-Za-z]+", text[max(0, match.start() - 80) : match.start()])[-len(abbreviation) :]
             if "".join(w[0] for w in words).upper() != abbreviation:
                 continue
             for concept in topic.population:
