@@ -10,6 +10,7 @@ parent's dossier instead of repeating it.
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +22,8 @@ from ra_agent.fileio import atomic_write
 from ra_agent.models import Paper
 from ra_agent.store.db import Store
 from ra_agent.workspace import Workspace
+
+log = logging.getLogger(__name__)
 
 
 def _all_papers(store: Store) -> list[Paper]:
@@ -144,6 +147,25 @@ def write_dossiers(cfg: Config, folder: Path, topic: Topic, questions, papers) -
     return written
 
 
+def goal_topic(cfg: Config, store: Store, cluster_id: str):
+    """The review-question topic (`evidence.questions.Topic`) of the goal working on `cluster_id` (its focus, or
+    the newest goal that called a tool on it), from that goal's handbook seed query; None when no goal with a
+    seed query works on it (find_existing_sr then decides by title cosine)."""
+    from ra_agent.agent.goal import GoalStore
+
+    def acted_on(state) -> str:
+        calls = [h for h in state.events("tool_call") if (h.get("args") or {}).get("cluster_id") == cluster_id]
+        return calls[-1]["ts"] if calls else ("0" if state.cluster_id == cluster_id else "")
+
+    states = [s for s in GoalStore(cfg.data_dir, store).states() if acted_on(s)]
+    for state in sorted(states, key=acted_on, reverse=True):
+        try:
+            return handbook_topic(state.handbook_path)
+        except (OSError, ValueError) as exc:  # HandbookError is a ValueError naming the file and Seed_query
+            log.warning("goal %s: no review question (%s)", state.goal_id, exc)
+    return None
+
+
 @dataclass
 class ClusterQuestions:
     """The review questions of one cluster under the goal working on it (the `review_questions` asset)."""
@@ -165,10 +187,9 @@ class ClusterQuestions:
 
 
 def cluster_questions(cfg: Config, store: Store, cluster_id: str) -> ClusterQuestions:
-    """The questions of a cluster's members under the topic of the goal working on it (`stages.goal_topic`),
+    """The questions of a cluster's members under the topic of the goal working on it (`goal_topic`),
     their coverage by every review of the local corpus, written to <data_dir>/questions/clusters/<id>/ (one
     dossier per question and questions.json). No goal with a seed query: no questions, and the reason."""
-    from ra_agent.agent.stages import goal_topic
     from ra_agent.evidence.sr_search import topic_reviews
     from ra_agent.topics.view import member_pmids
 

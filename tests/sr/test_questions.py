@@ -277,8 +277,7 @@ def test_cluster_questions_follow_the_goal_working_on_the_cluster(gaps, key):
     handbook focused on the cluster → its questions, the review's own question covered by a version of it,
     one dossier per question on disk; find_existing_sr's stage then decides by that question."""
     from ra_agent.agent.goal import GoalStore
-    from ra_agent.agent.questions import cluster_questions
-    from ra_agent.agent.stages import goal_topic
+    from ra_agent.agent.questions import cluster_questions, goal_topic
 
     _, _, versions = key
     cluster_id = gaps.clusters()[0]["cluster_id"]
