@@ -248,7 +248,7 @@ def run_demo(cfg, embedder) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--csv", type=Path, default=CSV_PATH, help="a review's search results with its labels")
     parser.add_argument("--handbook", type=Path, default=HANDBOOK, help="the seek_gap handbook of its question")
     parser.add_argument("--review-json", type=Path, default=None,

@@ -159,8 +159,9 @@ def goal_topic(cfg: Config, store: Store, cluster_id: str):
 
     states = [s for s in GoalStore(cfg.data_dir, store).states() if acted_on(s)]
     for state in sorted(states, key=acted_on, reverse=True):
+        path = Path(state.handbook_path)  # as goals record it: relative to the project root when inside it
         try:
-            return handbook_topic(state.handbook_path)
+            return handbook_topic(path if path.is_absolute() else Path(cfg.root) / path)
         except (OSError, ValueError) as exc:  # HandbookError is a ValueError naming the file and Seed_query
             log.warning("goal %s: no review question (%s)", state.goal_id, exc)
     return None

@@ -96,7 +96,7 @@ def record_report(cfg: Config, goals: GoalStore, state, kind: str, cluster_id: s
     One dossier per question: a report reaching the verdict of a report already written on the same cluster or
     the same review question (by this goal on another cluster, or by an ancestor goal) keeps no copy: its file is
     removed and the history points at the existing report (`same_as_ancestor` / `same_question`)."""
-    same = earlier_report(cfg, goals, state, cluster_id, kind, path)
+    same, how = earlier_report(cfg, goals, state, cluster_id, kind, path)
     question = report_question(path) if same is None else report_question(cfg.data_dir / same)
     if same:
         path.unlink()
@@ -106,11 +106,8 @@ def record_report(cfg: Config, goals: GoalStore, state, kind: str, cluster_id: s
              " (the same verdict on the same question as an earlier report: no copy written)" if same else "")  # fmt: skip
     if any(h["path"] == relative and h.get("cluster_id") == cluster_id for h in state.events("report_written")):
         return path, False
-    mine = {h["path"] for h in state.events("report_written")}
     state.record("report_written", kind=kind, cluster_id=cluster_id, path=relative, **extra,
-                 **({"question_id": question} if question else {}),
-                 **({"same_as_ancestor": True} if same and same not in mine else {}),
-                 **({"same_question": True} if same and same in mine else {}))  # fmt: skip
+                 **({"question_id": question} if question else {}), **({how: True} if same else {}))  # fmt: skip
     return path, True
 
 
@@ -132,10 +129,12 @@ def _report_line(path: Path, marker: str, value) -> str:
     return next((value(x) for x in lines if marker in x), "")
 
 
-def earlier_report(cfg: Config, goals: GoalStore, state, cluster_id: str, kind: str, path: Path) -> str | None:
-    """The workspace-relative path of a report of the same kind and verdict as `path`, written before on the same
-    cluster or about the same review question, by this goal or an ancestor (the goal that spawned it, and so on
-    up); None when there is none."""
+def earlier_report(
+    cfg: Config, goals: GoalStore, state, cluster_id: str, kind: str, path: Path
+) -> tuple[str | None, str]:
+    """(the workspace-relative path, how it matched) of a report of the same kind and verdict as `path` written
+    before by an ancestor goal on the same cluster ("same_as_ancestor"), or by this goal or an ancestor about the
+    same review question ("same_question"); (None, "") when there is none."""
     verdict, question = report_verdict(path), report_question(path)
     own = workspace_relative(cfg, path)
     goal, seen = state, set()
@@ -144,13 +143,15 @@ def earlier_report(cfg: Config, goals: GoalStore, state, cluster_id: str, kind: 
         for h in goal.events("report_written"):
             if h.get("kind") != kind or h["path"] == own:
                 continue
-            same_place = h.get("cluster_id") == cluster_id and goal is not state
-            same_question = bool(question) and report_question(cfg.data_dir / h["path"]) == question
-            if (same_place or same_question) and report_verdict(cfg.data_dir / h["path"]) == verdict:
-                return h["path"]
+            if report_verdict(cfg.data_dir / h["path"]) != verdict:
+                continue
+            if h.get("cluster_id") == cluster_id and goal is not state:
+                return h["path"], "same_as_ancestor"
+            if question and report_question(cfg.data_dir / h["path"]) == question:
+                return h["path"], "same_question"
         parent = goal.parent_goal
         goal = goals.load(parent) if parent and goals.exists(parent) else None
-    return None
+    return None, ""
 
 
 def goal_playbook_steps(state) -> list[tuple[dict, object]]:

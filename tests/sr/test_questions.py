@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -287,7 +288,8 @@ def test_cluster_questions_follow_the_goal_working_on_the_cluster(gaps, key):
     goal = goals.create(HANDBOOK, "seek_gap", "anticoagulation, cancer, CVC")
     goal.cluster_id = cluster_id
     goals.save(goal)
-    assert goal_topic(gaps.cfg, gaps.store, cluster_id).intervention == ("anticoagulant",)
+    goals_topic = goal_topic(gaps.cfg, gaps.store, cluster_id)
+    assert goals_topic is not None and goals_topic.intervention == ("anticoagulant",)
     found = cluster_questions(gaps.cfg, gaps.store, cluster_id)
     own = found.questions[0]
     assert own.verdict.startswith("covered") and versions & {r.pmid for r in own.reviews}
@@ -410,15 +412,15 @@ def test_the_review_questions_asset_materialises_with_its_check(gaps, tmp_path):
     with dg.build_asset_context(
         resources={"ra": resources["ra"], "store": resources["store"]}, partition_key=cluster_id
     ) as context:
-        result = review_questions(context)
+        result: Any = review_questions(context)
     meta = result.metadata
     assert meta["questions"] >= 2 and "anticoagulant" in str(meta["topic"])
     per_question = meta["per_question"].value
     assert per_question[0]["verdict"].startswith("covered") and per_question[0]["eligible_trials"] >= 6
     folder = Path(str(meta["path"]))
     assert sorted(p.stem for p in folder.glob("q-*.md")) == sorted(q["id"] for q in per_question)
-    check = review_questions_well_formed(ra=resources["ra"], store=resources["store"])
+    check: Any = review_questions_well_formed(ra=resources["ra"], store=resources["store"])
     assert check.passed and check.metadata["questions"].value == len(per_question)
     (folder / f"{per_question[0]['id']}.md").unlink()
-    broken = review_questions_well_formed(ra=resources["ra"], store=resources["store"])
+    broken: Any = review_questions_well_formed(ra=resources["ra"], store=resources["store"])
     assert not broken.passed and "no dossier file" in str(broken.metadata["first"].value)
