@@ -424,3 +424,34 @@ def test_the_review_questions_asset_materialises_with_its_check(gaps, tmp_path):
     (folder / f"{per_question[0]['id']}.md").unlink()
     broken: Any = review_questions_well_formed(ra=resources["ra"], store=resources["store"])
     assert not broken.passed and "no dossier file" in str(broken.metadata["first"].value)
+
+
+def test_propose_alternative_pico_skips_a_child_that_broadens_the_intervention(gaps, tmp_path):
+    """A goal on low-molecular-weight heparins whose brain proposes "anticoagulants AND ..." as the next theme: the
+    spawned goal would broaden the intervention, so none is started and the goal's history says why."""
+    from ra_agent.agent.goal import GoalStore
+    from ra_agent.agent.handbook import load_handbook
+    from ra_agent.agent.tools import ToolContext, propose_alternative_pico
+    from ra_agent.evidence.pico.extract import RuleExtractor, run_pico
+    from ra_agent.topics.view import pico_path
+
+    from .conftest import ScriptedBrain
+
+    cluster_id = gaps.clusters()[0]["cluster_id"]
+    run_pico(gaps.store.papers(gaps.members(cluster_id)), RuleExtractor(), pico_path(gaps.cfg, cluster_id))
+    handbook_path = tmp_path / "lmwh.md"
+    handbook_path.write_text(HANDBOOK.read_text(encoding="utf-8").replace(
+        "anticoagulants AND cancer AND central venous catheter",
+        "low-molecular-weight heparins AND cancer AND central venous catheter",
+    ).replace("Primary_goal: seek_gap", "Primary_goal: conduct_SR"), encoding="utf-8")  # fmt: skip
+    goals = GoalStore(gaps.cfg.data_dir, gaps.store)
+    goal = goals.create(str(handbook_path), "conduct_SR", "LMWH, cancer, CVC")
+    reply = json.dumps({"new_PICO": "P: cancer patients with central venous catheters; I: anticoagulants",
+                        "seed_query": "anticoagulants AND cancer AND central venous catheter"})  # fmt: skip
+    ctx = ToolContext(gaps.cfg, gaps.store, goal, goals, load_handbook(handbook_path), ScriptedBrain(reply),
+                      lambda: None)  # fmt: skip
+    effect = propose_alternative_pico(ctx, exclude_pmids=gaps.members(cluster_id)[:3])
+    assert effect.result["error"] == "outside_topic"
+    (skipped,) = goal.events("alternative_skipped")
+    assert skipped["message"].startswith("skipped: outside the goal's topic (it broadens the intervention")
+    assert goal.events("alternative_proposed") == [] and len(goals.states()) == 1
