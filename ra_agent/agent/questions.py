@@ -1,10 +1,12 @@
 """A handbook's review questions over the local corpus, their dossiers (one per question) and `ra questions`.
 
-`handbook_questions` reads the handbook's seed query as a `Topic`, builds the questions over every paper of
-the store (the goal's corpus) with the reference lists the store holds for the reviews, and assesses their
-coverage. `write_dossiers` writes <data_dir>/questions/<handbook>/questions.json and one Markdown dossier per
-question; a narrower question reaching its parent's verdict on the same covering review refers to the
-parent's dossier instead of repeating it.
+`handbook_topic` reads the handbook's seed query (and the synonyms its prose lists) as a `Topic`;
+`handbook_questions` builds the questions over every paper of the store (the goal's corpus) with the reference
+lists the store holds for the reviews, and assesses their coverage. `write_dossiers` writes
+<data_dir>/questions/<handbook>/questions.json and one Markdown dossier per question; a narrower question reaching
+its parent's verdict on the same covering review refers to the parent's dossier instead of repeating it.
+`goal_topic` finds the topic of the goal working on a cluster (find_existing_sr and the `review_questions` asset
+judge by it); `question_file_problems` is the asset's structural check.
 """
 
 from __future__ import annotations
