@@ -205,10 +205,6 @@ class Topic:
         """The topic with the MeSH headings and the abbreviations the records themselves give its concepts."""
         return _with_abbreviations(_with_headings(self, papers), papers)
 
-    # kept for callers of the first version
-    def with_abbreviations(self, papers: Iterable[Paper]) -> Topic:
-        return _with_abbreviations(self, list(papers))
-
     def describe(self) -> str:
         return (
             f"population: {' AND '.join(c.label for c in self.population) or 'any'}; "
