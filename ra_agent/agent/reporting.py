@@ -122,45 +122,65 @@ def record_report(cfg: Config, goals: GoalStore, state, kind: str, cluster_id: s
                   **extra) -> tuple[Path, bool]:  # fmt: skip
     """Note a written report in the goal's history (once per path): (the report's path, whether it was noted now).
 
-    A spawned goal reaching its ancestor's verdict on the same cluster keeps no copy: its file is removed and the
-    history points at the ancestor's report (`same_as_ancestor`)."""
-    same = ancestor_report(cfg, goals, state, cluster_id, kind, path)
+    One dossier per question: a report reaching the verdict of a report already written on the same cluster or
+    the same review question (by this goal on another cluster, or by an ancestor goal) keeps no copy: its file is
+    removed and the history points at the existing report (`same_as_ancestor` / `same_question`)."""
+    same, how = earlier_report(cfg, goals, state, cluster_id, kind, path)
+    question = report_question(path) if same is None else report_question(cfg.data_dir / same)
     if same:
         path.unlink()
         path = cfg.data_dir / same
     relative = workspace_relative(cfg, path)
     log.info("%s for %s (goal %s): %s%s", kind, cluster_id, state.goal_id, relative,
-             " (the same verdict as an ancestor goal's: no copy written)" if same else "")  # fmt: skip
-    if relative in {h["path"] for h in state.events("report_written")}:
+             " (the same verdict on the same question as an earlier report: no copy written)" if same else "")  # fmt: skip
+    if any(h["path"] == relative and h.get("cluster_id") == cluster_id for h in state.events("report_written")):
         return path, False
     state.record("report_written", kind=kind, cluster_id=cluster_id, path=relative, **extra,
-                 **({"same_as_ancestor": True} if same else {}))  # fmt: skip
+                 **({"question_id": question} if question else {}), **({how: True} if same else {}))  # fmt: skip
     return path, True
 
 
 def report_verdict(path: Path) -> str:
     """The verdict line of a dossier or SR draft ("**Verdict: ...**"), or "" when it has none."""
+    return _report_line(path, "**Verdict:", lambda x: x.split("**Verdict:", 1)[1].split("**", 1)[0].strip(" ."))
+
+
+def report_question(path: Path) -> str:
+    """The review question id a dossier is about ("- Question id: q-..."), or "" for a cluster dossier."""
+    return _report_line(path, "- Question id:", lambda x: x.split(":", 1)[1].strip())
+
+
+def _report_line(path: Path, marker: str, value) -> str:
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError:
         return ""
-    return next((x.split("**Verdict:", 1)[1].split("**", 1)[0].strip(" .") for x in lines if "**Verdict:" in x), "")
+    return next((value(x) for x in lines if marker in x), "")
 
 
-def ancestor_report(cfg: Config, goals: GoalStore, state, cluster_id: str, kind: str, path: Path) -> str | None:
-    """The workspace-relative path of the report an ancestor goal (the goal that spawned this one, and so on up)
-    wrote on the same cluster, of the same kind and with the same verdict as `path`; None when there is none."""
-    verdict = report_verdict(path)
-    parent, seen = state.parent_goal, {state.goal_id}
-    while verdict and parent and parent not in seen and goals.exists(parent):
-        seen.add(parent)
-        ancestor = goals.load(parent)
-        for h in ancestor.events("report_written"):
-            if h.get("cluster_id") == cluster_id and h.get("kind") == kind:
-                if report_verdict(cfg.data_dir / h["path"]) == verdict:
-                    return h["path"]
-        parent = ancestor.parent_goal
-    return None
+def earlier_report(
+    cfg: Config, goals: GoalStore, state, cluster_id: str, kind: str, path: Path
+) -> tuple[str | None, str]:
+    """(the workspace-relative path, how it matched) of a report of the same kind and verdict as `path` written
+    before by an ancestor goal on the same cluster ("same_as_ancestor"), or by this goal or an ancestor about the
+    same review question ("same_question"); (None, "") when there is none."""
+    verdict, question = report_verdict(path), report_question(path)
+    own = workspace_relative(cfg, path)
+    goal, seen = state, set()
+    while verdict and goal is not None and goal.goal_id not in seen:
+        seen.add(goal.goal_id)
+        for h in goal.events("report_written"):
+            if h.get("kind") != kind or h["path"] == own:
+                continue
+            if report_verdict(cfg.data_dir / h["path"]) != verdict:
+                continue
+            if h.get("cluster_id") == cluster_id and goal is not state:
+                return h["path"], "same_as_ancestor"
+            if question and report_question(cfg.data_dir / h["path"]) == question:
+                return h["path"], "same_question"
+        parent = goal.parent_goal
+        goal = goals.load(parent) if parent and goals.exists(parent) else None
+    return None, ""
 
 
 def goal_playbook_steps(state) -> list[tuple[dict, object]]:

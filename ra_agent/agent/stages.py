@@ -142,33 +142,10 @@ def run_pico_stage(cfg: Config, store: Store, cluster_id: str, brain=None, embed
     return PicoStageResult(cluster_id, result.metadata(), written, eligible)
 
 
-def goal_topic(cfg: Config, store: Store, cluster_id: str):
-    """The review-question topic (`evidence.questions.Topic`) of the goal working on `cluster_id` (its focus, or
-    the newest goal that called a tool on it), from that goal's handbook seed query; None when no goal with a
-    seed query works on it (find_existing_sr then decides by title cosine)."""
-    from ra_agent.agent.goal import GoalStore
-    from ra_agent.agent.handbook import load_handbook
-    from ra_agent.evidence.questions import Topic
-
-    def acted_on(state) -> str:
-        calls = [h for h in state.events("tool_call") if (h.get("args") or {}).get("cluster_id") == cluster_id]
-        return calls[-1]["ts"] if calls else ("0" if state.cluster_id == cluster_id else "")
-
-    states = [s for s in GoalStore(cfg.data_dir, store).states() if acted_on(s)]
-    for state in sorted(states, key=acted_on, reverse=True):
-        try:
-            seed = load_handbook(state.handbook_path).seed_query
-        except (OSError, ValueError) as exc:
-            log.warning("goal %s: handbook %s unreadable (%s)", state.goal_id, state.handbook_path, exc)
-            continue
-        if seed:
-            return Topic.from_seed_query(seed)
-    return None
-
-
 def run_sr_overlap(cfg: Config, store: Store, cluster_id: str, embedder=None, eutils=None):
     """Stage `sr_overlap`: find_existing_sr for one cluster (live E-utilities, or the local corpus offline), by
     the review question of the goal working on it when there is one (`goal_topic`)."""
+    from ra_agent.agent.questions import goal_topic
     from ra_agent.embed.embedder import SentenceTransformerEmbedder
     from ra_agent.evidence.sr_search import find_existing_sr
     from ra_agent.ingest.eutils import EutilsClient

@@ -216,10 +216,16 @@ def propose_alternative_pico(ctx: ToolContext, exclude_pmids: list[int]) -> Tool
         return ToolEffect({"error": "no_alternative", "cluster_id": cluster_id, "message": str(exc)[:300]})
     from ra_agent.evidence.questions import keep_to_topic
 
-    seed_query, kept = keep_to_topic(ctx.handbook.seed_query, alt.seed_query)
-    if kept:  # a spawned goal narrows the parent's question, never another condition
-        alt = replace(alt, seed_query=seed_query)
-        ctx.goal.record("alternative_narrowed", cluster_id=cluster_id, seed_query=seed_query, note=kept)
+    decision = keep_to_topic(ctx.handbook.seed_query, alt.seed_query, ctx.handbook.prose)
+    if decision.seed_query is None:  # it would broaden the intervention or drop the comparator
+        message = f"skipped: outside the goal's topic ({decision.skipped})"
+        ctx.goal.record("alternative_skipped", cluster_id=cluster_id, seed_query=alt.seed_query, message=message)
+        return ToolEffect({"error": "outside_topic", "cluster_id": cluster_id, "seed_query": alt.seed_query,
+                           "message": message})  # fmt: skip
+    if decision.note:  # a spawned goal narrows the parent's question, never another condition
+        alt = replace(alt, seed_query=decision.seed_query)
+        ctx.goal.record("alternative_narrowed", cluster_id=cluster_id, seed_query=decision.seed_query,
+                        note=decision.note)  # fmt: skip
     earlier = _goal_on_theme(ctx.goals, alt.seed_query)
     if earlier is not None:  # one spawned goal per theme, whichever goal proposed it first
         message = f"theme {alt.seed_query!r} already has goal {earlier}"

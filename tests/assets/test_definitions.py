@@ -16,6 +16,7 @@ STANDALONE_CHECKS = {
     ("embedding_index", "every_paper_embedded"),
     ("clusters", "members_exist_in_paper"),
     ("clusters", "tau_assign_in_range"),
+    ("review_questions", "review_questions_well_formed"),
 }
 # judged on what the materialising run itself produced: they stay with their asset
 RUN_CHECKS = {("pubmed_search", "search_complete"), ("pico_extractions", "pico_jsonl_valid")}

@@ -50,17 +50,19 @@ def test_seek_gap_dossier_lists_the_reviews_checked_is_provisional_offline_and_c
     assert sr is not None and sr.offline and sr.n_reviews >= 1
     verdict = section(text, "Verdict")
     assert "(provisional)" in verdict and "local corpus" in verdict  # local-only SR search, said so
-    if sr.covered:  # the goal pivoted: the dossier names the covering review(s) and says pivot
-        assert "covered by an existing review" in verdict and "pivot" in verdict
-        assert all(f"[PMID:{p}]" in verdict for p in sr.sr_pmids)
+    if sr.covered:  # the goal pivoted: the dossier names the (first) covering review and says pivot
+        assert re.search(r"covered by an existing review|covered, update warranted", verdict) and "pivot" in verdict
+        assert f"[PMID:{sr.sr_pmids[0]}]" in verdict and f"{len(sr.sr_pmids)} covering" in verdict
         assert any(h["cluster_id"] == cluster_id for h in state.events("alternative_proposed"))
     else:
         assert cluster_id in state.success_clusters and "Verdict: evidence gap" in verdict
-    reviews = section(text, "Existing systematic reviews")
+    by_question = sr.decided_by == "review question"  # the default rule: the dossier is about the question
+    reviews = section(text, "Reviews that answer the question" if by_question else "Existing systematic reviews")
     assert "local corpus only (offline)" in reviews and "Overlap definition" in reviews
     listed = {int(p) for p in re.findall(r"^\| \[PMID:(\d+)\]", reviews, re.M)}
     assert listed == set(sr.reviews)  # every review checked is listed with its cosine and PRISMA status
-    trials = [int(p) for p in re.findall(r"^\d+\. .*\[PMID:(\d+)\]$", section(text, "Eligible randomised"), re.M)]
+    listing = section(text, "Eligible randomised")  # a table with why each is eligible, or a numbered list
+    trials = [int(a or b) for a, b in re.findall(r"^\| \[PMID:(\d+)\] \||^\d+\. .*\[PMID:(\d+)\]$", listing, re.M)]
     assert len(trials) >= demo.sr.min_eligible_trials and f"{len(trials)} eligible randomised trials" in verdict
     with open_store(demo) as store:
         assert verify_citations(store, dossier) == []
