@@ -55,31 +55,20 @@ def workspace_relative(cfg: Config, path: str | Path) -> str:
     return relative_posix(path, cfg.data_dir)
 
 
-def seed_question(seed_query: str | None):
-    """The review question of a goal's seed query as the SR draft's synthesis reads it
-    (`evidence.synthesis.question.from_topic` over `evidence.questions.Topic`: the seed's population × its
-    intervention classes × any comparator); None without a seed query."""
-    if not seed_query:
-        return None
-    from ra_agent.evidence.questions import Topic
+def goal_question(cfg: Config, state):
+    """The review question of a goal as the SR draft's synthesis reads it: its handbook's topic
+    (`agent.questions.handbook_topic`: the seed query's population × intervention classes × comparator, with the
+    prose's synonyms) through `evidence.synthesis.question.from_topic`; None, with a warning, when the handbook
+    is unreadable or its seed query names no question."""
+    from ra_agent.agent.questions import handbook_topic
     from ra_agent.evidence.synthesis.question import from_topic
 
-    return from_topic(Topic.from_seed_query(seed_query))
-
-
-def goal_question(cfg: Config, state):
-    """The review question of a goal (`seed_question` of its handbook's seed query); None when the handbook is
-    unreadable or has no seed query."""
-    from ra_agent.agent.handbook import load_handbook
-
-    path = Path(state.handbook_path)
+    path = Path(state.handbook_path)  # as goals record it: relative to the project root when inside it
     try:
-        seed = load_handbook(path if path.is_absolute() else Path(cfg.root) / path).seed_query
-    except (OSError, ValueError) as exc:
-        log.warning("goal %s: handbook %s unreadable (%s): the SR draft has no review question", state.goal_id,
-                    state.handbook_path, exc)  # fmt: skip
+        return from_topic(handbook_topic(path if path.is_absolute() else Path(cfg.root) / path))
+    except (OSError, ValueError) as exc:  # HandbookError is a ValueError naming the file and Seed_query
+        log.warning("goal %s: the SR draft has no review question (%s)", state.goal_id, exc)
         return None
-    return seed_question(seed)
 
 
 def write_goal_reports(cfg: Config, store: Store, goal_id: str | None = None, brain=None) -> list[Path]:

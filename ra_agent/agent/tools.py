@@ -161,12 +161,12 @@ def _covered_dossier(ctx: ToolContext, cluster_id: str) -> None:
 
 def _check_own_draft(ctx: ToolContext, cluster_id: str) -> ToolEffect:
     """Write ra's SR draft, judge it, fill the missing items once, write the final draft with its checklist."""
-    from ra_agent.agent.reporting import goal_reports_dir, save_prisma, seed_question, workspace_relative
+    from ra_agent.agent.reporting import goal_question, goal_reports_dir, save_prisma, workspace_relative
     from ra_agent.evidence.checklist import checked_text
     from ra_agent.evidence.draft import sr_draft
     from ra_agent.evidence.prisma import prisma_check as check
 
-    question, arms = seed_question(ctx.handbook.seed_query), {}  # the LLM reads each trial's arms once
+    question, arms = goal_question(ctx.cfg, ctx.goal), {}  # the LLM reads each trial's arms once
 
     def draft(prisma=None, fill=()):
         return sr_draft(ctx.cfg, ctx.store, cluster_id, goal_id=ctx.goal.goal_id, brain_name=ctx.brain.name,
