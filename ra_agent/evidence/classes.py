@@ -237,19 +237,17 @@ def _patterns() -> list[tuple[re.Pattern[str], str, bool]]:
 
 
 def agents_in(text: str) -> list[Agent]:
-    """Every agent or class named in `text`, in order of first mention, one per word."""
+    """Every agent or class named in `text`, in order of first mention, one per word. A match lying inside a longer
+    match ('heparin' inside 'low-molecular-weight heparin') is the longer one's word, not a mention of its own;
+    'omeprazole' named beside 'esomeprazole' is its own mention."""
+    matches = [(m.start(), m.end(), m.group(0).lower(), cls) for pattern, cls, _ in _patterns()
+               for m in pattern.finditer(text or "")]  # fmt: skip
     found: dict[str, tuple[int, Agent]] = {}
-    for pattern, cls, _ in _patterns():
-        for match in pattern.finditer(text or ""):
-            word = match.group(0).lower()
-            if word not in found and not _shadowed(word, cls, found):
-                found[word] = (match.start(), Agent(word, cls))
+    for start, end, word, cls in sorted(matches):
+        inside = any(s <= start and end <= e and (e - s) > (end - start) for s, e, _, _ in matches)
+        if word not in found and not inside:
+            found[word] = (start, Agent(word, cls))
     return [agent for _, agent in sorted(found.values(), key=lambda pair: pair[0])]
-
-
-def _shadowed(word: str, cls: str, found: dict[str, tuple[int, Agent]]) -> bool:
-    """'heparin' inside 'low-molecular-weight heparin' is already counted as the narrower class."""
-    return any(word in other and word != other for other in found)
 
 
 def classes_named(text: str) -> list[str]:

@@ -86,6 +86,14 @@ def test_class_table_places_agents_by_inn_stem_and_named_members():
     assert agents_in("In April 2005 we recruited") == []  # "April" is not an ACE inhibitor (-pril)
 
 
+def test_a_name_inside_another_is_its_word_but_a_mention_of_its_own_counts():
+    # the title of demo PMID 11280530, a head-to-head trial: both drugs are its arms
+    title = "Efficacy and safety of esomeprazole compared with omeprazole in GERD patients with erosive esophagitis"
+    assert [a.word for a in agents_in(title)] == ["esomeprazole", "omeprazole"]
+    both = agents_in("low-molecular-weight heparin versus unfractionated heparin")
+    assert [a.cls for a in both] == ["low-molecular-weight heparin", "heparin"]  # no extra bare 'heparin'
+
+
 def test_topic_from_seed_query_splits_population_and_intervention(topic):
     assert [c.label for c in topic.population] == ["cancer", "central venous catheter"]
     assert topic.intervention == ("anticoagulant",)

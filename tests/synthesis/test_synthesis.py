@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from demo_corpus import demo_papers
 
+from ra_agent.agent.questions import handbook_topic
 from ra_agent.evidence.pico.extract import RuleExtractor
-from ra_agent.evidence.questions import Topic
 from ra_agent.evidence.synthesis import EXTRACTOR, ArmDatum, extract_arm_data, synthesis_code_version, synthesise
 from ra_agent.evidence.synthesis.compare import H2RA, PPI, Comparison, OutcomeContrasts, Side, TrialContrast
 from ra_agent.evidence.synthesis.condition import condition_of
@@ -29,7 +29,7 @@ HEALING_TRIALS = {10950032, 12060043, 9768529, 9354207}
 DUODENAL = {7614102, 8527617, 10763941, 9128316}
 # pantoprazole vs omeprazole in reflux oesophagitis
 OESOPHAGITIS_H2H = {7654895, 8824655, 11563998}
-SEED = "proton pump inhibitors AND gastroesophageal reflux"  # handbooks/conduct_sr_ppi.md
+CONDUCT_SR = Path(__file__).resolve().parents[2] / "handbooks" / "conduct_sr_ppi.md"
 
 
 @pytest.fixture(scope="module")
@@ -118,8 +118,9 @@ def test_no_duodenal_ulcer_trial_joins_an_oesophagitis_pool(papers: dict[int, Pa
     assert pooled[("omeprazole vs pantoprazole in erosive oesophagitis", "healing at 4 weeks")] <= OESOPHAGITIS_H2H
     oesophagitis = [pmids for (label, _), pmids in pooled.items() if "oesophagitis" in label]
     assert oesophagitis and not any(pmids & DUODENAL for pmids in oesophagitis)
-    # the goal's review question (the handbook's seed query) leaves the duodenal-ulcer comparisons outside
-    question = from_topic(Topic.from_seed_query(SEED))
+    # the goal's review question (the handbook's seed query with its prose's synonyms, as a conduct_SR goal reads
+    # it) leaves the duodenal-ulcer comparisons outside
+    question = from_topic(handbook_topic(CONDUCT_SR))
     asked = synthesise(trials, question=question, forest_dir=tmp_path)
     assert asked.results and all(t.pmid not in DUODENAL for r in asked.results for t in r.contrasts.trials)
     assert {t.pmid for oc in asked.outside for t in oc.trials} >= {7614102, 8527617, 10763941}
@@ -148,7 +149,7 @@ def test_trials_without_numbers_are_placed_by_their_pico(papers: dict[int, Paper
     # 10594396 (lansoprazole vs ranitidine in reflux oesophagitis) prints percentages without arm sizes
     trials = [papers[p] for p in sorted(HEALING_TRIALS | {10594396, 10763941})]
     records = {r.pmid: r for r in RuleExtractor().extract(trials)}
-    s = synthesise(trials, question=from_topic(Topic.from_seed_query(SEED)), pico=records)
+    s = synthesise(trials, question=from_topic(handbook_topic(CONDUCT_SR)), pico=records)
     assert 10594396 not in s.usable
     placed = s.comparison_of(10594396)
     assert placed is not None and placed.label == f"{PPI} vs {H2RA} in erosive oesophagitis" and s.in_question(placed)
