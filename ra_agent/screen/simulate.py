@@ -13,12 +13,13 @@ import numpy as np
 from ra_agent.config import Config, ScreenConfig
 from ra_agent.fileio import InputError, check_text_file
 from ra_agent.screen.features import Features, ScreenRecord, split_ids, work_ids
-from ra_agent.screen.model import MODEL_NAME, Prepared, choose, fit, prepare
+from ra_agent.screen.model import MODEL_NAME, Fitted, Prepared, choose, fit, prepare
 from ra_agent.screen.stopping import StopPoint, first_stop
 
 log = logging.getLogger(__name__)
 
 Progress = Callable[[int, int], None]
+Observer = Callable[[Fitted, list[int], np.ndarray], "int | None"]  # (model, rows decided in order, undecided rows)
 # columns of a labelled export naming the works each record cites, and the record's own work id
 REF_COLUMNS = ("referenced_works", "references", "cited_works", "cited_references", "refs")
 ID_COLUMNS = ("openalex_id", "openalex", "work_id")
@@ -126,11 +127,15 @@ def replay(
     seed: int,
     retrain_every: int = 1,
     progress: Progress | None = None,
+    observe: Observer | None = None,
 ) -> np.ndarray:
     """The screening order (row numbers, priors first) the model produces when a reviewer's decisions are `labels`.
 
     Retrains after every `retrain_every` decisions; once every include is found the rest follow in the
-    last model's order (they are all excludes, so the metrics do not depend on it).
+    last model's order (they are all excludes, so the metrics do not depend on it). With `observe`, it sees every
+    model trained (with the decisions so far) and returns how many decisions come before the next one (None:
+    `retrain_every`); the replay then goes on retraining to the last record (a stopping rule that reads the model's
+    scores needs them past the last include).
     """
     n, total = len(labels), int(labels.sum())
     order = list(priors)
@@ -138,10 +143,11 @@ def replay(
     decided[order] = True
     rng = np.random.default_rng(seed)
     found = int(labels[order].sum())
-    while found < total and len(order) < n:
+    while (found < total or observe) and len(order) < n:
         fitted = fit(prep, order, labels[order], screen, seed)
         undecided = np.flatnonzero(~decided)
-        for row, _why in choose(fitted, undecided, retrain_every, screen, rng, found):
+        batch = (observe(fitted, order, undecided) if observe else None) or retrain_every
+        for row, _why in choose(fitted, undecided, batch, screen, rng, found):
             order.append(row)
             decided[row] = True
             found += int(labels[row])

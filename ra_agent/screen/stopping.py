@@ -66,9 +66,36 @@ class StopStatus:
                        f"after {self.sample_from} ranked decisions ({self.sample_size} drawn so far): decide each "
                        "one, they are the test's sample")  # fmt: skip
         if self.stop:
-            out.append(f"  you may stop: recall >= {self.target:.0%} with {self.confidence:.0%} confidence"
-                       if self.rule in STATISTICAL else f"  you may stop ({self.rule}: a heuristic, no guarantee)")  # fmt: skip
+            out.append(self.advice())
         return out
+
+    def fields(self) -> dict[str, float | int | str | bool | None]:
+        """The verdict as named fields (asset metadata): the rule, the advice and the active rule's own figures. A
+        statistical rule publishes its p-value and recall bound (None while it is silent); a heuristic rule
+        publishes its estimate under the rule's name, never beside a statistical verdict."""
+        out: dict[str, float | int | str | bool | None] = {"stop_rule": self.rule, "stop": self.stop,
+                                                           "stop_reason": self.reason}  # fmt: skip
+        out["stop_advice"] = " | ".join(line.strip() for line in self.lines())
+        if self.rule in STATISTICAL:
+            out |= {"stop_p_value": self.p_value, "stop_recall_bound": self.recall_bound,
+                    "stop_recall_target": self.target, "stop_confidence": self.confidence}  # fmt: skip
+        if self.rule == "buscar":
+            out |= {"stop_sampling": self.sampling, "stop_sample_from": self.sample_from,
+                    "stop_sample_size": self.sample_size}  # fmt: skip
+        elif self.rule == "recall_estimate":
+            out |= {"recall_estimate_includes_left": self.estimated_left,
+                    "recall_estimate_recall": self.estimated_recall}  # fmt: skip
+        elif self.rule == "consecutive_excludes":
+            out["consecutive_excludes"] = self.consecutive_excludes
+        return out
+
+    def advice(self) -> str:
+        """The line that says stopping is advised, with what the advice assumes."""
+        if self.rule not in STATISTICAL:
+            return f"  you may stop ({self.rule}: a heuristic, no guarantee)"
+        said = f"  you may stop: recall >= {self.target:.0%} with {self.confidence:.0%} confidence"
+        return said + (", if the ranking puts includes no later than a random order would (buscar_ranked)"
+                       if self.rule == "buscar_ranked" else "")  # fmt: skip
 
 
 def speaks_after(total: int, screen: ScreenConfig) -> int:
@@ -186,7 +213,7 @@ def stop_status(labels_in_order: Labels, total: int, screen: ScreenConfig,
             return replace(base, reason="too few decisions to test")
         p = ranked_pvalue(labels, total, target)
         bound = ranked_recall_bound(labels, total, confidence)
-        why = (f"p = {p:.3f} that recall < {target:.0%} (ranked runs as samples); "
+        why = (f"p = {p:.3f} that recall < {target:.0%} (the latest ranked runs taken as random samples); "
                f"recall >= {bound:.0%} with {confidence:.0%} confidence")  # fmt: skip
         return replace(base, stop=p < 1 - confidence, reason=why, p_value=round(p, 4), recall_bound=bound)
     if screen.stop_rule == "buscar":

@@ -140,3 +140,29 @@ def test_cli_decide_shows_next_records_and_a_missing_label_column_is_one_line(wo
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1
     assert "ppi_subset.csv" in err[0] and "label_screened" in err[0]
+
+
+def test_an_observer_sees_every_model_and_the_replay_goes_on_past_the_last_include(demo_labelled, demo_features):
+    """simulate.replay with `observe` (what bench/bench_stopping.py uses to read the model's scores for Quant): the
+    same order as without it while includes remain, one model per batch the observer asks for, to the last record."""
+    from ra_agent.screen.model import prepare
+    from ra_agent.screen.simulate import replay
+
+    screen = screen_cfg(Path("unused")).screen
+    y = demo_labelled.labels
+    prep, priors = prepare(demo_features, screen), choose_priors(y, seed=0)
+    seen: list[int] = []
+
+    def observe(fitted, order, undecided):
+        assert len(order) + len(undecided) == len(y) and not set(order) & set(undecided.tolist())
+        assert fitted.digest != "untrained" and len(fitted.scores) == len(y)
+        seen.append(len(order))
+        return 150
+
+    plain = replay(prep, y, priors, screen, seed=0, retrain_every=150)
+    observed = replay(prep, y, priors, screen, seed=0, observe=observe)
+    last = int(np.flatnonzero(y[plain] == 1).max())
+    assert observed[: last + 1].tolist() == plain[: last + 1].tolist()
+    assert sorted(observed.tolist()) == list(range(len(y)))
+    assert seen == list(range(2, len(y), 150))  # a model every 150 decisions, past the last include
+    assert seen[-1] > last + 1

@@ -11,10 +11,13 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from demo_corpus import demo_rows, write_demo_subset
 from screen_support import warm_cache
+
+from ra_agent.config import Config
 
 ROOT = Path(__file__).resolve().parents[2]
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -31,13 +34,15 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "COLUMNS": "90", "LINES": "40"}
 
 
-def _in_a_terminal(args: list[str], answers: list[str], timeout: float = 600) -> str:
-    """Run `ra ARGS` on a pseudo-terminal, typing each answer after a prompt appears; everything it printed."""
+def _in_a_terminal(args: list[str], answers: list[str] | Callable[[str], str], timeout: float = 600) -> str:
+    """Run `ra ARGS` on a pseudo-terminal, typing an answer after each prompt (the next of `answers`, or
+    `answers(printed so far)`); everything it printed."""
     master, slave = pty.openpty()
     proc = subprocess.Popen([sys.executable, "-m", "ra_agent.cli", *args], stdin=slave, stdout=slave, stderr=slave,
                             env=_env(), cwd=ROOT, close_fds=True)  # fmt: skip
     os.close(slave)
-    out, todo, deadline = b"", list(answers), time.monotonic() + timeout
+    out, deadline = b"", time.monotonic() + timeout
+    todo = [] if callable(answers) else list(answers)
     try:
         while time.monotonic() < deadline:
             ready, _, _ = select.select([master], [], [], 1.0)
@@ -49,8 +54,9 @@ def _in_a_terminal(args: list[str], answers: list[str], timeout: float = 600) ->
                 if not chunk:
                     break
                 out += chunk
-                if todo and out.rstrip().endswith(b">"):
-                    os.write(master, todo.pop(0).encode() + b"\n")
+                if out.rstrip().endswith(b">") and (todo or callable(answers)):
+                    answer = answers(_clean(out)) if callable(answers) else todo.pop(0)
+                    os.write(master, answer.encode() + b"\n")
             elif proc.poll() is not None:
                 break
         assert proc.wait(timeout=30) == 0, out.decode(errors="replace")[-2000:]
@@ -59,6 +65,10 @@ def _in_a_terminal(args: list[str], answers: list[str], timeout: float = 600) ->
             proc.kill()
             proc.wait()
         os.close(master)
+    return _clean(out)
+
+
+def _clean(out: bytes) -> str:
     return ANSI.sub("", out.decode(errors="replace").replace("\r", ""))
 
 
@@ -89,6 +99,44 @@ def test_the_interactive_prompt_shows_each_records_abstract_in_a_terminal(worksp
     (pmid,) = re.findall(r"^#\d+\s+PMID (\d+) · ", out, re.M)
     abstract = _squash(by_pmid[pmid]["abstract"]).split()
     assert _squash(by_pmid[pmid]["title"]) in _squash(out) and " ".join(abstract[:12]) not in _squash(out)
+
+
+def test_the_prompt_states_the_stopping_aid_and_says_stop_only_when_the_rule_does(workspace, tmp_path, cache_dir):
+    """60 demo records, 57 seeded with their labels (3 includes, the last at row 58); the 3 left are excludes. The
+    aid speaks after 3 decisions (stop_min_screened 0.05): before each record the prompt prints the rule's line as
+    `stop_status` computes it from the decisions so far, and "you may stop" only once buscar_ranked's p < 0.05."""
+    from ra_agent.screen.stopping import stop_status
+
+    rows = demo_rows()[:ROWS]
+    undecided = (56, 58, 59)
+    labels = [int(row["label_included"]) for row in rows]
+    assert sum(labels[i] for i in undecided) == 0 and labels[57] == 1
+    for i in undecided:
+        rows[i] = {**rows[i], "label_included": ""}
+    csv_path = write_demo_subset(tmp_path / "ppi_head.csv", rows)
+    config = _config(tmp_path, workspace.data_dir, "[ingest]\noffline = true\n[screen]\nstop_min_screened = 0.05\n")
+    by_pmid = {row["pubmedID"]: int(labels[i]) for i, row in enumerate(rows)}
+
+    def answer(printed: str) -> str:  # the record's true label; stop once the aid says so
+        if "you may stop" in printed:
+            return "s"
+        pmid = re.findall(r"^#\d+\s+PMID (\d+) · ", printed, re.M)[-1]
+        return "i" if by_pmid[pmid] else "e"
+
+    out = _in_a_terminal(["--config", str(config), "screen", "--from", str(csv_path), "--seed-labels",
+                          "label_included", "-i"], answer)  # fmt: skip
+    warm_cache(workspace, cache_dir)
+    screen = Config().with_overrides(screen={"stop_min_screened": 0.05}).screen
+    seeded = [labels[i] for i in range(ROWS) if i not in undecided]
+    blocks = re.findall(r"^(import:ppi_head\.csv: \d+ of 60 screened.*?)(?=^model: |^#)", out, re.M | re.S)
+    assert len(blocks) == 3, out[-3000:]  # 57, 58 and 59 decided: two records excluded, then stop
+    for made, block in enumerate(blocks):
+        status = stop_status(seeded + [0] * made, ROWS, screen)
+        printed = [line for line in block.splitlines()[1:] if line.strip()]
+        assert printed == status.lines(), (made, block)
+        assert printed[0].startswith("stopping aid (buscar_ranked): p = ")
+        assert ("you may stop" in block) == status.stop == (made == 2), (made, status)
+    assert "recall >= 95% with 95% confidence, if the ranking puts includes no later than a random order" in out
 
 
 def test_the_terms_towards_include_are_highlighted_on_a_terminal():

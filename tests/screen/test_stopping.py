@@ -5,17 +5,19 @@ and missed includes; buscar's random sample is what `ra screen` shows and its de
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 from demo_corpus import demo_rows, write_demo_subset
 from screen_support import screen_cfg, warm_cache
+from threadpoolctl import threadpool_limits
 
 from ra_agent.cli import main
 from ra_agent.screen.project import decide, project_from_import
 from ra_agent.screen.session import step
-from ra_agent.screen.simulate import simulate
+from ra_agent.screen.simulate import choose_priors, read_labelled_csv, simulate, simulation_features
 from ra_agent.screen.stopping import first_stop, h0_pvalue, ranked_pvalue, stop_status
 from ra_agent.workspace import open_store
 
@@ -67,7 +69,14 @@ def test_statistical_rules_stop_only_past_the_target_on_a_review_where_a_run_of_
     before, at = stop_status(y[: stop.screened - 1], total, ranked), stop_status(y[: stop.screened], total, ranked)
     assert not before.stop and before.p_value is not None and before.p_value >= 0.05
     assert at.stop and at.p_value is not None and at.p_value < 0.05 and at.recall_bound is not None
-    assert at.lines()[-1] == "  you may stop: recall >= 95% with 95% confidence"
+    assert at.lines()[-1] == ("  you may stop: recall >= 95% with 95% confidence, if the ranking puts includes no "
+                              "later than a random order would (buscar_ranked)")  # fmt: skip
+    fields = at.fields()  # the asset's metadata: the active rule's own figures, no heuristic estimate beside them
+    assert fields["stop_p_value"] == at.p_value and fields["stop_recall_bound"] == at.recall_bound
+    assert not any(key.startswith("recall_estimate") for key in fields)
+    heuristic = stop_status(y[: stop.screened], total, screen_cfg(Path("unused"), stop_rule="recall_estimate").screen)
+    assert "stop_p_value" not in heuristic.fields()
+    assert heuristic.fields()["recall_estimate_includes_left"] == heuristic.estimated_left > 0
 
 
 def test_buscar_shows_a_random_sample_and_its_decisions_count(workspace, tmp_path, cache_dir):
@@ -102,6 +111,24 @@ def test_simulate_prints_the_advised_stop_per_seed(workspace, tmp_path, capsys, 
     out = capsys.readouterr().out
     warm_cache(workspace, cache_dir)
     assert code == 0
-    per_seed = [line for line in out.splitlines() if line.strip().startswith("stop advised (buscar_ranked)")]
-    assert len(per_seed) == 2 and all("recall" in line and "at 95% recall" in line for line in per_seed)
-    assert "stop advised (buscar_ranked, mean of 2)" in out
+    per_seed = re.findall(r"^    stop advised \(buscar_ranked\) after (\d+) records \(([\d.]+%)\): recall ([\d.]+); "
+                          r"work saved ([\d.]+) vs ([\d.]+) at 95% recall$", out, re.M)  # fmt: skip
+    assert len(per_seed) == 2, out
+    # the same replays, independently: each order through first_stop gives the printed figures
+    data = read_labelled_csv(path, "label_included")
+    features = simulation_features(workspace, data)
+    stops = []
+    for seed, printed in enumerate(per_seed):
+        with threadpool_limits(1):
+            order, m = simulate(features, data.labels, workspace.screen, seed=seed,
+                                priors=choose_priors(data.labels, seed), retrain_every=20)  # fmt: skip
+        stop = first_stop(data.labels[order], workspace.screen, seed=seed)
+        stops.append(stop)
+        assert printed == (str(stop.screened), f"{stop.share:.1%}", f"{stop.recall:.3f}", f"{1 - stop.share:.3f}",
+                           f"{1 - m.screened_at_95 / m.n:.3f}"), (seed, stop, m)  # fmt: skip
+    mean = re.search(r"^stop advised \(buscar_ranked, mean of 2\): after ([\d.]+%) of the records, recall ([\d.]+) "
+                     r"\(>= 0.95 in (\d) of 2\)", out, re.M)  # fmt: skip
+    assert mean is not None, out
+    assert mean[1] == f"{np.mean([s.share for s in stops]):.1%}"
+    assert mean[2] == f"{np.mean([s.recall for s in stops]):.3f}"
+    assert int(mean[3]) == sum(s.recall >= 0.95 for s in stops)

@@ -23,8 +23,10 @@ def screening_ranking(
     """The current screening order of one project's undecided records: the active-learning model
     (linear SVM on TF-IDF + PICO tokens + the citation links the store holds, fused with a ridge model on
     ra's vectors + design flags) retrained on every
-    decision so far, with the stopping aid (estimated includes left, the [screen] stop_rule verdict) and the
-    project's recall-so-far curve. Decisions come from `ra screen`; the model row is stored in the store."""
+    decision so far, with the stopping aid of `[screen] stop_rule` (the rule, its verdict and advice; for
+    buscar_ranked and buscar the p-value of "recall < target" and the recall bound, for the heuristic
+    recall_estimate its estimated includes left, named as such) and the project's recall-so-far curve. Decisions
+    come from `ra screen`; the model row is stored in the store."""
     cfg = ra.get_config()
     project = context.partition_key
     with store.get_client() as db:
@@ -45,12 +47,7 @@ def screening_ranking(
             "screened": s.screened,
             "included": s.includes,
             "undecided": s.total - s.screened,
-            "estimated_includes_left": s.estimated_left,
-            "estimated_recall": s.estimated_recall,
-            "stop_rule": s.rule,
-            "stop": s.stop,
-            "stop_reason": s.reason,
-            "stop_advice": " | ".join(line.strip() for line in s.lines()),
+            **s.fields(),
             "trained_on_decisions": result.trained_seq,
             "model_digest": result.digest,
             "ranking": dg.MetadataValue.md(table),
