@@ -233,7 +233,8 @@ def _csv_rows(
         if any("\n" in c or "\r" in c for c in cells) and (
             problem := _open_quote(consumed, headers, columns, delimiter)
         ):
-            column = next((headers[i] for i, c in enumerate(cells) if "\n" in c or "\r" in c), "?")
+            at = next(i for i, c in enumerate(cells) if "\n" in c or "\r" in c)
+            column = headers[at] if at < len(headers) else f"cell {at + 1} (past the header's {len(headers)})"
             yield ParseProblem(None, f"{name}:{line}: field '{column}': quote opened and never closed{problem}; "
                                      "row skipped", source)  # fmt: skip
             feed.give_back(consumed[1:])
@@ -252,8 +253,8 @@ def _open_quote(consumed: list[str], headers: list[str], columns: dict[str, str]
     """Why a row holding a line break is a quote left open, or None when it is a well-formed multi-line field.
 
     A well-formed quoted field ends with its closing quote before a delimiter or the row's end, and no line
-    after its first parses as a whole row of its own; a stray quote inside it (the next row's opening quote)
-    or the end of the file inside it means the quote was never closed.
+    after its first reads as a row of its own; a stray quote inside it (the next row's opening quote) or the
+    end of the file inside it means the quote was never closed.
     """
     if swallowed := _swallowed_rows(consumed[1:], headers, columns, delimiter):
         return f" (swallowed {swallowed} following row{'s' if swallowed > 1 else ''})"
@@ -266,12 +267,20 @@ def _open_quote(consumed: list[str], headers: list[str], columns: dict[str, str]
 
 
 def _swallowed_rows(rest: list[str], headers: list[str], columns: dict[str, str], delimiter: str) -> int:
-    """How many of the physical lines a multi-line row spans parse as whole rows on their own (a full set
-    of cells with a PMID): more than zero means a quote was left open, not a line break inside a field."""
-    pmid_at = headers.index(columns["pmid"])
+    """How many of the physical lines a multi-line row spans read as rows on their own: more than zero means
+    a quote was left open, not a line break inside a field.
+
+    A line reads as a row when, read as CSV or split at every delimiter (its own quotes ignored), it has a
+    PMID in the PMID column and at least the header's number of cells. Both readings, because the quote that
+    closed the runaway field sits in that line: read as CSV alone, it opens a field running to the line's
+    end (fewer cells) or leaves a quoted field unquoted (more cells).
+    """
+    pmid_at, wanted = headers.index(columns["pmid"]), len(headers)
     whole = 0
-    for cells in csv.reader(rest, delimiter=delimiter):
-        if len(cells) == len(headers) and as_pmid(cells[pmid_at]) is not None:
+    for line in rest:
+        quoted = next(csv.reader([line], delimiter=delimiter), [])
+        split = line.rstrip("\r\n").split(delimiter)
+        if any(len(cells) >= wanted and as_pmid(cells[pmid_at]) is not None for cells in (quoted, split)):
             whole += 1
     return whole
 
