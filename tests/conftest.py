@@ -101,3 +101,18 @@ def store_target(request, tmp_path: Path) -> Path | str:
     if request.param == "sqlite":
         return tmp_path / "ra.sqlite"
     return request.getfixturevalue("pg_server").new_database()
+
+
+# ---------------------------------------------------------------------------- processes the suite starts
+# Servers and workers (Redis, Celery workers, PostgreSQL) die with the test process (tests/spawned.py); at the
+# session's end none may be left running: the last teardown fails naming them (and then kills them).
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_server_outlives_the_session():
+    import spawned
+
+    yield
+    if left := spawned.leftovers():
+        spawned.kill_leftovers()
+        pytest.fail("processes started by the suite are still running at its end:\n" + "\n".join(left))
