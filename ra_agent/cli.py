@@ -399,15 +399,20 @@ def cmd_questions(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    from ra_agent.agent.closing import UI_AFTER_LOCAL, closing_block
     from ra_agent.agent.runner import run_demo
 
     cfg = _config(args)
     handbook = resolve_handbook(args.handbook, args.config)
     check_handbook(cfg, handbook)
+    found: list[str] = []
     with _store(cfg) as store:
-        written = run_demo(cfg, store, handbook=handbook, progress_factory=progress_bar)
-    for path in dict.fromkeys(written):
+        written = list(dict.fromkeys(run_demo(cfg, store, handbook=handbook, progress_factory=progress_bar,
+                                              found=found)))  # fmt: skip
+    for path in written:
         print(f"wrote {path}")
+    reports = [p for p in written if not p.endswith(".json")]
+    print("\n".join(closing_block(reports, found, ui_says=UI_AFTER_LOCAL)))  # as scripts/demo.sh ends
     return 0
 
 

@@ -160,12 +160,14 @@ def _offline(store: Store) -> bool:
     return bool(store.api_state("eutils")["offline"])
 
 
-def run_demo(cfg: Config, store: Store, handbook, progress_factory) -> list[str]:
+def run_demo(cfg: Config, store: Store, handbook, progress_factory, found: list[str] | None = None) -> list[str]:
     """The main job: import the bundled corpus, embed, cluster, then run the handbook's goal to its end, and
     then the goals it spawned (propose_alternative_pico), as `ra run` does.
 
-    Returns the paths the goals wrote (reports), or the first goal's goal_state.json when none wrote one.
+    Returns the paths the goals wrote (reports), or the first goal's goal_state.json when none wrote one;
+    `found` collects each goal's outcome in one line (closing.goal_outcome).
     """
+    from ra_agent.agent.closing import goal_outcome
     from ra_agent.agent.goal import GoalStore
     from ra_agent.ingest.corpus import import_pending
     from ra_agent.llm.select import brain_for
@@ -183,4 +185,6 @@ def run_demo(cfg: Config, store: Store, handbook, progress_factory) -> list[str]
         written += written_reports(cfg, state)
         log.info("demo: goal %s %s after %d cycles (%s): %s", state.goal_id, state.status, state.cycle, brain.label(),
                  state.stop_reason() or "-")  # fmt: skip
+        if found is not None:
+            found.append(goal_outcome(state))
     return written or [str(GoalStore(cfg.data_dir, store).state_path(first.goal_id))]
