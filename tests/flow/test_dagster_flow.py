@@ -132,6 +132,10 @@ def test_dagster_path_gives_the_local_runner_history(project, defs, demo_templat
         drive(defs, instance, project)
         wanted = ("pubmed_search", "clusters", "pico_extractions", "sr_overlap", "reports", "mind_kb")
         materialized = {k for k in wanted if instance.get_latest_materialization_event(dg.AssetKey(k))}
+        pico = instance.get_latest_materialization_event(dg.AssetKey("pico_extractions"))
+        assert pico is not None and pico.asset_materialization is not None
+        meta = pico.asset_materialization.metadata  # how long the extraction took, and how fast it went
+        assert meta["papers_per_second"].value == pytest.approx(meta["papers"].value / meta["seconds"].value, 0.02)
     with open_store(cfg) as store:
         dagster_state = GoalStore(cfg.data_dir, store).load(goal_id)
         reports = [h["path"] for h in dagster_state.history if h["event"] == "report_written"]

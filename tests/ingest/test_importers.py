@@ -48,12 +48,12 @@ def write_csv(path: Path, header: list[str], rows: list[list[str]], delimiter: s
 
 # ---------------------------------------------------------------------------- CSV
 def test_demo_corpus_imports_all_1333_records(store, cfg, demo_rows):
-    progress: list[int] = []
-    summary = import_file(store, DEMO, cfg, progress=progress.append)
+    progress: list[tuple[int, int]] = []
+    summary = import_file(store, DEMO, cfg, progress=lambda done, total: progress.append((done, total)))
     assert (summary.format, summary.inserted, summary.problems) == ("csv", 1333, [])
     counts = store.counts()
     assert counts["paper"] == 1333 and counts["paper_with_abstract"] == 1171
-    assert progress[-1] == 1333
+    assert progress[-1] == (1333, 1333) and {total for _, total in progress} == {1333}  # the total known up front
 
     # 44 rows carry only a PMID: loaded, and each named as a warning with its line and field
     assert len(summary.warnings) == 44
