@@ -3,7 +3,7 @@
 # pytest's exit 5 ("no tests ran") is a failure like any other non-zero exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh test  # ra and what the suite needs: a local LLM, chromium, redis-server, postgresql
 export HF_HUB_OFFLINE=1
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
