@@ -261,9 +261,13 @@ def test_a_worker_killed_inside_an_append_loses_nothing_and_the_step_runs_on_the
     result = json.loads(next(x for x in out.splitlines() if x.startswith("RESULT "))[len("RESULT ") :])
     assert result["success"], result["failure"]
     executions = [s["worker"] for s in result["steps"] if s["step"] == "embedding_shards"]
-    assert executions == [doomed.hostname, survivor.hostname]  # delivered again, to the live worker
-    (shard,) = [m for m in result["materialized"] if m["asset"] == "embedding_shards"]
-    assert shard["embedded"] == PER_SHARD and shard["already_present"] == 0
+    # delivered again, to the live worker; on a loaded machine the survivor's run can outlast the 45 s visibility
+    # timeout, and Redis then hands the step out once more: that run finds every vector present (steps may run
+    # twice, scripts/dagster-celery.yaml says, and ra's tolerate it)
+    assert executions[0] == doomed.hostname and executions[1:] and set(executions[1:]) == {survivor.hostname}
+    first, *again = [m for m in result["materialized"] if m["asset"] == "embedding_shards"]
+    assert first["embedded"] == PER_SHARD and first["already_present"] == 0
+    assert all(m["embedded"] == 0 and m["already_present"] == PER_SHARD for m in again)
 
     vectors = VectorStore(folder / slug)
     assert vectors.verify() == [] and len(vectors) == PER_SHARD == len(np.unique(vectors.row_pmids))
