@@ -252,3 +252,27 @@ def test_a_search_finds_the_same_papers_on_sqlite_and_postgresql(pg_server, tmp_
             assert found, query
             assert sorted(postgresql.search(query, limit=len(papers))) == sorted(found), query
         assert 9777317 in sqlite.search(SAME_ON_BOTH[0], limit=len(papers))  # its "mg" is only in "mg/day"
+
+
+def test_migration_8_rebuilds_the_tsvectors_of_an_existing_postgresql_store(pg_server):
+    """A store made before migration 8 (english tsvectors: "mg/day" one token) is searched as FTS5 would search it
+    once it opens with this ra: the migration rebuilds every paper's tsvector."""
+    papers = [p for p in demo_corpus.demo_papers() if p.pmid in (9777317, 12743434)]
+    url = pg_server.new_database()
+    with Store(url) as store:
+        store.upsert_papers(papers, source="import:demo.csv")
+        with store.transaction():  # back to schema 7, as such a store was left
+            for sql in (
+                "UPDATE paper_fts AS f SET fts = to_tsvector('english', p.title || ' ' || p.abstract) FROM paper AS p "
+                "WHERE p.pmid = f.pmid",
+                "DROP TEXT SEARCH CONFIGURATION ra_fts",
+                "DROP TEXT SEARCH DICTIONARY ra_english_stem",
+                "DROP FUNCTION ra_fts_text(TEXT)",
+                "UPDATE ra_schema SET version = 7",
+            ):
+                store.conn.execute(sql)
+        old = "SELECT pmid FROM paper_fts WHERE fts @@ to_tsquery('english', 'mg') ORDER BY pmid"
+        assert [r[0] for r in store.conn.execute(old)] == [12743434]  # 9777317 has "mg" only in "mg/day"
+    with Store(url) as store:
+        assert store.schema_version == len(MIGRATIONS) == 8
+        assert sorted(store.search("pantoprazole AND mg")) == [9777317, 12743434]
