@@ -17,4 +17,4 @@ if grep -qi "warning" <<<"$ours"; then echo "$out"; echo "test.sh: the definitio
 out=$(.venv/bin/dagster definitions validate -w workspace-celery.yaml 2>&1) || { echo "$out"; exit 1; }
 ours=$(grep -v -e "SupersessionWarning: Function \`definitions_validate_command\`" -e "return callback(\*args" <<<"$out" || true)
 if grep -qi "warning" <<<"$ours"; then echo "$out"; echo "test.sh: the celery location loads with warnings"; exit 1; fi
-.venv/bin/python -m pytest -q "$@"
+.venv/bin/python -m pytest -q --durations=25 "$@"  # CI prints the 25 slowest tests (setup, call, teardown)
