@@ -39,13 +39,13 @@ from spawned import unavailable
 from ra_agent.config import load_config
 from ra_agent.store.vectors import PAUSE_AT_ENV, PAUSE_S_ENV, VectorStore, active_index, emb_root
 
-from .conftest import ROOT, write_config
+from .conftest import GAP_HANDBOOK, ROOT, write_config
 
 pytestmark = [pytest.mark.celery, pytest.mark.slow]
 
 RUNS = Path(__file__).with_name("celery_runs.py")
 SHARDS, PER_SHARD = 4, 12  # four ingest batches (embedding shards) of real demo records
-HANDBOOK = "seek_gap_ppi_gerd"
+HANDBOOK = GAP_HANDBOOK
 _redis_dbs = itertools.count(1)
 
 
@@ -282,11 +282,9 @@ def test_a_worker_killed_inside_an_append_loses_nothing_and_the_step_runs_on_the
 # ---------------------------------------------------------------------------- the agent flow
 
 
-def test_the_agent_flow_through_celery_gives_the_local_runner_reports(demo_project, demo_template, deployment,
-                                                                      pg_server, workers, tmp_path):  # fmt: skip
+def test_the_agent_flow_through_celery_gives_the_local_runner_reports(demo_project, deployment, pg_server, workers,
+                                                                      request):  # fmt: skip
     from ra_agent.agent.goal import GoalStore
-    from ra_agent.agent.runner import run_goal, start_goal
-    from ra_agent.llm.rules_brain import RulesBrain
     from ra_agent.workspace import open_store
 
     from .conftest import store_on_postgres
@@ -305,13 +303,8 @@ def test_the_agent_flow_through_celery_gives_the_local_runner_reports(demo_proje
     assert started["success"] and started["steps"][0]["worker"] in {w.hostname for w in pool}
     goal_id = started["output"]
     with run_in_background(env, demo_project, "agent_celery", timeout=1500) as driving:
-        local = tmp_path / "local"  # meanwhile the same handbook on a fresh copy, through the local runner
-        shutil.copytree(demo_template, local)
-        local_cfg = load_config(write_config(local))
-        with open_store(local_cfg) as store:
-            handbook = local / "handbooks" / f"{HANDBOOK}.md"
-            local_state = run_goal(local_cfg, store, start_goal(local_cfg, store, handbook, RulesBrain.name).goal_id,
-                                   RulesBrain())  # fmt: skip
+        # meanwhile (unless the session has it already) the same handbook on a fresh copy, through the local runner
+        local_cfg, local_state = request.getfixturevalue("local_gap_run")
     driven = driving.result
     assert driven["last_skip"] == "no goal to run (1 stopped)"
     runs = driven["runs"]
