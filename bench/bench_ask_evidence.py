@@ -9,10 +9,11 @@ Each arm answers every question with the rule-based planner (no LLM, determinist
 embedded workspace (Mind-KB off, so no arm learns from another's runs) and reports:
 - hit rate: questions whose answer cites at least one expected PMID;
 - recall: expected PMIDs cited / expected PMIDs, averaged over questions.
-The baseline arm imports ra_agent from `git archive <--baseline-rev>` (default: main, today's ranking), the other
-from this tree; both run this same script as a worker. Prints; never asserts.
+The baseline arm imports ra_agent from `git archive <--baseline-rev>` (default: BASELINE_REV, the last commit
+before `ra ask` ranked by evidence design, 3846e79: plain similarity ranking), the other from this tree; both run
+this same script as a worker. Prints the baseline's commit; never asserts.
 
-Usage: python bench/bench_ask_evidence.py --data-dir /path/to/workspace/data [--baseline-rev main]
+Usage: python bench/bench_ask_evidence.py --data-dir /path/to/workspace/data [--baseline-rev REV]
 (the workspace: `ra import data/demo/Cohen_2006_ProtonPumpInhibitors.csv && ra embed`, or after `ra demo`).
 """
 
@@ -30,6 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+# the last commit before the evidence ranking (3846e79 "ra ask cites the best evidence first"); not `main`, which
+# holds the change itself since it was merged (both arms would be the same code)
+BASELINE_REV = "3846e79^"
 
 
 @dataclass(frozen=True)
@@ -118,6 +122,20 @@ def export_revision(rev: str, target: Path) -> Path:
     return target / "tree"
 
 
+def commit_of(rev: str) -> str:
+    """The short hash and subject of `rev` in this repository."""
+    out = subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%h %s", rev], check=True,
+                         capture_output=True, text=True).stdout.strip()  # fmt: skip
+    return out if len(out) <= 90 else out[:87] + "..."
+
+
+def dirty() -> bool:
+    """Whether this tree's ra_agent differs from its HEAD commit (the arm runs the files as they are)."""
+    out = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", "ra_agent"], check=True,
+                         capture_output=True, text=True).stdout  # fmt: skip
+    return bool(out.strip())
+
+
 def scores(answers: dict[str, list[int]], questions) -> tuple[float, float, int]:
     """(hit rate, mean recall, questions) over `questions`."""
     hits = recall = 0.0
@@ -132,7 +150,8 @@ def scores(answers: dict[str, list[int]], questions) -> tuple[float, float, int]
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data-dir", type=Path, help="an embedded workspace holding the demo corpus")
-    ap.add_argument("--baseline-rev", default="main", help="git revision whose ask is the baseline (default main)")
+    ap.add_argument("--baseline-rev", default=BASELINE_REV,
+                    help=f"git revision whose ask is the baseline (default {BASELINE_REV}: before the evidence ranking)")  # fmt: skip
     ap.add_argument("--tuning-only", action="store_true", help="answer the tuning questions only (while tuning)")
     ap.add_argument("--worker", nargs=2, metavar=("DATA_DIR", "OUT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -146,7 +165,9 @@ def main() -> None:
         data = args.data_dir.resolve()
         base = run_arm("baseline", export_revision(args.baseline_rev, tmp_path), data, tmp_path, args.tuning_only)
         ours = run_arm("this_tree", ROOT, data, tmp_path, args.tuning_only)
-    print(f"ra ask, rules planner, demo corpus: {len(QUESTIONS)} questions; baseline = {args.baseline_rev}\n")
+    print(f"ra ask, rules planner, demo corpus: {len(QUESTIONS)} questions; baseline = {args.baseline_rev} "
+          f"(commit {commit_of(args.baseline_rev)}), this tree at {commit_of('HEAD')}"
+          f"{' + uncommitted changes' if dirty() else ''}\n")  # fmt: skip
     print("| questions | n | baseline hit rate | this tree hit rate | baseline recall | this tree recall |")
     print("|---|---|---|---|---|---|")
     tuning, held_out = [q for q in QUESTIONS if not q.held_out], [q for q in QUESTIONS if q.held_out]

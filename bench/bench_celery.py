@@ -46,10 +46,10 @@ def run_step(env: dict[str, str], cwd: Path, *args: str) -> dict:
     import json
     import subprocess
 
-    from celery_cluster import stop_group
+    from celery_cluster import start_group, stop_group
 
-    process = subprocess.Popen([sys.executable, str(RUNS), *args], env=env, cwd=cwd, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
+    process = start_group([sys.executable, str(RUNS), *args], env=env, cwd=cwd, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
         out, err = process.communicate(timeout=3600)
     finally:
@@ -152,14 +152,16 @@ def main() -> None:
     counts = [int(x) for x in args.workers.split(",")]
     if reason := missing_binaries() or missing():
         raise SystemExit(f"bench_celery: {reason}")
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the servers and workers on SIGTERM too
+    # SIGTERM stops the servers and workers through the `finally` below; a SIGKILL through tests/spawned.py's watchdog
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     import numpy as np
 
     root = Path(tempfile.mkdtemp(prefix="ra-bench-celery-"))
     pg = redis = None
     try:
-        pg, redis = PgServer().start(), RedisServer().start()
+        pg = PgServer().start()  # one at a time: a Redis that fails to start must not leave PostgreSQL running
+        redis = RedisServer().start()
         template = make_project(root, args.shards, args.per_shard)
         print(f"{args.shards} shards x {args.per_shard} demo abstracts, {os.cpu_count()} cores, "
               f"load average {os.getloadavg()[0]:.1f}, {args.threads} torch thread(s) per worker", flush=True)  # fmt: skip

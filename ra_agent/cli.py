@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -57,10 +58,12 @@ def report_error(exc: BaseException) -> int:
 
 @contextmanager
 def progress_bar(desc: str, total: int | None = None, unit: str = "rec"):
-    """A tqdm bar on stderr, yielding a callback progress(done, total=None)."""
+    """A tqdm bar on stderr (count, rate and time left once the total is known), yielding a callback
+    progress(done, total=None). Shown on a terminal; RA_PROGRESS=1 shows it also when stderr is a file or a pipe."""
     from tqdm import tqdm
 
-    bar = tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, disable=None, dynamic_ncols=True)
+    disable = False if os.environ.get("RA_PROGRESS") == "1" else None  # None: tqdm's "only on a terminal"
+    bar = tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, disable=disable, dynamic_ncols=True)
 
     def update(done: int, new_total: int | None = None) -> None:
         if new_total is not None and bar.total != new_total:
@@ -257,6 +260,7 @@ def _run_goals(cfg: Config, store: Store, goal_id: str, brain, max_cycles: int |
 
     try:
         states = run_with_spawned(cfg, store, goal_id, brain, max_cycles=max_cycles, on_goal=on_goal,
+                                  progress_factory=progress_bar,
                                   on_cycle=lambda o: print(f"  cycle {o.cycle}: {o.event}"
                                                            f"{' ' + o.tool if o.tool else ''} -> {o.status}"))  # fmt: skip
     except GoalLocked as exc:
@@ -405,15 +409,20 @@ def cmd_questions(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    from ra_agent.agent.closing import UI_AFTER_LOCAL, closing_block
     from ra_agent.agent.runner import run_demo
 
     cfg = _config(args)
     handbook = resolve_handbook(args.handbook, args.config)
     check_handbook(cfg, handbook)
+    found: list[str] = []
     with _store(cfg) as store:
-        written = run_demo(cfg, store, handbook=handbook, progress_factory=progress_bar)
-    for path in dict.fromkeys(written):
+        written = list(dict.fromkeys(run_demo(cfg, store, handbook=handbook, progress_factory=progress_bar,
+                                              found=found)))  # fmt: skip
+    for path in written:
         print(f"wrote {path}")
+    reports = [p for p in written if not p.endswith(".json")]
+    print("\n".join(closing_block(reports, found, ui_says=UI_AFTER_LOCAL)))  # as scripts/demo.sh ends
     return 0
 
 

@@ -421,11 +421,15 @@ def _check_value(value: Any, typ: Any, f: dataclasses.Field, where: str) -> Any:
 
 def _check_url(value: str, schemes: tuple[str, ...], where: str) -> None:
     """ConfigError unless `value` is a URL with one of `schemes` and a host (a URL knob's default may be "")."""
-    parts = urllib.parse.urlsplit(value)
     wanted = " or ".join(f"{s}://" for s in schemes)
+    try:
+        parts = urllib.parse.urlsplit(value)
+        hostname, _ = parts.hostname, parts.port
+    except ValueError as exc:  # "http://[bad" (an unclosed IPv6 bracket), "http://host:99999" (a bad port)
+        raise ConfigError(f"{where}: {value!r} is not a {wanted} URL ({exc})") from None
     if parts.scheme.lower() not in schemes:
         raise ConfigError(f"{where}: {value!r} is not a {wanted} URL")
-    if not parts.hostname and set(schemes) <= set(WEB_SCHEMES):
+    if not hostname and set(schemes) <= set(WEB_SCHEMES):
         raise ConfigError(f"{where}: {value!r} names no host (expected {wanted}host...)")
 
 

@@ -27,7 +27,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from ra_agent.agent import GoalStore, report_verdict, spawned_goals, written_reports
+from ra_agent.agent import GoalStore, spawned_goals, written_reports
+from ra_agent.agent.closing import closing_block, goal_outcome, report_gist  # noqa: F401  (report_gist: for tests)
 from ra_agent.config import ConfigError, default_config_path, load_config
 from ra_agent.workspace import open_store
 from ra_assets.local import console_level, drive
@@ -67,29 +68,6 @@ def check_outcomes(result: dg.ExecuteInProcessResult) -> str:
     evaluations = result.get_asset_check_evaluations()
     failed = [e.check_name + (f" ({e.description})" if e.description else "") for e in evaluations if not e.passed]
     return f"{len(evaluations)} checks" + (f", not passed: {'; '.join(failed)}" if failed else "")
-
-
-def report_gist(path: Path) -> str:
-    """A report's subject and verdict in one line ("ph monitoring · reflux: evidence gap (provisional)"), read from
-    its title and its **Verdict: ...** line; "" when the file says neither."""
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return ""
-    title = next((x.split(":", 1)[-1].strip() for x in lines if x.startswith("# ")), "")
-    verdict = report_verdict(path)
-    return ": ".join(part for part in (title, verdict) if part)
-
-
-def closing_block(written: list[str], found: list[str], ui_port: int = 3000) -> list[str]:
-    """What the demo ends with: what was found, the dossiers to read, and how to see it all in the UI."""
-    lines = ["", "demo finished. What it found:", *(f"  {line}" for line in found), "Read:"]
-    lines += [f"  {path}" + (f"\n    {what}" if (what := report_gist(Path(path))) else "") for path in written] or [
-        "  (no report written: see the goal states above)"
-    ]
-    lines += ["See the asset graph, the runs and the reports' previews in the Dagster UI:",
-              f"  bash scripts/ui.sh     then open http://127.0.0.1:{ui_port}  (Ctrl-C stops it)"]  # fmt: skip
-    return lines
 
 
 def handbook_choice(handbook: str, choices) -> str:
@@ -163,7 +141,7 @@ def run_demo(config_path: Path, handbook: str, instance: dg.DagsterInstance, say
         written = [path for state in states for path in written_reports(cfg, state)]
         for state in states:
             say(f"demo: goal {state.goal_id} {state.status} after {state.cycle} cycles: {state.stop_reason() or '-'}")
-            found.append(f"goal {state.goal_id} ({state.primary_goal}, {state.status}): {state.stop_reason() or '-'}")
+            found.append(goal_outcome(state))
         return written or [str(goals.state_path(goal_id))]
 
 

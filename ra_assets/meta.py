@@ -43,3 +43,8 @@ def none_found(store, sql: str, what: str) -> dg.AssetCheckResult:
     with store.get_client() as db:
         found = db.conn.execute(sql).fetchone()[0]
     return dg.AssetCheckResult(passed=found == 0, metadata={what: found})
+
+
+def rate(count: int, seconds: float, unit: str) -> dict[str, float]:
+    """`seconds` and `<unit>_per_second` for a step's metadata (how long it took, how fast it went)."""
+    return {"seconds": round(seconds, 3), f"{unit}_per_second": round(count / max(seconds, 1e-9), 2)}

@@ -9,8 +9,9 @@ INTRO = """# Configuration reference (`config.toml`)
 
 Every numeric knob of the design memos lives in `config.toml`; ra reads it once at start-up into
 typed, frozen dataclasses (`ra_agent/config.py`). An unknown key, a wrong type, an out-of-range
-value or a URL whose scheme the key does not take (`eutils_base_url = "file:///etc"`) stops ra with
-an error naming the file, the section and the key.
+value, a URL whose scheme the key does not take (`eutils_base_url = "file:///etc"`) or a URL that
+does not parse (`"http://[bad"`, a port past 65535) stops ra with an error naming the file, the
+section and the key.
 
 - **Which file:** `--config PATH` on the CLI, else `RA_CONFIG`, else `./config.toml`. Relative paths
   (e.g. `data_dir`) are resolved against the config file's folder.

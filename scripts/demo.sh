@@ -7,6 +7,6 @@
 # (--handbook NAME|PATH, --config PATH); `bash scripts/ui.sh` afterwards shows its runs and materialisations.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh demo  # ra only: no llama.cpp build, no apt packages (the tests need those)
 source scripts/profile.sh
 exec .venv/bin/python -m ra_assets.demo "$@"

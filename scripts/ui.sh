@@ -9,7 +9,7 @@
 # SIGINT ignored): scripts/supervise.py runs dagster dev in its own process group and forwards the signal.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh ui  # ra only, as for the demo
 source scripts/profile.sh
 # `dg dev` supersedes `dagster dev` in Dagster's new CLI; ra keeps the workspace.yaml entry
 # point, so that one notice is silenced (any other warning still shows)

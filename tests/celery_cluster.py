@@ -1,7 +1,8 @@
 """A throwaway Celery deployment for tests and benches: Debian's redis-server on a free loopback port as the broker,
 and dagster-celery workers (`dagster-celery worker start`, as a team runs them), each in its own process group.
 
-Whoever starts one stops it (SIGTERM to the group, SIGKILL after a grace period), also on failure.
+Whoever starts one stops it (SIGTERM to the group, SIGKILL after a grace period), also on failure; and each group
+dies with the process that started it, however that process ends (tests/spawned.py's watchdog).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from spawned import guard_group, release_group
 
 ROOT = Path(__file__).resolve().parents[1]
 REDIS_SERVER = os.environ.get("RA_TEST_REDIS_SERVER") or shutil.which("redis-server") or "/usr/bin/redis-server"
@@ -44,7 +47,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def stop_group(process: subprocess.Popen, grace: float) -> None:
+def start_group(cmd: list[str], folder: Path | None = None, **popen) -> subprocess.Popen:
+    """`cmd` as the leader of its own process group, which dies with this process (tests/spawned.py); so does
+    `folder` (its temp dir)."""
+    process = subprocess.Popen(cmd, start_new_session=True, **popen)
+    guard_group(process, folder)
+    return process
+
+
+def stop_group(process: subprocess.Popen, grace: float, folder: Path | None = None) -> None:
     """SIGTERM to the process group, SIGKILL after `grace` seconds (a no-op for a group already gone)."""
     if process.poll() is None:
         with contextlib.suppress(ProcessLookupError):
@@ -57,6 +68,7 @@ def stop_group(process: subprocess.Popen, grace: float) -> None:
         os.killpg(process.pid, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
         process.wait(timeout=30)
+    release_group(process, folder)
 
 
 class RedisServer:
@@ -71,7 +83,7 @@ class RedisServer:
         log = (self.root / "redis.log").open("w")
         cmd = [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.root), "--save", "",
                "--appendonly", "no", "--daemonize", "no", "--databases", "64"]  # fmt: skip
-        self.process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.process = start_group(cmd, self.root, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
         while not self.ping():
             if self.process.poll() is not None or time.monotonic() > deadline:
@@ -98,7 +110,7 @@ class RedisServer:
     def stop(self) -> None:
         try:
             if self.process is not None:
-                stop_group(self.process, grace=10)
+                stop_group(self.process, grace=10, folder=self.root)
         finally:
             shutil.rmtree(self.root, ignore_errors=True)
 
@@ -124,7 +136,7 @@ class CeleryWorker:
                f"--concurrency={self.concurrency}", "--without-gossip", "--without-mingle"]  # fmt: skip
         env = {**self.env, "PATH": os.pathsep.join([str(BIN), self.env.get("PATH", os.defpath)])}
         with self.log.open("w") as out:
-            self.process = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            self.process = start_group(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
         return self
 
     def wait_ready(self, timeout: float) -> None:
@@ -148,6 +160,7 @@ class CeleryWorker:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait(timeout=30)
+            release_group(self.process)
 
     def stop(self, grace: float = 20) -> None:
         if self.process is not None:

@@ -81,15 +81,17 @@ def cfg_for_fixture():
 
 # ---------------------------------------------------------------------------- PostgreSQL (store, Dagster instance)
 # One real server per session (tests/pg_server.py: initdb + pg_ctl on a free loopback port), stopped at
-# the end; each test that wants one gets a fresh database. Skips, saying why, where the binaries are absent.
+# the end; each test that wants one gets a fresh database. Where the binaries are absent it skips, saying
+# why, except under CI, where it fails (as the celery tests' broker does).
 
 
 @pytest.fixture(scope="session")
 def pg_server():
     from pg_server import PgServer, missing_binaries
+    from spawned import unavailable
 
     if reason := missing_binaries():
-        pytest.skip(reason)
+        unavailable(reason)
     server = PgServer().start()
     yield server
     server.stop()
@@ -101,3 +103,18 @@ def store_target(request, tmp_path: Path) -> Path | str:
     if request.param == "sqlite":
         return tmp_path / "ra.sqlite"
     return request.getfixturevalue("pg_server").new_database()
+
+
+# ---------------------------------------------------------------------------- processes the suite starts
+# Servers and workers (Redis, Celery workers, PostgreSQL) die with the test process (tests/spawned.py); at the
+# session's end none may be left running: the last teardown fails naming them (and then kills them).
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_server_outlives_the_session():
+    import spawned
+
+    yield
+    if left := spawned.leftovers():
+        spawned.kill_leftovers()
+        pytest.fail("processes started by the suite are still running at its end:\n" + "\n".join(left))

@@ -20,6 +20,7 @@ from ra_agent.agent.success import (
     _SuccessParser,
     iter_nodes,
     normalise_metrics,
+    number_too_long,
 )
 
 HANDBOOK_KEYS = ("Primary_goal", "Seed_query", "Tools_allowed", "Exploration", "Success", "Stop_after")
@@ -170,6 +171,8 @@ def _to_bool(entry: _Entry, source: str) -> bool:
 
 def _to_count(entry: _Entry, source: str) -> int:
     value = _scalar(entry, source)
+    if too_long := number_too_long(value):
+        raise HandbookError(source, entry.line, entry.key, too_long)
     if not re.fullmatch(r"\+?\d+", value) or int(value) < 1:
         raise HandbookError(source, entry.line, entry.key, f"expected an integer >= 1, got {value!r}")
     return int(value)
@@ -304,7 +307,14 @@ def parse_handbook(text: str, path: str | Path = "<handbook>") -> Handbook:
 def load_handbook(path: str | Path) -> Handbook:
     """Read and parse a handbook file; any problem is a HandbookError naming file, line and key."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        data = Path(path).read_bytes()
     except OSError as exc:
         raise HandbookError(str(path), 1, None, f"cannot read handbook: {exc.strerror or exc}") from exc
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise HandbookError(
+            str(path), line, None, f"not UTF-8 (byte 0x{data[exc.start]:02x}); save it as UTF-8"
+        ) from None
     return parse_handbook(text, path)

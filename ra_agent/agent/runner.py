@@ -42,11 +42,13 @@ def start_goal(cfg: Config, store: Store, handbook: str | Path, brain_name: str 
                                                  brain=brain_name)  # fmt: skip
 
 
-def perform_requests(cfg: Config, store: Store, outcome: CycleOutcome, brain, embedder_factory) -> bool:
+def perform_requests(cfg: Config, store: Store, outcome: CycleOutcome, brain, embedder_factory,
+                     progress_factory=None) -> bool:  # fmt: skip
     """Run the stages a cycle asked for; a stage that raises marks the goal `crashed` (returns False)."""
     for request in outcome.requests:
         try:
-            perform(cfg, store, request, brain=brain, embedder=embedder_factory(), goal_id=outcome.goal_id)
+            perform(cfg, store, request, brain=brain, embedder=embedder_factory(), goal_id=outcome.goal_id,
+                    progress_factory=progress_factory)  # fmt: skip
         except Exception as exc:  # never leave the goal in_progress over a stage that died
             log.exception("goal %s: stage %s crashed", outcome.goal_id, request.label())
             mark_crashed(cfg, store, outcome.goal_id, f"stage {request.label()}: {type(exc).__name__}: {exc}")
@@ -84,8 +86,10 @@ def run_goal(
     max_cycles: int | None = None,
     embedder_factory: Callable | None = None,
     on_cycle: Callable[[CycleOutcome], None] | None = None,
+    progress_factory: Callable | None = None,
 ) -> GoalState:
-    """Cycle until the goal is no longer in progress, doing the requested stages in between.
+    """Cycle until the goal is no longer in progress, doing the requested stages in between (their progress on
+    `progress_factory`'s bars, as stages.perform takes it).
 
     The goal's [goal] max_cycles stops it (in run_cycle, as under Dagster); `max_cycles` here caps
     the cycles of this run only. A PAUSE file makes the runner wait; one process per goal (GoalLock).
@@ -100,13 +104,13 @@ def run_goal(
         if state.pending_asset_requests:  # a previous run stopped between a cycle and its stages
             pending = CycleOutcome(goal_id, state.cycle, state.status, "pending", brain.name,
                                    requests=[StageRequest.from_dict(r) for r in state.pending_asset_requests])  # fmt: skip
-            if not perform_requests(cfg, store, pending, brain, embedder_factory):
+            if not perform_requests(cfg, store, pending, brain, embedder_factory, progress_factory):
                 return goals.load(goal_id)
         cycles = 0
         while max_cycles is None or cycles < max_cycles:
             outcome = run_cycle(cfg, store, goal_id, brain, embedder_factory=embedder_factory)
             cycles += outcome.event not in ("paused", "inactive", "stopped_manual")
-            ok = perform_requests(cfg, store, outcome, brain, embedder_factory)
+            ok = perform_requests(cfg, store, outcome, brain, embedder_factory, progress_factory)
             if on_cycle:
                 on_cycle(outcome)
             if outcome.status == "paused":
@@ -160,12 +164,14 @@ def _offline(store: Store) -> bool:
     return bool(store.api_state("eutils")["offline"])
 
 
-def run_demo(cfg: Config, store: Store, handbook, progress_factory) -> list[str]:
+def run_demo(cfg: Config, store: Store, handbook, progress_factory, found: list[str] | None = None) -> list[str]:
     """The main job: import the bundled corpus, embed, cluster, then run the handbook's goal to its end, and
     then the goals it spawned (propose_alternative_pico), as `ra run` does.
 
-    Returns the paths the goals wrote (reports), or the first goal's goal_state.json when none wrote one.
+    Returns the paths the goals wrote (reports), or the first goal's goal_state.json when none wrote one;
+    `found` collects each goal's outcome in one line (closing.goal_outcome).
     """
+    from ra_agent.agent.closing import goal_outcome
     from ra_agent.agent.goal import GoalStore
     from ra_agent.ingest.corpus import import_pending
     from ra_agent.llm.select import brain_for
@@ -174,13 +180,16 @@ def run_demo(cfg: Config, store: Store, handbook, progress_factory) -> list[str]
     log.info("demo: imported %s (%d new papers)", ", ".join(imported.files) or "nothing new", imported.inserted)
     with progress_factory("embed", unit="paper") as bar:
         embed_all(cfg, store, progress=bar, before_switch=pico_rebuilder(cfg))
-    organised = organise(cfg, store)
+    with progress_factory("cluster", unit="step") as bar:  # organise's stages (index, features, UMAP, HDBSCAN...)
+        organised = organise(cfg, store, progress=lambda step, steps, what: bar(step, steps))
     log.info("demo: %d active clusters", organised.active_clusters)
     brain = brain_for(cfg, store)
     first = start_goal(cfg, store, handbook, brain.name)
     written: list[str] = []
-    for state in run_with_spawned(cfg, store, first.goal_id, brain):
+    for state in run_with_spawned(cfg, store, first.goal_id, brain, progress_factory=progress_factory):
         written += written_reports(cfg, state)
         log.info("demo: goal %s %s after %d cycles (%s): %s", state.goal_id, state.status, state.cycle, brain.label(),
                  state.stop_reason() or "-")  # fmt: skip
+        if found is not None:
+            found.append(goal_outcome(state))
     return written or [str(GoalStore(cfg.data_dir, store).state_path(first.goal_id))]

@@ -8,6 +8,7 @@ runner calls `perform()`, which runs the same functions.
 from __future__ import annotations
 
 import logging
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -193,19 +194,30 @@ def run_reports(cfg: Config, store: Store, goal_id: str | None = None, brain=Non
     return write_goal_reports(cfg, store, goal_id, brain)
 
 
-def perform(cfg: Config, store: Store, request: StageRequest, *, brain=None, embedder=None, goal_id=None):
-    """Run one stage locally (what the Dagster assets of that stage do)."""
+@contextmanager
+def _no_progress(desc: str, unit: str = ""):
+    yield None
+
+
+def perform(cfg: Config, store: Store, request: StageRequest, *, brain=None, embedder=None, goal_id=None,
+            progress_factory=None):  # fmt: skip
+    """Run one stage locally (what the Dagster assets of that stage do). `progress_factory(desc, unit=...)`, a
+    context manager yielding progress(done, total) (the CLI's bar), shows the long stages' progress."""
     from ra_agent.embed.index import embed_all
 
     log.info("stage %s (%s)", request.label(), request.reason or "requested")
+    bar = progress_factory or _no_progress
     if request.stage == "search":
         return run_search(cfg, store, request.key)
     if request.stage == "embed":
-        return embed_all(cfg, store, embedder=embedder, before_switch=pico_rebuilder(cfg, embedder))
+        with bar("embed", unit="paper") as progress:
+            return embed_all(cfg, store, embedder=embedder, before_switch=pico_rebuilder(cfg, embedder),
+                             progress=progress)  # fmt: skip
     if request.stage == "organise":
         return run_organise(cfg, store, goal_id=goal_id, embedder=embedder)
     if request.stage == "pico":
-        return run_pico_stage(cfg, store, request.key, brain=brain, embedder=embedder)
+        with bar(f"pico {request.key}", unit="paper") as progress:
+            return run_pico_stage(cfg, store, request.key, brain=brain, embedder=embedder, progress=progress)
     if request.stage == "sr_overlap":
         return run_sr_overlap(cfg, store, request.key, embedder=embedder)
     if request.stage == "expand":

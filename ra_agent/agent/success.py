@@ -194,9 +194,20 @@ _TOKEN_RE = re.compile(
 # How deep parentheses and NOTs may nest: the parser and the evaluator recurse once per level, so a cap far
 # below Python's recursion limit turns a pathological expression into a handbook error naming its line.
 SUCCESS_MAX_NESTING = 50
+# Digits a number in a handbook may have (Success literals, Stop_after): more says nothing a metric can reach,
+# and past 4,300 digits int() itself refuses the text.
+NUMBER_MAX_DIGITS = 15
 _UNICODE_OPS = {"≥": ">=", "≤": "<=", "≠": "!="}
 _KEYWORDS = {"and": "AND", "or": "OR", "not": "NOT"}
 _LITERALS = {"true": True, "false": False, "null": None}
+
+
+def number_too_long(text: str) -> str | None:
+    """Why a number written in a handbook is refused (more than NUMBER_MAX_DIGITS digits), or None."""
+    if (digits := sum(c.isdigit() for c in text)) <= NUMBER_MAX_DIGITS:
+        return None
+    shown = text if len(text) <= 20 else f"{text[:12]}...{text[-4:]}"
+    return f"number {shown!r} has {digits} digits (at most {NUMBER_MAX_DIGITS})"
 
 
 @dataclass(frozen=True)
@@ -238,6 +249,8 @@ class _SuccessParser:
                 hint = " (use '==' to compare)" if text == "=" else ""
                 raise HandbookError(self.source, line, "Success", f"unexpected character {text!r}{hint}")
             if kind == "num":
+                if too_long := number_too_long(text):
+                    raise HandbookError(self.source, line, "Success", too_long)
                 yield _Token("lit", float(text) if "." in text else int(text), line)
             elif kind == "op":
                 yield _Token("op", _UNICODE_OPS.get(text, text), line)

@@ -322,7 +322,7 @@ def topic_reviews(store: Store) -> list[Paper]:
     types, journal, title and abstract, then the rule)."""
 
     rows = store.conn.execute(
-        "SELECT pmid FROM paper WHERE pub_types LIKE '%Review%' OR pub_types LIKE '%Meta-Analysis%' "
+        "SELECT pmid FROM paper WHERE LOWER(pub_types) LIKE '%review%' OR LOWER(pub_types) LIKE '%meta-analysis%' "
         "OR LOWER(journal) LIKE '%cochrane%' OR LOWER(title) LIKE '%systematic%' OR LOWER(title) LIKE '%meta%' "
         "OR LOWER(abstract) LIKE '%systematic%review%' OR LOWER(abstract) LIKE '%meta%analy%'"
     )

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import csv
+import gzip
 import logging
 import re
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import rispy
 
 from ra_agent.config import Config
 from ra_agent.fileio import InputError, check_regular_file, check_text_file
-from ra_agent.ingest.baseline import LoadSummary, Progress, store_records
+from ra_agent.ingest.baseline import LoadSummary, store_records
 from ra_agent.ingest.medline import (
     XmlItem,
     as_pmid,
@@ -233,7 +234,8 @@ def _csv_rows(
         if any("\n" in c or "\r" in c for c in cells) and (
             problem := _open_quote(consumed, headers, columns, delimiter)
         ):
-            column = next((headers[i] for i, c in enumerate(cells) if "\n" in c or "\r" in c), "?")
+            at = next(i for i, c in enumerate(cells) if "\n" in c or "\r" in c)
+            column = headers[at] if at < len(headers) else f"cell {at + 1} (past the header's {len(headers)})"
             yield ParseProblem(None, f"{name}:{line}: field '{column}': quote opened and never closed{problem}; "
                                      "row skipped", source)  # fmt: skip
             feed.give_back(consumed[1:])
@@ -252,8 +254,8 @@ def _open_quote(consumed: list[str], headers: list[str], columns: dict[str, str]
     """Why a row holding a line break is a quote left open, or None when it is a well-formed multi-line field.
 
     A well-formed quoted field ends with its closing quote before a delimiter or the row's end, and no line
-    after its first parses as a whole row of its own; a stray quote inside it (the next row's opening quote)
-    or the end of the file inside it means the quote was never closed.
+    after its first reads as a row of its own; a stray quote inside it (the next row's opening quote) or the
+    end of the file inside it means the quote was never closed.
     """
     if swallowed := _swallowed_rows(consumed[1:], headers, columns, delimiter):
         return f" (swallowed {swallowed} following row{'s' if swallowed > 1 else ''})"
@@ -266,12 +268,20 @@ def _open_quote(consumed: list[str], headers: list[str], columns: dict[str, str]
 
 
 def _swallowed_rows(rest: list[str], headers: list[str], columns: dict[str, str], delimiter: str) -> int:
-    """How many of the physical lines a multi-line row spans parse as whole rows on their own (a full set
-    of cells with a PMID): more than zero means a quote was left open, not a line break inside a field."""
-    pmid_at = headers.index(columns["pmid"])
+    """How many of the physical lines a multi-line row spans read as rows on their own: more than zero means
+    a quote was left open, not a line break inside a field.
+
+    A line reads as a row when, read as CSV or split at every delimiter (its own quotes ignored), it has a
+    PMID in the PMID column and at least the header's number of cells. Both readings, because the quote that
+    closed the runaway field sits in that line: read as CSV alone, it opens a field running to the line's
+    end (fewer cells) or leaves a quoted field unquoted (more cells).
+    """
+    pmid_at, wanted = headers.index(columns["pmid"]), len(headers)
     whole = 0
-    for cells in csv.reader(rest, delimiter=delimiter):
-        if len(cells) == len(headers) and as_pmid(cells[pmid_at]) is not None:
+    for line in rest:
+        quoted = next(csv.reader([line], delimiter=delimiter), [])
+        split = line.rstrip("\r\n").split(delimiter)
+        if any(len(cells) >= wanted and as_pmid(cells[pmid_at]) is not None for cells in (quoted, split)):
             whole += 1
     return whole
 
@@ -428,12 +438,40 @@ def _records(path: Path, fmt: str, source: str) -> Iterator[XmlItem | FieldWarni
     return iter_pubmed_xml(path, source_name=source)
 
 
-def import_file(store: Store, path: str | Path, cfg: Config, *, progress: Progress | None = None) -> ImportSummary:
+_RIS_END = re.compile(rb"^ER\s+-")
+_MEDLINE_PMID = re.compile(rb"^PMID-")
+_XML_ARTICLES = (b"<PubmedArticle>", b"<PubmedBookArticle>")
+
+
+def estimated_records(path: Path, fmt: str) -> int:
+    """How many records an export holds, by one quick pass over its bytes: non-blank CSV lines past the header
+    (a multi-line field counts each line), RIS `ER  -` lines, MEDLINE `PMID-` lines, PubMed XML article
+    elements. The total an import's progress shows, so that it can say how long is left."""
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    with opener(path, "rb") as fh:
+        if fmt == "xml":  # one line may hold the whole file: count in chunks, keeping a tag cut at a chunk's end
+            count, tail = 0, b""
+            while chunk := fh.read(1 << 20):
+                block = tail + chunk
+                count += sum(block.count(tag) for tag in _XML_ARTICLES)
+                tail = block[-24:]
+                count -= sum(tail.count(tag) for tag in _XML_ARTICLES)  # counted again with the next chunk
+            return count + sum(tail.count(tag) for tag in _XML_ARTICLES)
+        if fmt == "csv":
+            return max(sum(1 for line in fh if line.strip()) - 1, 0)
+        start = _RIS_END if fmt == "ris" else _MEDLINE_PMID
+        return sum(1 for line in fh if start.match(line))
+
+
+def import_file(
+    store: Store, path: str | Path, cfg: Config, *, progress: Callable[[int, int], None] | None = None
+) -> ImportSummary:
     """Import one search export into the store, dispatching on its extension.
 
     Valid records load even when others are bad: skipped records go to `problems`, records loaded
     with a missing or dropped field (e.g. a PMID-only CSV row) to `warnings`, each naming the file,
-    the line and the field. Unreadable files raise ImportFormatError.
+    the line and the field. Unreadable files raise ImportFormatError. `progress(stored, total)` is called as
+    records are stored, `total` the file's estimated_records (ending at `stored`: problems are not stored).
     """
     path = Path(path)
     if path.name.lower().endswith(".gz"):
@@ -451,14 +489,22 @@ def import_file(store: Store, path: str | Path, cfg: Config, *, progress: Progre
             else:
                 yield item
 
+    total = estimated_records(path, fmt) if progress else 0
+
+    def stored(done: int) -> None:
+        if progress:
+            progress(done, max(total, done))
+
     store_records(
         store,
         records_and_problems(),
         source=source,
         batch_size=cfg.embedding.refresh_threshold,
         summary=summary,
-        progress=progress,
+        progress=stored,
     )
+    if progress:
+        progress(summary.stored, summary.stored)
     if summary.warnings:
         log.warning("%s: %d records loaded with a missing or unreadable field", path.name, len(summary.warnings))
     if not (summary.stored or summary.problems or summary.warnings or summary.deleted or summary.skipped_deleted):

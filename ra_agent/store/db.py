@@ -434,7 +434,8 @@ class Store:
             )
         else:
             rows = self.conn.execute(
-                "SELECT rowid FROM paper_fts WHERE paper_fts MATCH ? ORDER BY bm25(paper_fts) LIMIT ?", (fts, limit)
+                "SELECT rowid FROM paper_fts WHERE paper_fts MATCH ? ORDER BY bm25(paper_fts), rowid LIMIT ?",
+                (fts, limit),
             )
         return [r[0] for r in rows]
 

@@ -98,7 +98,12 @@ def postgres_ddl(script: str) -> str:
 
 
 # ----------------------------------------------------------------------------- full-text search
-FTS_CONFIG = "english"  # Snowball English: stems like FTS5's porter tokenizer
+# PostgreSQL reads text as FTS5's `porter unicode61` tokenizer does (schema migration 8): every run of characters
+# that are not letters or digits separates words (`ra_fts_text`, so "mg/day" is "mg day" and "savary-miller"
+# "savary miller", not a file path or a hyphenated compound), and `ra_fts` stems with Snowball English and drops
+# no stop words (FTS5 drops none). A search then finds the same papers on either store.
+FTS_CONFIG = "ra_fts"
+FTS_TEXT = "ra_fts_text"
 _FTS_TOKEN = re.compile(r'"[^"]*"|\(|\)|AND|OR|NOT|[^\s()"]+')
 
 
@@ -107,7 +112,7 @@ def tsquery_sql(fts: str) -> tuple[str, list[str]]:
 
     Returns SQL in ra's dialect (`?` placeholders) and its parameters. FTS5's precedence is kept (NOT
     binds tighter than AND, AND tighter than OR; adjacent terms are ANDed); each term or phrase becomes
-    `phraseto_tsquery`, so stemming and stop words are the server's.
+    `phraseto_tsquery` of the term split into words as the index splits them (`FTS_TEXT`, `FTS_CONFIG`).
     """
     tokens = _FTS_TOKEN.findall(fts)
     params: list[str] = []
@@ -128,7 +133,7 @@ def tsquery_sql(fts: str) -> tuple[str, list[str]]:
                 pos += 1
             return inner
         params.append(tok.strip('"'))
-        return f"phraseto_tsquery('{FTS_CONFIG}', ?)"
+        return f"phraseto_tsquery('{FTS_CONFIG}', {FTS_TEXT}(?))"
 
     def chain(operand: Callable[[], str], word: str | None, op: str) -> str:
         """`operand (word operand)*`, left-associative; word None: operands side by side, AND optional."""
@@ -152,4 +157,4 @@ def tsquery_sql(fts: str) -> tuple[str, list[str]]:
     return disjunction(), params
 
 
-__all__ = ["FTS_CONFIG", "postgres_ddl", "to_postgres", "tsquery_sql"]
+__all__ = ["FTS_CONFIG", "FTS_TEXT", "postgres_ddl", "to_postgres", "tsquery_sql"]

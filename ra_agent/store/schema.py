@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from ra_agent.store.dialect import FTS_CONFIG, postgres_ddl
+from ra_agent.store.dialect import FTS_CONFIG, FTS_TEXT, postgres_ddl
 
 log = logging.getLogger(__name__)
 
@@ -91,8 +91,9 @@ _V1_FTS_SQLITE = """
     END;
 """
 # as FTS5's external-content table: one tsvector per paper, kept by a trigger, under a GIN index (ranking
-# reads the stored vector instead of re-parsing every matching abstract)
-_V1_FTS_POSTGRESQL = f"""
+# reads the stored vector instead of re-parsing every matching abstract); as migration 1 created it (`english`:
+# words as PostgreSQL's parser reads them, stop words dropped), which migration 8 replaces
+_V1_FTS_POSTGRESQL = """
     CREATE TABLE paper_fts (
         pmid BIGINT PRIMARY KEY,
         fts  TSVECTOR NOT NULL
@@ -104,12 +105,37 @@ _V1_FTS_POSTGRESQL = f"""
             DELETE FROM paper_fts WHERE pmid = OLD.pmid;
             RETURN OLD;
         END IF;
-        INSERT INTO paper_fts(pmid, fts) VALUES (NEW.pmid, to_tsvector('{FTS_CONFIG}', NEW.title || ' ' || NEW.abstract))
+        INSERT INTO paper_fts(pmid, fts) VALUES (NEW.pmid, to_tsvector('english', NEW.title || ' ' || NEW.abstract))
             ON CONFLICT (pmid) DO UPDATE SET fts = excluded.fts;
         RETURN NEW;
     END $$;
     CREATE TRIGGER paper_fts_sync AFTER INSERT OR DELETE OR UPDATE OF title, abstract ON paper
         FOR EACH ROW EXECUTE FUNCTION paper_fts_sync();
+"""
+
+# 8 (PostgreSQL): the tsvector splits words as FTS5's `porter unicode61` does (at every character that is not a
+# letter or digit) and keeps stop words, so a search finds the same papers on both stores (dialect.FTS_CONFIG);
+# every paper's tsvector is rebuilt once
+_V8_FTS_POSTGRESQL = f"""
+    CREATE TEXT SEARCH DICTIONARY ra_english_stem (TEMPLATE = snowball, Language = english);
+    CREATE TEXT SEARCH CONFIGURATION {FTS_CONFIG} (COPY = pg_catalog.english);
+    ALTER TEXT SEARCH CONFIGURATION {FTS_CONFIG}
+        ALTER MAPPING FOR asciiword, word, asciihword, hword, hword_asciipart, hword_part WITH ra_english_stem;
+    CREATE FUNCTION {FTS_TEXT}(t TEXT) RETURNS TEXT LANGUAGE sql IMMUTABLE STRICT
+        AS $$ SELECT regexp_replace(t, '[^[:alnum:]]+', ' ', 'g') $$;
+    CREATE OR REPLACE FUNCTION paper_fts_sync() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF TG_OP = 'DELETE' THEN
+            DELETE FROM paper_fts WHERE pmid = OLD.pmid;
+            RETURN OLD;
+        END IF;
+        INSERT INTO paper_fts(pmid, fts)
+            VALUES (NEW.pmid, to_tsvector('{FTS_CONFIG}', {FTS_TEXT}(NEW.title || ' ' || NEW.abstract)))
+            ON CONFLICT (pmid) DO UPDATE SET fts = excluded.fts;
+        RETURN NEW;
+    END $$;
+    UPDATE paper_fts AS f SET fts = to_tsvector('{FTS_CONFIG}', {FTS_TEXT}(p.title || ' ' || p.abstract))
+        FROM paper AS p WHERE p.pmid = f.pmid;
 """
 
 # Each entry is one migration; SQLite's PRAGMA user_version / PostgreSQL's ra_schema table record how many ran.
@@ -316,6 +342,7 @@ CREATE INDEX IF NOT EXISTS mind_kb_collection ON mind_kb(collection, count);
         PRIMARY KEY (project, trained_seq)
     );
     """,
+    ("-- nothing: FTS5 splits and stems as it did", _V8_FTS_POSTGRESQL),
 )
 
 

@@ -143,6 +143,15 @@ def test_a_hash_inside_quotes_is_not_a_comment():
         ("Primary_goal: seek_gap\nExploration: yes\n", 3, "Exploration", "expected true or false"),
         ("Primary_goal: seek_gap\nStop_after: 0\n", 3, "Stop_after", "integer >= 1"),
         ("Primary_goal: seek_gap\nStop_after: two\n", 3, "Stop_after", "integer >= 1"),
+        # numbers past int()'s 4,300-digit limit used to end in "internal error: ValueError"
+        ("Primary_goal: seek_gap\nStop_after: " + "9" * 5000 + "\n", 3, "Stop_after", "has 5000 digits (at most 15)"),
+        ("Primary_goal: seek_gap\nSuccess: size > " + "9" * 5000 + "\n", 3, "Success", "has 5000 digits (at most 15)"),
+        (
+            "Primary_goal: seek_gap\nSuccess:\n  size > 1\n  AND ers > 0." + "9" * 15 + "\n",
+            5,
+            "Success",
+            "has 16 digits",
+        ),
         (
             "Primary_goal: seek_gap\nTools_allowed:\n  - search_pubmed\n  - add_papers\n",
             5,
@@ -188,6 +197,17 @@ def test_front_matter_must_be_fenced(text, line, fragment):
 def test_missing_file_is_a_handbook_error(tmp_path):
     with pytest.raises(HandbookError, match="cannot read handbook"):
         load_handbook(tmp_path / "nope.md")
+
+
+def test_a_handbook_not_in_utf8_is_a_handbook_error_naming_the_line(tmp_path):
+    """The shipped gap handbook saved as Latin-1 (its seed query given an accented word): the goal sensor's
+    load_handbook used to end in UnicodeDecodeError."""
+    text = (HANDBOOKS / "seek_gap_ppi_gerd.md").read_text(encoding="utf-8")
+    line = next(n for n, t in enumerate(text.splitlines(), 1) if t.startswith("Seed_query"))
+    path = tmp_path / "latin1.md"
+    path.write_bytes(text.replace("Seed_query: ", "Seed_query: café ", 1).encode("latin-1"))
+    with pytest.raises(HandbookError, match=rf"^{path}:{line}: not UTF-8 \(byte 0xe9\)"):
+        load_handbook(path)
 
 
 # ---------------------------------------------------------------------------- Success evaluation
@@ -340,22 +360,25 @@ def test_a_flat_success_at_the_size_cap_loads_and_evaluates():
 
 
 def test_mutated_shipped_handbooks_load_or_fail_with_a_handbook_error():
-    """Seeded mutations of every shipped handbook (lines dropped, doubled, swapped, cut; Success tokens
-    piled up, deep nesting, stray characters) either load or raise a HandbookError naming the file and a
-    line, never another exception."""
+    """Seeded mutations of every shipped handbook (lines dropped, doubled, swapped, cut; key lines with junk
+    values added; Success tokens piled up, deep nesting, 5,000-digit numbers, stray characters) either load
+    or raise a HandbookError naming the file and a line, never another exception."""
     import random
 
     rng = random.Random(28)
     pieces = ["(", ")", "NOT ", "AND ", "OR ", "size ", ">= ", "== ", "6 ", "null ", "true ", "-", "=", '"', "'",
-              "#", ":", "  - ", "\t", "Success:", "---", "é", "1e999 ", "(" * 200, "NOT " * 1000]  # fmt: skip
-    outcomes = {"loaded": 0, "refused": 0}
+              "#", ":", "  - ", "\t", "Success:", "---", "é", "1e999 ", "(" * 200, "NOT " * 1000, "9" * 5000,
+              "0." + "9" * 5000, "[", "]", ",", "\\", "\ufeff", "∞", "١٢٣", "+"]  # fmt: skip
+    keys = ["Primary_goal", "Seed_query", "Tools_allowed", "Exploration", "Success", "Stop_after"]
+    values = ["", "9" * 5000, "+" + "9" * 5000, "size > " + "9" * 5000, "ers < 0." + "9" * 5000, "[", '"', "-1"]
+    outcomes = {"loaded": 0, "refused": 0, "too many digits": 0}
     for path in sorted(HANDBOOKS.glob("*.md")):
         original = path.read_text(encoding="utf-8").splitlines()
-        for _ in range(60):
+        for _ in range(300):
             lines = list(original)
             for _ in range(rng.randint(1, 4)):
                 i = rng.randrange(len(lines))
-                match rng.randrange(5):
+                match rng.randrange(6):
                     case 0:
                         del lines[i]
                     case 1:
@@ -365,6 +388,14 @@ def test_mutated_shipped_handbooks_load_or_fail_with_a_handbook_error():
                         lines[i], lines[j] = lines[j], lines[i]
                     case 3:
                         lines[i] = lines[i][: rng.randrange(len(lines[i]) + 1)]
+                    case 4:
+                        key = rng.choice(keys)  # a key's value replaced, or the key added when the file lacks it
+                        junk = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 4)))
+                        entry = f"{key}: {rng.choice(values)}{junk}"
+                        if (at := next((n for n, t in enumerate(lines) if t.startswith(f"{key}:")), None)) is None:
+                            lines.insert(max(i, 1), entry)
+                        else:
+                            lines[at] = entry
                     case _:
                         at = rng.randrange(len(lines[i]) + 1)
                         junk = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 30)))
@@ -374,7 +405,8 @@ def test_mutated_shipped_handbooks_load_or_fail_with_a_handbook_error():
             except HandbookError as exc:
                 assert str(exc).startswith(f"{path.name}:") and exc.line >= 1
                 outcomes["refused"] += 1
+                outcomes["too many digits"] += "digits (at most" in str(exc)
             else:
                 _exercise(handbook)
                 outcomes["loaded"] += 1
-    assert outcomes["loaded"] > 50 and outcomes["refused"] > 50, outcomes
+    assert outcomes["loaded"] > 100 and outcomes["refused"] > 100 and outcomes["too many digits"] > 5, outcomes

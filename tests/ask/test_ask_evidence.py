@@ -92,3 +92,18 @@ def test_without_the_evidence_rule_the_answer_follows_similarity_alone(topic_cfg
     with Store(plain.data_dir / "ra.sqlite") as store:
         result = ask(plain, store, QUESTION, brain=AskRulesBrain(plain), embedder=embedder)
     assert not HEAD_TO_HEAD <= set(result.citations)
+
+
+def test_the_answer_keeps_the_sources_qualifiers(topic_cfg, embedder):
+    """The answer used to drop the doses compared and the source's own hedge. Each bullet quotes one whole sentence
+    of its source, verbatim, so what qualifies a claim inside its sentence stays with it: here the trial's
+    "esomeprazole 40 mg ... or omeprazole 20 mg" (and, were the narrative review quoted, its "Overall, esomeprazole
+    was also better than omeprazole, although these differences were not always statistically significan[t]")."""
+    with Store(topic_cfg.data_dir / "ra.sqlite") as store:
+        result = ask(topic_cfg, store, QUESTION, brain=AskRulesBrain(topic_cfg), embedder=embedder)
+        quotes = re.findall(r'\[PMID:(\d+)\]: "(.+)"$', result.answer, re.M)
+        assert len(quotes) >= 3
+        for pmid, quote in quotes:  # a whole sentence: it ends one, and starts the abstract or follows one
+            abstract = store.paper(int(pmid)).abstract
+            assert quote.endswith(".") and (abstract.startswith(quote) or f". {quote}" in abstract), quote
+    assert re.search(r"esomeprazole 40 mg .* or omeprazole 20 mg", result.answer), result.answer

@@ -56,6 +56,8 @@ def test_papers_asset_called_directly_reports_the_corpus_and_its_checks(project)
     assert result.metadata["papers"] == len(pmids)
     assert result.metadata["with_abstract"] == sum(1 for r in rows if r["abstract"].strip())
     assert result.metadata["import_inserted"] == len(pmids)
+    seconds = result.metadata["seconds"]  # how long the import took, and how fast it went
+    assert 0 < seconds and result.metadata["imported_records_per_second"] == pytest.approx(len(pmids) / seconds, 0.02)
     # the Cohen export has records with neither title nor abstract: flagged as a warning, which does not block
     pmid_only = sum(1 for r in rows if not (r["title"] + r["abstract"]).strip())
     assert result.metadata["pmid_only"] == pmid_only > 0
@@ -128,6 +130,8 @@ def test_materialize_runs_ingest_embedding_and_clustering_with_lineage(project):
     assert meta["unassigned"].value == pooled and meta["noise_share"].value == round(pooled / embedded, 4)
     assert meta["formation_noise_share"].value >= meta["noise_share"].value  # the intake only takes papers in
     assert meta["reduction"].value == "umap 5"
+    # how long and how fast: every embedded paper is in a cluster or in the pool
+    assert meta["papers_per_second"].value == pytest.approx(embedded / meta["seconds"].value, 0.02)
     checks = {(c.asset_key.to_user_string(), c.check_name): c.passed for c in organised.get_asset_check_evaluations()}
     index_checks = ("offsets_sorted_unique", "vectors_finite_unit_norm", "every_paper_embedded")
     assert checks == {("embedding_index", name): True for name in index_checks} | {

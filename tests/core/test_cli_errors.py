@@ -214,6 +214,11 @@ def test_deeply_nested_success_expressions_are_handbook_errors(tmp_path, capsys,
         ),
         ('\n[llm]\nollama_host = "gopher://127.0.0.1:70"\n', ":3: [llm] ollama_host: 'gopher://127.0.0.1:70' is not"),
         ('[llm]\nopenai_base_url = "file:///v1"\n', ":2: [llm] openai_base_url: 'file:///v1' is not a http://"),
+        (  # urlsplit raised ValueError here: "internal error: ValueError: Invalid IPv6 URL"
+            '[ingest]\neutils_base_url = "http://[bad"\n',
+            ":2: [ingest] eutils_base_url: 'http://[bad' is not a http:// or https:// URL (Invalid IPv6 URL)",
+        ),
+        ('[llm]\nollama_host = "http://127.0.0.1:99999"\n', ":2: [llm] ollama_host: 'http://127.0.0.1:99999' is not a"),
         ('[store]\nurl = "mysql://db/ra"\n', ":2: [store] url: 'mysql://db/ra' is not a postgresql:// or postgres://"),
     ],
 )

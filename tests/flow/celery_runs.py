@@ -4,6 +4,9 @@ usage: python celery_runs.py embed_in_process            every shard, then the i
        python celery_runs.py embed_celery [POOL]          every shard as its own run at once (as the ingest-batch sensor
                                                           or a multi-run backfill launches them), the `embedding` pool
                                                           set to POOL slots, then the index; steps on Celery workers
+       python celery_runs.py backfill_celery [POOL]       a backfill of the embeddings group as the UI launches it,
+                                                          the backfill and run-queue daemons' iterations run here,
+                                                          each run launched as its own process; steps on Celery workers
        python celery_runs.py shard_celery PARTITION       one shard run through Celery
        python celery_runs.py handbook_celery HANDBOOK     handbook_job through Celery: the goal it starts
        python celery_runs.py agent_celery                 the agent sensor ticked here, every run it asks for executed
@@ -17,6 +20,7 @@ RA_CELERY_BACKEND.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -136,6 +140,62 @@ def embed_celery(pool: int) -> dict:
     return {"shards": shards, "index": index, "shard_seconds": shard_seconds, "batches": keys}
 
 
+def backfill_celery(pool: int) -> dict:
+    """A backfill of the embeddings group (every shard, then the index) as the UI launches one after a model bump,
+    executed as a deployment does: the backfill daemon's and the run queue daemon's iterations run here on the
+    workspace of workspace-celery.yaml (its code server a subprocess), the default run launcher starts each run as
+    its own process, every step goes to the Celery workers. The celery location's multi-run policy makes it one run
+    per shard."""
+    from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
+    from dagster._core.utils import make_new_backfill_id
+    from dagster._core.workspace.context import WorkspaceProcessContext
+    from dagster._core.workspace.load_target import WorkspaceFileTarget
+    from dagster._daemon.backfill import execute_backfill_iteration
+    from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon
+
+    keys = known_batches()
+    logger = logging.getLogger("backfill")
+    root = Path(__file__).resolve().parents[2]
+    with dg.DagsterInstance.get() as instance:
+        instance.event_log_storage.set_concurrency_slots("embedding", pool)
+        started = time.time()
+        with WorkspaceProcessContext(instance, WorkspaceFileTarget([str(root / "workspace-celery.yaml")])) as workspace:
+            graph = workspace.create_request_context().asset_graph
+            backfill = PartitionBackfill.from_asset_partitions(
+                backfill_id=make_new_backfill_id(), asset_graph=graph, partition_names=keys,
+                asset_selection=[dg.AssetKey("embedding_shards"), dg.AssetKey("embedding_index")],
+                backfill_timestamp=started, tags={}, dynamic_partitions_store=instance, all_partitions=False,
+                title=None, description=None, run_config=None,
+            )  # fmt: skip
+            instance.add_backfill(backfill)
+            queue = QueuedRunCoordinatorDaemon(interval_seconds=1)
+            while (status := backfill_status(instance, backfill.backfill_id)) == BulkActionStatus.REQUESTED:
+                assert time.time() - started < 1200, "the backfill is still running after 20 minutes"
+                for error in execute_backfill_iteration(workspace, logger):
+                    assert error is None, error
+                list(queue.run_iteration(workspace))
+                time.sleep(1)
+        runs = instance.get_run_records(dg.RunsFilter(tags={"dagster/backfill": backfill.backfill_id}))
+        out = []
+        for record in sorted(runs, key=lambda r: r.create_timestamp):
+            run = record.dagster_run
+            # a backfill run of one partition names it as a range from it to itself
+            start, end = (run.tags.get(f"dagster/asset_partition_range_{edge}") for edge in ("start", "end"))
+            out.append({
+                "run_id": run.run_id, "success": run.status == dg.DagsterRunStatus.SUCCESS,
+                "partition": run.tags.get("dagster/partition") or (start if start == end else None),
+                "assets": sorted(k.to_user_string() for k in run.asset_selection or []),
+                "steps": step_workers(instance, run.run_id), "materialized": materialized(instance, run.run_id),
+            })  # fmt: skip
+    return {"status": status.value, "runs": out, "batches": keys, "seconds": round(time.time() - started, 2)}
+
+
+def backfill_status(instance: dg.DagsterInstance, backfill_id: str):
+    backfill = instance.get_backfill(backfill_id)
+    assert backfill is not None, f"backfill {backfill_id} vanished"
+    return backfill.status
+
+
 def agent_celery() -> dict:
     """The agent sensor ticked as the daemon would (ra_assets.local), every run it asks for launched through Celery."""
     from ra_assets import local
@@ -172,6 +232,8 @@ def main(argv: list[str]) -> dict:
         return embed_in_process()
     if step == "embed_celery":
         return embed_celery(int(argv[1]) if len(argv) > 1 else 2)
+    if step == "backfill_celery":
+        return backfill_celery(int(argv[1]) if len(argv) > 1 else 2)
     if step == "shard_celery":
         known_batches()
         return run_celery("embedding_shard_job", {"dagster/partition": argv[1]})

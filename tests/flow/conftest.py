@@ -93,6 +93,26 @@ def build_workspace(request, cfg: Config, cache_name: str) -> None:
         organise(cfg, store)
 
 
+GAP_HANDBOOK = "seek_gap_ppi_gerd"
+
+
+@pytest.fixture(scope="session")
+def local_gap_run(demo_template: Path, tmp_path_factory):
+    """The seek_gap_ppi_gerd handbook run to its end by the local runner (rules brain) on a fresh copy of the demo
+    project, written as write_config writes it: (its Config, its final goal state). Run once a session and read
+    only by the tests that check another path (Dagster in process, Celery) against it."""
+    from ra_agent.agent.runner import run_goal
+    from ra_agent.config import load_config
+    from ra_agent.llm.rules_brain import RulesBrain
+
+    local = tmp_path_factory.mktemp("local_gap_run") / "project"
+    shutil.copytree(demo_template, local)
+    cfg = load_config(write_config(local))
+    with open_store(cfg) as store:
+        goal = start_goal(cfg, store, local / "handbooks" / f"{GAP_HANDBOOK}.md", RulesBrain.name)
+        return cfg, run_goal(cfg, store, goal.goal_id, RulesBrain())
+
+
 @pytest.fixture
 def demo_project(demo_template: Path, tmp_path: Path) -> Path:
     """A private copy of the demo project for one test."""

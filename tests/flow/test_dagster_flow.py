@@ -125,13 +125,17 @@ def labels_of(cfg) -> dict[str, str]:
         return dict(store.conn.execute("SELECT cluster_id, label FROM cluster_manifest").fetchall())
 
 
-def test_dagster_path_gives_the_local_runner_history(project, defs, demo_template, tmp_path):
+def test_dagster_path_gives_the_local_runner_history(project, defs, local_gap_run):
     goal_id = new_goal(project)
     cfg = load_config(project / "config.toml")
     with dg.instance_for_test() as instance:
         drive(defs, instance, project)
         wanted = ("pubmed_search", "clusters", "pico_extractions", "sr_overlap", "reports", "mind_kb")
         materialized = {k for k in wanted if instance.get_latest_materialization_event(dg.AssetKey(k))}
+        pico = instance.get_latest_materialization_event(dg.AssetKey("pico_extractions"))
+        assert pico is not None and pico.asset_materialization is not None
+        meta = pico.asset_materialization.metadata  # how long the extraction took, and how fast it went
+        assert meta["papers_per_second"].value == pytest.approx(meta["papers"].value / meta["seconds"].value, 0.02)
     with open_store(cfg) as store:
         dagster_state = GoalStore(cfg.data_dir, store).load(goal_id)
         reports = [h["path"] for h in dagster_state.history if h["event"] == "report_written"]
@@ -141,15 +145,7 @@ def test_dagster_path_gives_the_local_runner_history(project, defs, demo_templat
     assert materialized == set(wanted)
 
     # the same handbook on a fresh copy through the local runner
-    local = tmp_path / "local"
-    import shutil
-
-    shutil.copytree(demo_template, local)
-    write_config(local)
-    local_cfg = load_config(local / "config.toml")
-    with open_store(local_cfg) as store:
-        state = start_goal(local_cfg, store, local / HANDBOOK, RulesBrain.name)
-        local_state = run_goal(local_cfg, store, state.goal_id, RulesBrain())
+    local_cfg, local_state = local_gap_run
     assert history_shape(local_state, labels_of(local_cfg)) == history_shape(dagster_state, labels_of(cfg))
 
 

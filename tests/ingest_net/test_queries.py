@@ -112,15 +112,31 @@ def test_a_registered_search_rejected_again_is_reported_but_only_a_new_rejection
 
 
 def test_python_m_ingest_refresh_goes_on_past_a_failing_query(capsys, cfg_path, eutils_server):
+    """`python -m ingest` (the memo's command) as a cron job runs it: the refresh that first meets the
+    rejection exits 2 and goes on with the other search; the next one, rejected the same way, says
+    "rejected again" in its summary and exits 0."""
     for query in ("fleegle", "asthma"):
         ra(capsys, cfg_path, "ingest", "--query", query)
-    eutils_server.inject(ESEARCH, Fault.recorded(NCBI_ERROR, 200, "text/xml"))
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.run([sys.executable, "-m", "ingest", "--config", str(cfg_path)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+
+    def python_m_ingest() -> subprocess.CompletedProcess:
+        eutils_server.inject(ESEARCH, Fault.recorded(NCBI_ERROR, 200, "text/xml"))
+        return subprocess.run([sys.executable, "-m", "ingest", "--config", str(cfg_path)], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=120)  # fmt: skip
+
+    proc = python_m_ingest()
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "ra: error: 'fleegle': search: rejected: eutils: Invalid db name specified: fleegle" in proc.stderr
     assert "'asthma': 2 hits" in proc.stdout
+
+    proc = python_m_ingest()
+    assert proc.returncode == 0 and "ra: error:" not in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.stdout.splitlines()[0] == (
+        "'fleegle': rejected again, as at its last run: eutils: Invalid db name specified: fleegle "
+        f"(not a new failure; ra queries remove {query_key('fleegle')} drops it)"
+    )
+    assert "'asthma': 2 hits, 2 fetched, 0 new, 0 updated [online] ok" in proc.stdout
+    assert runs(cfg_path)["fleegle"][2:] == ("failed", "eutils: Invalid db name specified: fleegle")
 
 
 @pytest.mark.parametrize(

@@ -60,3 +60,14 @@ def loopback(request) -> Iterator[Loopback]:
     server = OllamaReplayServer() if request.param == "ollama" else OpenAIReplayServer()
     with server:
         yield Loopback(request.param, server)
+
+
+# scripts/setup.sh writes this when it could not build or install the local LLM (outside CI): the reason
+NO_LLM = Path(__file__).resolve().parents[2] / ".venv" / ".ra-no-llm"
+
+
+def why_no_llm() -> str:
+    """What scripts/setup.sh said about the local LLM, for a real-model test's skip or failure."""
+    if NO_LLM.exists():
+        return f"scripts/setup.sh could not install it: {NO_LLM.read_text(encoding='utf-8').strip()}"
+    return "scripts/setup.sh installs it"

@@ -14,6 +14,8 @@ import pytest
 
 from ra_agent.llm import serve
 
+from .conftest import why_no_llm
+
 pytestmark = pytest.mark.slow
 
 
@@ -25,7 +27,7 @@ def ra(*args: str, config) -> subprocess.CompletedProcess:
 def test_serve_prints_working_settings_and_stop_leaves_no_process(tmp_path):
     missing = serve.missing_packages()
     if missing:
-        reason = f"{', '.join(missing)} not installed (scripts/setup.sh installs it)"
+        reason = f"{', '.join(missing)} not installed ({why_no_llm()})"
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(reason)
         pytest.skip(reason)

@@ -33,6 +33,8 @@ from ra_agent.llm.rules_brain import RulesBrain
 from ra_agent.llm.select import select_brain
 from ra_agent.workspace import open_store
 
+from .conftest import why_no_llm
+
 log = logging.getLogger(__name__)
 pytestmark = pytest.mark.slow
 
@@ -46,7 +48,7 @@ def unavailable(reason: str):
     """Fail under CI (the install step must have provided the model), skip elsewhere."""
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(f"real-model test: {reason}")
-    pytest.skip(f"real-model test: {reason} (scripts/setup.sh installs it)")
+    pytest.skip(f"real-model test: {reason} ({why_no_llm()})")
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,7 @@
 """Cluster assets: frozen topic clusters (manifest, members, centroids) and their per-cluster metrics."""
 
 import base64
+import time
 from pathlib import Path
 
 import dagster as dg
@@ -8,7 +9,7 @@ import dagster as dg
 from ra_agent.topics import organise, refresh_metrics
 from ra_assets.defs.embeddings.assets import embedding_index
 from ra_assets.defs.ingest.assets import log_stages
-from ra_assets.meta import content_version, scalars
+from ra_assets.meta import content_version, rate, scalars
 from ra_assets.resources import RaConfigResource, StoreResource
 
 
@@ -30,12 +31,16 @@ def clusters(context: dg.AssetExecutionContext, ra: RaConfigResource, store: Sto
     (or the unassigned pool) and never move a centroid."""
     cfg = ra.get_config()
     with store.get_client() as db:
+        started = time.monotonic()
         result = organise(cfg, db, metrics=False, progress=log_stages(context, "clusters"))  # cluster_metrics refreshes
-        rows = db.conn.execute("SELECT cluster_id, pmid FROM cluster_member ORDER BY cluster_id, pmid")
+        seconds = time.monotonic() - started
+        rows = db.conn.execute("SELECT cluster_id, pmid FROM cluster_member ORDER BY cluster_id, pmid").fetchall()
         version = content_version(f"{cid}:{pmid}" for cid, pmid in rows)  # the memberships
     return dg.MaterializeResult(
         metadata={
             **scalars(result, skip=("table", "map_png")),
+            # papers in a cluster or in the unassigned pool after this run
+            **rate(len(rows) + result.unassigned, seconds, "papers"),
             "manifest": dg.MetadataValue.md(result.table or "_no clusters_"),
         },
         data_version=version,  # unchanged memberships leave the findings downstream fresh

@@ -1,5 +1,6 @@
 """Findings assets: PICO per cluster, existing-SR overlap per cluster, and the goal reports."""
 
+import time
 from pathlib import Path
 
 import dagster as dg
@@ -8,7 +9,7 @@ from ra_agent.agent import run_expand, run_pico_stage, run_reports, run_sr_overl
 from ra_agent.evidence import pico_code_version, synthesis_code_version
 from ra_assets.defs.clusters.assets import cluster_metrics, clusters
 from ra_assets.defs.ingest.assets import log_progress
-from ra_assets.meta import content_version
+from ra_assets.meta import content_version, rate
 from ra_assets.partitions import cluster_partitions, expansion_partitions
 from ra_assets.resources import BrainResource, EmbedderResource, EutilsResource, RaConfigResource, StoreResource
 
@@ -47,8 +48,10 @@ def pico_extractions(
     cfg = ra.get_config()
     with store.get_client() as db:
         model = brain.get_client(db)
+        started = time.monotonic()
         result = run_pico_stage(cfg, db, context.partition_key, brain=model, embedder=embedder.get_client(),
                                 progress=log_progress(context, "abstracts", every=40))  # fmt: skip
+        timing = rate(result.run.get("papers", 0), time.monotonic() - started, "papers")
     path = result.run.get("path", "")
     try:
         lines = len(read_pico(path)) if path else 0
@@ -58,6 +61,7 @@ def pico_extractions(
     yield dg.MaterializeResult(
         metadata={
             **result.run,
+            **timing,
             "brain": model.name,
             "pico_vectors": result.vectors_written,
             "path": dg.MetadataValue.path(path),

@@ -8,7 +8,7 @@ import dagster as dg
 from ra_agent.evidence import publication_kinds
 from ra_agent.ingest import corpus_summary, import_pending
 from ra_agent.workspace import registered_queries
-from ra_assets.meta import md_bullets, scalars
+from ra_assets.meta import md_bullets, rate, scalars
 from ra_assets.partitions import baseline_week_partitions, search_query_partitions
 from ra_assets.resources import RaConfigResource, StoreResource
 
@@ -147,7 +147,10 @@ def papers(context: dg.AssetExecutionContext, ra: RaConfigResource, store: Store
     corpus, CSV/RIS/MEDLINE files dropped in `<data_dir>/imports/`) in the `paper` table."""
     cfg = ra.get_config()
     with store.get_client() as db:
+        started = time.monotonic()
         imported = import_pending(cfg, db, progress=log_progress(context, "imported records"))
+        timing = rate(imported.inserted + imported.updated + imported.unchanged, time.monotonic() - started,
+                      "imported_records")  # fmt: skip
         summary = corpus_summary(db)
         kinds = publication_kinds(db)
         pmid_only = db.conn.execute("SELECT COUNT(*) FROM paper WHERE trim(title) = '' AND trim(abstract) = ''")
@@ -165,6 +168,7 @@ def papers(context: dg.AssetExecutionContext, ra: RaConfigResource, store: Store
             "years": f"{summary['year_min']}–{summary['year_max']}",
             "imported_files": ", ".join(imported.files) or "none new",
             "import_inserted": imported.inserted,
+            **timing,
             "import_problems": len(imported.problems),
             "import_rejected": dg.MetadataValue.md("\n".join(f"- {r}" for r in imported.rejected) or "none"),
             "sample_titles": md_bullets(summary["sample_titles"]),

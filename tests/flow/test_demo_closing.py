@@ -1,0 +1,60 @@
+"""How the demo ends: `ra demo` ends with the closing block scripts/demo.sh ends with (each goal's outcome, each report
+to read with its subject and verdict as the report states them, the UI to open), and an asset check that did not
+pass is said in words."""
+
+from __future__ import annotations
+
+import re
+
+import dagster as dg
+import pytest
+from demo_corpus import DEMO, demo_rows
+
+from ra_agent.cli import main
+from ra_assets.defs.ingest.assets import papers
+from ra_assets.defs.ingest.checks import deleted_citations_absent, no_empty_titles
+from ra_assets.demo import check_outcomes, closing_block, report_gist
+from ra_assets.resources import build_resources
+
+
+@pytest.mark.slow
+def test_ra_demo_ends_with_the_closing_block_read_from_its_own_reports(demo_project, capsys):
+    config = demo_project / "config.toml"  # the demo's settings: default coverage rule, the rules brain, offline
+    config.write_text(f'[workspace]\ndata_dir = "data"\ndemo_corpus = "{DEMO}"\n[ingest]\noffline = true\n'
+                      '[goal]\nloop_delay_s = 0\n[llm]\nbrain = "rules"\n')  # fmt: skip
+    code = main(["--config", str(config), "demo", "--handbook", "seek_gap_ppi_gerd"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    reports = [line[len("wrote ") :] for line in out.splitlines() if line.startswith("wrote ")]
+    assert reports and not any(p.endswith(".json") for p in reports)
+    block = out[out.index("\ndemo finished. What it found:\n") :].strip("\n").splitlines()
+
+    found = block[1 : block.index("Read:")]
+    assert found and all(re.fullmatch(r"  goal [0-9a-f]{12} \(\w+, (stopped|succeeded|failed)\): .+", g) for g in found)
+    read = block[block.index("Read:") + 1 : -2]
+    assert read[0::2] == [f"  {p}" for p in reports]
+    for path, gist in zip(reports, read[1::2], strict=True):  # subject and verdict, as the report itself says them
+        text = open(path, encoding="utf-8").read()
+        title = re.search(r"^# .*?:\s*(.+)$", text, re.M)
+        verdict = re.search(r"\*\*Verdict:\s*(.+?)\.?\*\*", text)
+        assert title and verdict and gist == f"    {title.group(1).strip()}: {verdict.group(1).strip()}"
+    assert block[-2].startswith("See the asset graph of this workspace in the Dagster UI")
+    assert block[-1] == "  bash scripts/ui.sh     then open http://127.0.0.1:3000  (Ctrl-C stops it)"
+
+    assert report_gist(demo_project / "no_such_report.md") == ""
+    assert closing_block([], found)[-3] == "  (no report written: see the goal states above)"
+
+
+def test_an_ingest_check_that_did_not_pass_is_said_in_words(tmp_path):
+    """The bundled export's PMID-only rows: the demo's corpus_job line says how many and why they are kept."""
+    config = tmp_path / "config.toml"
+    config.write_text(f'[workspace]\ndata_dir = "data"\ndemo_corpus = "{DEMO}"\n[ingest]\noffline = true\n')
+    pmid_only = sum(1 for r in demo_rows() if not (r["title"] + r["abstract"]).strip())
+    result = dg.materialize([papers, no_empty_titles, deleted_citations_absent], resources=build_resources(str(config)),
+                            instance=dg.DagsterInstance.ephemeral())  # fmt: skip
+    assert result.success
+    assert check_outcomes(result) == (
+        f"2 checks, not passed: no_empty_titles ({pmid_only} rows carry only a PMID (no title, no abstract, as in the "
+        "bundled Cohen export): kept, never embedded)"
+    )
+    assert pmid_only == 44
