@@ -97,3 +97,16 @@ def test_an_unknown_class_word_is_a_one_line_handbook_error(tmp_path):
     assert len(message.splitlines()) == 1
     assert "handbook.md" in message and ":1" in message and "Seed_query" in message
     assert "names no intervention the class table knows" in message
+
+
+def test_the_treatment_causing_the_condition_is_not_the_comparator():
+    from ra_agent.evidence.trials import comparator_of, tested_agents
+    from ra_agent.models import Paper
+
+    row = next(r for r in csv.DictReader(DEMO.open(encoding="utf-8")) if r["pubmedID"] == "8839554")
+    paper = Paper(pmid=8839554, title=row["title"], abstract=row["abstract"])
+    assert "chemotherapy-induced" in paper.title and "cyclophosphamide" in paper.abstract  # background chemotherapy
+    topic = Topic.from_seed_query("proton pump inhibitors AND gastroduodenal mucosal injury")
+    agents = tested_agents(paper, topic)
+    assert [a.word for a in agents] == ["omeprazole"]
+    assert comparator_of(paper, agents, topic) == "placebo or no treatment"  # "A randomized, placebo-controlled"
