@@ -191,8 +191,8 @@ def comparator_of(paper: Paper, agents: Sequence[Agent], topic: Topic | None = N
     """The comparator a trial tests its agents against: the class of another agent named in the title's second
     arm or in a sentence that randomises or compares (not the tested class, not a word of the topic's population
     such as "chemotherapy" for cancer, not a class the record names as the cause of the condition: cyclophosphamide
-    in a trial of "chemotherapy-induced" injury), "another <class>" (two agents of one class, head to head), "placebo or no
-    treatment", else "dose, schedule or unclear comparator"."""
+    in a trial of "chemotherapy-induced" injury), "another <class>" (two agents of one class, head to head),
+    "placebo or no treatment", else "dose, schedule or unclear comparator"."""
     text = f"{paper.title} {paper.abstract}"
     tested = agents[0].cls if agents else ""
     arms = re.split(r"\s+(?:versus|vs\.?|compared (?:with|to)|or)\s+", paper.title or "", maxsplit=1, flags=re.I)[1:]
