@@ -1,21 +1,28 @@
 """Intervention classes: which agent belongs to which treatment class, by published naming systems.
 
-Rules, not a model. An agent is placed in a class by:
+Rules, not a model. The table (`evidence.class_table`: about 170 classes over the WHO ATC groups A, B, C, G, H, J, L,
+M, N, P, R, S and the psychological therapy families) places an agent in a class by:
 - its WHO International Nonproprietary Name stem (WHO, "The use of stems in the selection of INN for
   pharmaceutical substances", 2018 and later lists): -prazole proton pump inhibitors, -tidine H2-receptor
-  antagonists, -parin low-molecular-weight heparins, -xaban factor Xa inhibitors, -gatran thrombin
-  inhibitors, -vastatin statins, -olol beta blockers, -pril ACE inhibitors, -sartan angiotensin II receptor
-  antagonists, -oxetine/-aline/-opram serotonin reuptake inhibitors, ...;
+  antagonists, -parin low-molecular-weight heparins, -xaban factor Xa inhibitors, -vastatin statins, -olol beta
+  blockers, -pril ACE inhibitors, -sartan angiotensin II receptor antagonists, -afil PDE5 inhibitors, -cillin
+  penicillins, -oxacin fluoroquinolones, -tadine/-astine antihistamines, -azepam benzodiazepines, ...;
 - the named members of classes whose INNs share no stem (warfarin, acenocoumarol and phenprocoumon are
-  vitamin K antagonists in ATC B01AA; fondaparinux is an indirect factor Xa inhibitor, ATC B01AX05);
-- the WHO ATC grouping above a class (ATC B01A antithrombotic agents holds heparins, vitamin K
-  antagonists and factor Xa inhibitors: all are "anticoagulants"), kept as each class's `parents`;
+  vitamin K antagonists in ATC B01AA; baclofen and tizanidine are muscle relaxants in ATC M03B);
+- the WHO ATC grouping above a class (ATC B01A antithrombotic agents holds heparins, vitamin K antagonists and
+  factor Xa inhibitors: all are "anticoagulants"; C10 lipid-modifying agents holds statins and fibrates), kept as
+  each class's `parents`;
 - every drug class at the top of its ATC group sits under "pharmacological treatment" (a question about "drug
   treatments" or "pharmacological interventions" takes any of them);
 - psychological therapies by the names of their families (Cochrane Common Mental Disorders group's
   classification: cognitive behavioural, behavioural, third-wave, psychodynamic, humanistic, integrative
   (interpersonal), systemic (family, couples) therapies).
-Brand names are not in the table (INNs only).
+Brand names are not in the table (INNs only). A word followed by one that makes it a condition or a test
+("opioid use disorder", "steroid-induced", "estrogen receptor") is not an agent (`class_table.CONDITION_AFTER`).
+When two patterns match the same words, a named member or a class's name wins over an INN stem (ranibizumab is an
+anti-VEGF agent before it is a -mab), a longer stem over a shorter one (aripiprazole is an antipsychotic, not a
+-prazole); a word ending in a stem that is no drug ("cholesterol", "histidine") is not an agent
+(`class_table.NOT_AGENTS`).
 MeSH headings of a record (when the store holds them) add agents by the same table: the heading
 "Heparin, Low-Molecular-Weight" names the class itself.
 
@@ -28,151 +35,13 @@ import re
 from dataclasses import dataclass
 from functools import cache
 
+from ra_agent.evidence.class_table import CLASSES, CONDITION_AFTER, NOT_AGENTS, DrugClass
 
-@dataclass(frozen=True)
-class DrugClass:
-    """One intervention class: its name, the words that name it, its INN stems and named members."""
+__all__ = ["CLASSES", "DrugClass", "Agent", "agents_in", "classes_named", "lineage", "member_pattern"]
 
-    name: str
-    names: tuple[str, ...]  # words naming the class itself (regex pieces, matched at word starts)
-    stems: tuple[str, ...] = ()  # INN suffixes (an agent is a word ending in one)
-    members: tuple[str, ...] = ()  # named agents without a shared stem (regex pieces)
-    parents: tuple[str, ...] = ()  # broader classes (ATC level above)
-    source: str = "WHO INN stems"
-
-
-CLASSES: tuple[DrugClass, ...] = (
-    DrugClass("anticoagulant", (r"anticoagula\w*", r"antithrombotic\w*", r"thromboprophyla\w*"),
-              source="WHO ATC B01A"),
-    DrugClass("heparin", (r"heparins?", r"unfractionated heparin", r"UFH"), members=(r"heparin",),
-              parents=("anticoagulant",), source="WHO ATC B01AB"),
-    DrugClass("low-molecular-weight heparin", (r"low[- ]molecular[- ]weight heparins?", r"LMWHs?"),
-              stems=("parin",), parents=("heparin", "anticoagulant"), source="WHO INN stem -parin, ATC B01AB"),
-    DrugClass("vitamin K antagonist", (r"vitamin K antagonists?", r"VKAs?", r"coumarins?", r"oral anticoagulants?"),
-              members=(r"warfarin", r"acenocoum\w*", r"phenprocoumon", r"fluindione"),
-              parents=("anticoagulant",), source="WHO ATC B01AA"),
-    DrugClass("factor Xa inhibitor", (r"factor Xa inhibitors?", r"anti-?Xa", r"DOACs?", r"NOACs?"),
-              stems=("xaban",), members=(r"fondaparinux",), parents=("anticoagulant",),
-              source="WHO INN stem -xaban, ATC B01AF/B01AX05"),
-    DrugClass("direct thrombin inhibitor", (r"direct thrombin inhibitors?",), stems=("gatran",),
-              members=(r"\w*rudin", r"bivalirudin", r"argatroban"), parents=("anticoagulant",),
-              source="WHO INN stem -gatran/-irudin, ATC B01AE"),
-    DrugClass("thrombolytic", (r"thromboly\w*", r"fibrinoly\w*"), stems=("teplase",),
-              members=(r"urokinase", r"streptokinase"), source="WHO INN stem -teplase, ATC B01AD"),
-    DrugClass("antibiotic", (r"antibiotics?", r"antimicrobials?"), stems=("cillin", "mycin", "cycline", "floxacin"),
-              members=(r"cef\w+", r"vancomycin", r"teicoplanin"), source="WHO INN stems -cillin/-cycline, ATC J01"),
-    DrugClass("antineoplastic", (r"chemotherap\w*", r"antineoplastic\w*", r"cytotoxic\w*"),
-              stems=("platin", "taxel", "rubicin", "citabine"), source="WHO INN stems -platin/-taxel, ATC L01"),
-    DrugClass("antiplatelet", (r"antiplatelets?", r"platelet aggregation inhibitors?"), stems=("grel",),
-              members=(r"aspirin", r"acetylsalicylic acid"), source="WHO INN stem -grel, ATC B01AC"),
-    DrugClass("proton pump inhibitor", (r"proton[- ]pump inhibit\w*", r"PPIs?"), stems=("prazole",),
-              parents=("acid suppressant",), source="WHO INN stem -prazole, ATC A02BC"),
-    DrugClass("H2-receptor antagonist", (r"H2[- ]?(?:receptor )?(?:antagonists?|blockers?)", r"H2RAs?"),
-              stems=("tidine",), parents=("acid suppressant",), source="WHO INN stem -tidine, ATC A02BA"),
-    DrugClass("acid suppressant", (r"acid[- ]suppress\w*", r"antisecretory", r"antacids?"), source="WHO ATC A02"),
-    DrugClass("prokinetic", (r"prokinetic\w*",), stems=("pride",), members=(r"domperidone", r"metoclopramide"),
-              source="WHO INN stem -pride, ATC A03F"),
-    DrugClass("biguanide", (r"biguanides?",), stems=("formin",), parents=("glucose-lowering drug",),
-              source="WHO INN stem -formin, ATC A10BA"),
-    DrugClass("SGLT2 inhibitor", (r"SGLT-?2 inhibitors?",), stems=("gliflozin",), parents=("glucose-lowering drug",),
-              source="WHO INN stem -gliflozin, ATC A10BK"),
-    DrugClass("DPP-4 inhibitor", (r"DPP-?4 inhibitors?", r"gliptins?"), stems=("gliptin",),
-              parents=("glucose-lowering drug",), source="WHO INN stem -gliptin, ATC A10BH"),
-    DrugClass("GLP-1 receptor agonist", (r"GLP-?1 (?:receptor )?agonists?",), stems=("glutide", "enatide"),
-              parents=("glucose-lowering drug",), source="WHO INN stems -glutide/-enatide, ATC A10BJ"),
-    DrugClass("glucose-lowering drug", (r"(?:oral )?(?:hypoglyc(?:a)?emic|antidiabetic|glucose-lowering) (?:drugs?|agents?)",
-              r"insulins?"), source="WHO ATC A10"),
-    DrugClass("bisphosphonate", (r"bisphosphonates?",), stems=("dronate", "dronic acid"), source="WHO INN stem -dronate, ATC M05BA"),
-    DrugClass("statin", (r"statins?", r"HMG-CoA reductase inhibitors?"), stems=("vastatin",),
-              source="WHO INN stem -vastatin, ATC C10AA"),
-    DrugClass("beta blocker", (r"beta[- ]?blockers?", r"beta-adrenergic (?:receptor )?antagonists?"),
-              stems=("olol", "alol"), source="WHO INN stem -olol, ATC C07"),
-    DrugClass("ACE inhibitor", (r"ACE inhibitors?", r"angiotensin[- ]converting enzyme inhibitors?"),
-              stems=("pril", "prilat"), source="WHO INN stem -pril, ATC C09A"),
-    DrugClass("angiotensin II receptor antagonist", (r"angiotensin (?:II )?receptor (?:antagonists|blockers)", r"ARBs?"),
-              stems=("sartan",), source="WHO INN stem -sartan, ATC C09C"),
-    DrugClass("selective serotonin reuptake inhibitor", (r"SSRIs?", r"serotonin reuptake inhibitors?"),
-              stems=("oxetine", "opram", "traline", "oxamine"), parents=("antidepressant",),
-              source="WHO INN stems -oxetine/-opram, ATC N06AB"),
-    DrugClass("tricyclic antidepressant", (r"tricyclic\w*", r"TCAs?"), stems=("triptyline", "ipramine"),
-              parents=("antidepressant",), source="WHO INN stems -triptyline/-ipramine, ATC N06AA"),
-    DrugClass("serotonin-noradrenaline reuptake inhibitor", (r"SNRIs?", r"serotonin[- ]norepinephrine reuptake inhibitors?",
-              r"serotonin[- ]noradrenaline reuptake inhibitors?"),
-              members=(r"duloxetine", r"venlafaxine", r"desvenlafaxine", r"milnacipran", r"levomilnacipran"),
-              parents=("antidepressant",), source="WHO ATC N06AX"),
-    DrugClass("antidepressant", (r"antidepressants?",), members=(r"bupropion", r"mirtazapine", r"trazodone",
-              r"vortioxetine", r"agomelatine"), source="WHO ATC N06A"),
-    DrugClass("benzodiazepine", (r"benzodiazepines?",), stems=("azepam", "azolam"), source="WHO INN stem -azepam"),
-    DrugClass("antipsychotic", (r"antipsychotics?", r"neuroleptics?"), stems=("peridone", "apine", "piprazole"),
-              source="WHO INN stems -peridone/-apine/-piprazole, ATC N05A"),
-    DrugClass("corticosteroid", (r"corticosteroids?", r"glucocorticoids?", r"steroids?"),
-              stems=("sone", "olone"), source="WHO INN stems -sone/-olone, ATC H02"),
-    DrugClass("antiepileptic", (r"anti-?epileptics?", r"anticonvulsants?"), stems=("racetam",),
-              members=(r"valpro\w*", r"carbamazepine", r"lamotrigine", r"levetiracetam", r"phenytoin", r"gabapentin",
-                       r"pregabalin", r"topiramate"), source="WHO ATC N03A"),
-    DrugClass("anti-VEGF agent", (r"anti-?VEGF\w*", r"VEGF inhibitors?", r"antineovasculari[sz]ation agents?"),
-              members=(r"ranibizumab", r"bevacizumab", r"aflibercept", r"pegaptanib", r"brolucizumab", r"faricimab",
-                       r"conbercept"), source="WHO ATC S01LA (bevacizumab L01FG01)"),
-    DrugClass("monoclonal antibody", (r"monoclonal antibod(?:y|ies)",), stems=("mab",), source="WHO INN stem -mab"),
-    DrugClass("kinase inhibitor", (r"(?:tyrosine )?kinase inhibitors?", r"TKIs?"), stems=("tinib",),
-              source="WHO INN stem -tinib, ATC L01E"),
-    DrugClass("antiviral", (r"antivirals?",), stems=("vir",), source="WHO INN stem -vir, ATC J05"),
-    DrugClass("azole antifungal", (r"antifungals?", r"azoles?"), stems=("conazole",),
-              source="WHO INN stem -conazole, ATC J02AC"),
-    DrugClass("calcium channel blocker", (r"calcium[- ]channel blockers?", r"calcium antagonists?"), stems=("dipine",),
-              members=(r"verapamil", r"diltiazem"), source="WHO INN stem -dipine, ATC C08"),
-    DrugClass("5-HT3 antagonist", (r"5-?HT3 (?:receptor )?antagonists?", r"setrons?"), stems=("setron",),
-              source="WHO INN stem -setron, ATC A04AA"),
-    DrugClass("triptan", (r"triptans?",), stems=("triptan",), source="WHO INN stem -triptan, ATC N02CC"),
-    DrugClass("leukotriene receptor antagonist", (r"leukotriene (?:receptor )?antagonists?",), stems=("lukast",),
-              source="WHO INN stem -lukast, ATC R03DC"),
-    DrugClass("beta2 agonist", (r"beta-?2[- ]?(?:adrenergic )?agonists?",), stems=("terol",),
-              source="WHO INN stem -terol, ATC R03AC"),
-    DrugClass("non-steroidal anti-inflammatory drug", (r"NSAIDs?", r"non-?steroidal anti-?inflammatory\w*"),
-              stems=("profen", "fenac", "coxib"), members=(r"naproxen", r"indometacin", r"indomethacin"),
-              source="WHO INN stems -profen/-fenac/-coxib, ATC M01A"),
-    DrugClass("opioid", (r"opioids?", r"opiates?"), members=(r"morphine", r"codeine", r"oxycodone", r"hydromorphone",
-              r"fentanyl", r"tramadol", r"tapentadol", r"buprenorphine", r"methadone"), source="WHO ATC N02A"),
-    DrugClass("local anaesthetic", (r"local ana?esthetics?",), stems=("caine",), source="WHO INN stem -caine, ATC N01B"),
-    DrugClass("cholinesterase inhibitor", (r"(?:acetyl)?cholinesterase inhibitors?",),
-              members=(r"donepezil", r"rivastigmine", r"galantamine"), source="WHO ATC N06DA"),
-    DrugClass("NMDA receptor antagonist", (r"NMDA (?:receptor )?antagonists?",),
-              members=(r"memantine", r"ketamine", r"esketamine"), source="WHO ATC N06DX/N01AX"),
-    DrugClass("psychostimulant", (r"psychostimulants?",), stems=("fetamine", "fenidate"),
-              members=(r"modafinil", r"amphetamine"), source="WHO INN stems -fetamine/-fenidate, ATC N06B"),
-    DrugClass("dopamine agonist", (r"dopamine agonists?",), stems=("pexole", "inirole"), members=(r"rotigotine",),
-              source="WHO ATC N04BC"),
-    DrugClass("melatonin receptor agonist", (r"melatonin(?:ergic)? (?:receptor )?agonists?",), stems=("melteon",),
-              members=(r"melatonin",), source="WHO INN stem -melteon, ATC N05CH"),
-    DrugClass("diuretic", (r"diuretics?",), stems=("semide", "thiazide"), source="WHO INN stems -semide/-thiazide, ATC C03"),
-    DrugClass("pharmacological treatment", (r"pharmacolog\w* (?:treatments?|interventions?|therap\w*|management)",
-              r"pharmacotherap\w*", r"drug (?:treatments?|therap(?:y|ies)|interventions?)"),
-              source="any drug of this table (every WHO ATC group)"),
-    DrugClass("ketogenic diet", (r"ketogenic diets?", r"modified Atkins diet", r"low glycaemic index treatment"),
-              source="dietary therapy family"),
-    DrugClass("cognitive behavioural therapy", (r"cognitive[- ]behaviou?ral (?:therap\w*|treatments?|interventions?)",
-              r"CBT", r"cognitive therap\w*", r"problem[- ]solving therap\w*", r"rational[- ]emotive\w*",
-              r"schema therap\w*", r"cognitive behaviou?ral analysis system of psychotherapy", r"CBASP"),
-              parents=("psychological therapy",), source="Cochrane CCMD psychological therapy classification"),
-    DrugClass("behavioural therapy", (r"behaviou?ral activation", r"exposure therap\w*", r"behaviou?r therap\w*"),
-              parents=("psychological therapy",), source="Cochrane CCMD psychological therapy classification"),
-    DrugClass("psychodynamic therapy", (r"psychodynamic\w*", r"psychoanalytic\w*"), parents=("psychological therapy",),
-              source="Cochrane CCMD psychological therapy classification"),
-    DrugClass("interpersonal therapy", (r"interpersonal (?:psycho)?therap\w*", r"IPT"), parents=("psychological therapy",),
-              source="Cochrane CCMD psychological therapy classification"),
-    DrugClass("third-wave therapy", (r"mindfulness\w*", r"acceptance and commitment therap\w*", r"dialectical behaviou?r\w*",
-              r"metacognitive therap\w*", r"compassion[- ]focused therap\w*"),
-              parents=("psychological therapy",), source="Cochrane CCMD psychological therapy classification"),
-    DrugClass("humanistic therapy", (r"person[- ]cent(?:red|ered) therap\w*", r"client[- ]cent(?:red|ered) therap\w*",
-              r"gestalt therap\w*", r"emotion[- ]focused therap\w*", r"experiential therap\w*", r"counsel+ing"),
-              parents=("psychological therapy",), source="Cochrane CCMD psychological therapy classification"),
-    DrugClass("systemic therapy", (r"family therap\w*", r"couples? therap\w*", r"marital therap\w*"),
-              parents=("psychological therapy",), source="Cochrane CCMD psychological therapy classification"),
-    DrugClass("psychological therapy", (r"psychotherap\w*", r"psychological (?:therap\w*|treatments?|interventions?)",
-              r"talking therap\w*", r"psychoeducation\w*", r"eye movement desensiti[sz]ation\w*", r"EMDR"),
-              source="Cochrane CCMD psychological therapy classification"),
-)  # fmt: skip
 BY_NAME = {c.name: c for c in CLASSES}
+_CONDITION_AFTER = re.compile(CONDITION_AFTER, re.I)
+_NOT_AGENTS = re.compile(NOT_AGENTS, re.I)
 DRUG = "pharmacological treatment"
 # "no <treatment>": the generic words, or the name of any class of the table ("no anticoagulation", "no PPI")
 _NO_TREATMENT = "|".join(["prophylaxis", "treatment", "intervention", "therapy", "medication", "drug",
@@ -224,15 +93,53 @@ def _word_pattern(piece: str) -> re.Pattern[str]:
     return re.compile(rf"\b(?:{piece})\b", 0 if bare.isupper() and bare.isalpha() else re.I)
 
 
+def _required(piece: str) -> str:
+    """The longest run of letters every match of a regex piece contains (outside groups, classes and
+    quantified letters), lower-cased: a text lacking it skips the piece's regex (speed only: the regex decides)."""
+    runs, run, depth, i = [], "", 0, 0
+    while i < len(piece):
+        ch, nxt = piece[i], piece[i + 1 : i + 2]
+        if ch == "\\":
+            runs, run, i = [*runs, run], "", i + 2
+            continue
+        depth += 1 if ch in "([" else -1 if ch in ")]" else 0
+        if depth == 0 and ch.isalpha() and nxt not in ("?", "*", "+", "{"):
+            run += ch
+        else:
+            runs, run = [*runs, run], ""
+        i += 1
+    return max([*runs, run], key=len).lower()
+
+
 @cache
-def _patterns() -> list[tuple[re.Pattern[str], str, bool]]:
-    """(pattern, class, names the class itself): named members first (ranibizumab is an anti-VEGF agent before
-    it is a -mab), then INN stems, longest first (aripiprazole is an antipsychotic, not a -prazole), then the
-    words naming classes."""
+def _patterns() -> list[tuple[re.Pattern[str], str, bool, str]]:
+    """(pattern, class, names the class itself, letters it needs): named members first (ranibizumab is an
+    anti-VEGF agent before it is a -mab), then the words naming classes ("anthracycline" is not a -cycline), then
+    INN stems, longest first (aripiprazole is an antipsychotic, not a -prazole)."""
     stems = sorted(((stem, cls.name) for cls in CLASSES for stem in cls.stems), key=lambda pair: -len(pair[0]))
-    out = [(_word_pattern(member), cls.name, False) for cls in CLASSES for member in cls.members]
-    out += [(re.compile(rf"\b\w{{3,}}{stem}\b", re.I), cls, False) for stem, cls in stems]
-    out += [(_word_pattern(name), cls.name, True) for cls in CLASSES for name in cls.names]
+    out = [(_word_pattern(member), cls.name, False, _required(member)) for cls in CLASSES for member in cls.members]
+    out += [(_word_pattern(name), cls.name, True, _required(name)) for cls in CLASSES for name in cls.names]
+    out += [(re.compile(rf"\b\w{{3,}}{stem}\b", re.I), cls, False, stem) for stem, cls in stems]
+    return out
+
+
+def _matches(text: str, names_only: bool = False) -> list[tuple[int, int, str, str]]:
+    """(start, end, word, class) of every match in `text` that lies inside no longer match, in text order; of
+    several patterns matching the same words the first of `_patterns` (member, name, longer stem) wins."""
+    text = text or ""
+    lower = text.lower()
+    found = [(m.start(), m.end(), rank, m.group(0).lower(), cls)
+             for rank, (pattern, cls, names_class, needs) in enumerate(_patterns())
+             if (names_class or not names_only) and needs in lower
+             for m in pattern.finditer(text)
+             if not _CONDITION_AFTER.match(text, m.end()) and not _NOT_AGENTS.fullmatch(m.group(0))]  # fmt: skip
+    spans = {(s, e) for s, e, _, _, _ in found}
+    out, seen = [], set()
+    for start, end, _, word, cls in sorted(found):
+        inside = any(s <= start and end <= e and (e - s) > (end - start) for s, e in spans)
+        if not inside and (start, end) not in seen:
+            seen.add((start, end))
+            out.append((start, end, word, cls))
     return out
 
 
@@ -240,27 +147,20 @@ def agents_in(text: str) -> list[Agent]:
     """Every agent or class named in `text`, in order of first mention, one per word. A match lying inside a longer
     match ('heparin' inside 'low-molecular-weight heparin') is the longer one's word, not a mention of its own;
     'omeprazole' named beside 'esomeprazole' is its own mention."""
-    matches = [(m.start(), m.end(), m.group(0).lower(), cls) for pattern, cls, _ in _patterns()
-               for m in pattern.finditer(text or "")]  # fmt: skip
-    found: dict[str, tuple[int, Agent]] = {}
-    for start, end, word, cls in sorted(matches):
-        inside = any(s <= start and end <= e and (e - s) > (end - start) for s, e, _, _ in matches)
-        if word not in found and not inside:
-            found[word] = (start, Agent(word, cls))
-    return [agent for _, agent in sorted(found.values(), key=lambda pair: pair[0])]
+    found: dict[str, Agent] = {}
+    for _, _, word, cls in _matches(text):
+        found.setdefault(word, Agent(word, cls))
+    return list(found.values())
 
 
 def classes_named(text: str) -> list[str]:
-    """The classes whose own names occur in `text` ("anticoagulation" → anticoagulant), narrowest first."""
-    out = []
-    for pattern, cls, names_class in _patterns():
-        if names_class and pattern.search(text or "") and cls not in out:
-            out.append(cls)
-    return out
+    """The classes whose own names occur in `text` ("anticoagulation" → anticoagulant), in order of mention; a name
+    inside a longer one ("heparin" in "low-molecular-weight heparin") is the longer one's."""
+    return list(dict.fromkeys(cls for _, _, _, cls in _matches(text, names_only=True)))
 
 
 def member_pattern(cls: str) -> re.Pattern[str]:
     """A regex matching any agent or name of class `cls` or of a class below it (for coverage checks)."""
     below = [c for c in CLASSES if cls in lineage(c.name)]
     pieces = [p for c in below for p in (*c.names, *c.members, *(rf"\w{{3,}}{s}" for s in c.stems))]
-    return re.compile(rf"\b(?:{'|'.join(pieces)})\b", re.I)
+    return re.compile(rf"\b(?:{'|'.join(pieces)})\b(?!{CONDITION_AFTER})", re.I)

@@ -55,6 +55,7 @@ GENERIC = frozenset(
 # a treatment every participant gets ("patients receiving chemotherapy were randomised") is not a comparator
 BACKGROUND_TREATMENT = re.compile(r"\b(?:receiving|undergoing|during|scheduled for|treated with|requiring)\s+(?:[\w-]+\s+){0,3}",
                                   re.I)  # fmt: skip
+INDUCED = re.compile(r"([\w-]+)[- ]induced\b", re.I)  # "chemotherapy-induced": the cause of the condition
 _COMPARE = re.compile(r"\bvs\.?\b|\bversus\b|\bcompared (?:with|to)\b|\bor placebo\b|\breceived\b|\bassigned\b", re.I)
 
 
@@ -189,16 +190,19 @@ def _title_population(title: str, topic: Topic) -> str | None:
 def comparator_of(paper: Paper, agents: Sequence[Agent], topic: Topic | None = None) -> str:
     """The comparator a trial tests its agents against: the class of another agent named in the title's second
     arm or in a sentence that randomises or compares (not the tested class, not a word of the topic's population
-    such as "chemotherapy" for cancer), "another <class>" (two agents of one class, head to head), "placebo or no
-    treatment", else "dose, schedule or unclear comparator"."""
+    such as "chemotherapy" for cancer, not a class the record names as the cause of the condition: cyclophosphamide
+    in a trial of "chemotherapy-induced" injury), "another <class>" (two agents of one class, head to head),
+    "placebo or no treatment", else "dose, schedule or unclear comparator"."""
     text = f"{paper.title} {paper.abstract}"
     tested = agents[0].cls if agents else ""
     arms = re.split(r"\s+(?:versus|vs\.?|compared (?:with|to)|or)\s+", paper.title or "", maxsplit=1, flags=re.I)[1:]
     chosen = [BACKGROUND_TREATMENT.sub(" ", s) for s in sentences(paper.abstract)
               if RANDOMISED_TEXT.search(s) or _COMPARE.search(s)]  # fmt: skip
     population = topic.population if topic else ()
+    causes = {a.cls for m in INDUCED.finditer(text) for a in agents_in(m.group(1))}
     others = [a for a in agents_in(" ".join([*arms, *chosen])) if not any(c.find(a.word) for c in population)
-              and a.cls != tested and tested not in lineage(a.cls) and a.cls not in lineage(tested)]  # fmt: skip
+              and a.cls != tested and tested not in lineage(a.cls) and a.cls not in lineage(tested)
+              and not causes & set(lineage(a.cls))]  # fmt: skip
     if others:
         return others[0].cls
     if len({a.word for a in agents if a.cls == tested and not is_abbreviation(a.word.upper())}) >= 2:
