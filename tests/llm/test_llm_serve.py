@@ -1,20 +1,21 @@
 """`ra llm serve` starts llama.cpp's server in the background and prints the settings that use it;
-`ra llm stop` leaves no process behind."""
+`ra llm stop` (or SIGTERM to the server) leaves no process and no state file behind; a stale state file never
+gets another process killed."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 
 import httpx
 import pytest
 
 from ra_agent.llm import serve
-
-pytestmark = pytest.mark.slow
 
 
 def ra(*args: str, config) -> subprocess.CompletedProcess:
@@ -22,7 +23,9 @@ def ra(*args: str, config) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
 
 
-def test_serve_prints_working_settings_and_stop_leaves_no_process(tmp_path):
+def workspace(tmp_path):
+    """A config.toml with its workspace under tmp_path, and where `ra llm serve` keeps its state file; skips (fails
+    under CI) when the server's packages are not installed."""
     missing = serve.missing_packages()
     if missing:
         reason = f"{', '.join(missing)} not installed (scripts/setup.sh installs it)"
@@ -31,11 +34,21 @@ def test_serve_prints_working_settings_and_stop_leaves_no_process(tmp_path):
         pytest.skip(reason)
     config = tmp_path / "config.toml"
     config.write_text('[workspace]\ndata_dir = "data"\n')
-    state = tmp_path / "data" / serve.STATE_FILE
+    return config, tmp_path / "data" / serve.STATE_FILE
+
+
+def start(config, state, n_ctx: int) -> tuple[subprocess.CompletedProcess, dict]:
+    """`ra llm serve --n-ctx n_ctx`: its output and the state file it wrote."""
+    started = ra("llm", "serve", "--n-ctx", str(n_ctx), config=config)
+    assert started.returncode == 0, started.stderr
+    return started, json.loads(state.read_text())
+
+
+@pytest.mark.slow
+def test_serve_prints_working_settings_and_stop_leaves_no_process(tmp_path):
+    config, state = workspace(tmp_path)
     try:
-        started = ra("llm", "serve", "--n-ctx", "2048", config=config)
-        assert started.returncode == 0, started.stderr
-        info = json.loads(state.read_text())
+        started, info = start(config, state, 2048)
         url = re.search(r'openai_base_url = "(http://127\.0\.0\.1:\d+/v1)"', started.stdout)
         assert url and url.group(1) == f"http://127.0.0.1:{info['port']}/v1", started.stdout
         assert f"RA_LLM__OPENAI_BASE_URL={url.group(1)}" in started.stdout and 'brain = "openai"' in started.stdout
@@ -50,3 +63,52 @@ def test_serve_prints_working_settings_and_stop_leaves_no_process(tmp_path):
     with pytest.raises(httpx.HTTPError):
         httpx.get(f"http://127.0.0.1:{info['port']}/v1/models", timeout=2)
     assert ra("llm", "stop", config=config).stdout.strip() == "no llama.cpp server was running"
+
+
+@pytest.mark.slow
+def test_sigterm_to_the_server_leaves_no_state_file(tmp_path):
+    config, state = workspace(tmp_path)
+    try:
+        _, info = start(config, state, 1024)
+        assert serve.is_server(info["pid"]) and "--ra-state-file" in serve.command_line(info["pid"])
+        os.kill(info["pid"], signal.SIGTERM)  # as a process manager or `kill` would
+        end = time.monotonic() + 60
+        while serve.alive(info["pid"]) and time.monotonic() < end:
+            time.sleep(0.2)
+        assert not serve.alive(info["pid"]), "the server ignored SIGTERM for 60 s"
+        assert not state.exists(), "the server ended but its state file stayed"
+    finally:
+        stopped = ra("llm", "stop", config=config)
+    assert stopped.stdout.strip() == "no llama.cpp server was running"
+
+
+def test_a_zombie_counts_as_ended():
+    child = subprocess.Popen(["sleep", "0"])
+    try:
+        end = time.monotonic() + 10
+        while serve.alive(child.pid) and time.monotonic() < end:  # exited but not reaped: a zombie of ours
+            time.sleep(0.05)
+        assert not serve.alive(child.pid)
+        assert os.waitpid(child.pid, os.WNOHANG)[0] == child.pid  # it was still there to reap: it was a zombie
+    finally:
+        child.wait()
+    assert serve.alive(os.getpid())
+
+
+def test_a_stale_state_file_never_gets_another_process_killed(tmp_path):
+    """The server died without removing its state file (SIGKILL) and the pid now runs something else."""
+    other = subprocess.Popen(["sleep", "60"])
+    try:
+        info = serve.ServerInfo(other.pid, 1, "gemma.gguf", 1024, str(tmp_path / "log"))
+        path = serve.state_path(tmp_path)
+        path.write_text(json.dumps(info.__dict__))
+        assert serve.running(tmp_path) is None and not path.exists()  # not the server: the stale file goes
+        path.write_text(json.dumps(info.__dict__))
+        said: list[str] = []
+        assert serve.stop(tmp_path, echo=said.append) is None
+        assert other.poll() is None, "stop() killed a process that is not the llama.cpp server"
+        assert not path.exists() and f"names pid {other.pid}" in said[0] and "sleep 60" in said[0]
+    finally:
+        other.kill()
+        other.wait()
+    assert serve.stop(tmp_path) is None  # nothing left to stop
