@@ -13,9 +13,9 @@ import json
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from ra_agent.llm.base import Brain, Message, ReplySchema
+from ra_agent.llm.base import Message, ReplySchema
 from ra_agent.llm.protocol import ArgSpec, ToolSpec
 
 MODES = ("json_schema", "text_fallback", "text")
@@ -131,7 +131,16 @@ class StructuredReply:
         return " ".join(parts)
 
 
-def ask_structured(brain: Brain, messages: list[Message], schema: ReplySchema) -> StructuredReply:
+class ChatBrain(Protocol):
+    """What a structured call needs of a brain: its name and `chat` (a brain that constrains decoding also has
+    `chat_structured` and `last_stats`, which `ask_structured` uses when present)."""
+
+    name: str
+
+    def chat(self, messages: list[Message]) -> str: ...
+
+
+def ask_structured(brain: ChatBrain, messages: list[Message], schema: ReplySchema) -> StructuredReply:
     """Ask `brain` for a reply following `schema`: constrained when the brain can (`chat_structured`), the text
     protocol otherwise. Raises BrainError when no answer comes."""
     constrained = getattr(brain, "chat_structured", None)
@@ -157,6 +166,7 @@ def finish_stats(stats: dict[str, Any], start: float, first: float | None) -> di
 
 __all__ = [
     "MODES",
+    "ChatBrain",
     "StructuredReply",
     "action_reply_text",
     "action_schema",

@@ -141,3 +141,66 @@ def test_the_boundary_judge_is_constrained_to_the_candidates_shown(cfg, loopback
     with pytest.raises(jsonschema.ValidationError):  # a PMID it was not shown
         jsonschema.validate({"reasoning": "r", "action": {"tool": "judge_boundary", "args": {"keep_pmids": [1]}}},
                             schema)  # fmt: skip
+
+
+PICO_TRIALS = (10950032, 9354207)  # rabeprazole vs ranitidine (338 patients); pantoprazole vs ranitidine (24)
+
+
+def test_pico_batches_are_constrained_to_the_batch_pmids_and_the_seven_fields(cfg, loopback):
+    from demo_corpus import demo_papers
+
+    from ra_agent.evidence.pico.llm_extract import LlmExtractor
+
+    papers = [p for p in demo_papers() if p.pmid in PICO_TRIALS]
+    reply = {"records": [
+        {"pmid": 10950032, "P": "338 patients with erosive gastroesophageal reflux disease",
+         "I": "rabeprazole 20 mg once daily", "C": "ranitidine 150 mg four times daily",
+         "O": "absence of esophageal erosions or ulcerations", "StudyDesign": "RCT, double-blind",
+         "PopulationAge": "", "SampleSize": "338"},
+        {"pmid": 9354207, "P": "patients with oesophagitis grade II and III", "I": "pantoprazole 40 mg",
+         "C": "ranitidine 150 mg", "O": "healing", "StudyDesign": "RCT", "PopulationAge": "adults",
+         "SampleSize": "24"},
+    ]}  # fmt: skip
+    brain = select_brain(loopback.configure(cfg), RulesBrain)
+    loopback.script(json.dumps(reply))
+    extractor = LlmExtractor.from_config(brain, loopback.configure(cfg))
+    records = extractor.extract(papers)
+    (request,) = loopback.chat_requests
+    schema = sent_schema(loopback.backend, request)
+    assert schema is not None, f"{loopback.backend}: no schema in {sorted(request)}"
+    item = schema["properties"]["records"]["items"]
+    assert sorted(item["properties"]["pmid"]["enum"]) == sorted(PICO_TRIALS)
+    assert item["required"] == ["pmid", "P", "I", "C", "O", "StudyDesign", "PopulationAge", "SampleSize"]
+    assert item["additionalProperties"] is False and schema["properties"]["records"]["minItems"] == 2
+    jsonschema.validate(reply, schema)
+    for bad in ({"records": [{**reply["records"][0], "pmid": 123}, reply["records"][1]]},  # a PMID not in the batch
+                {"records": [{**reply["records"][0], "Notes": "x"}, reply["records"][1]]},  # an extra key
+                {"records": [{**reply["records"][0], "SampleSize": 338}, reply["records"][1]]},  # not a string
+                {"records": reply["records"][:1]}):  # fmt: skip
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, schema)
+    assert [r.extractor for r in records] == [brain.name] * 2
+    assert records[0].SampleSize == "338" and records[1].PopulationAge == "" and "PopulationAge" in records[1].dropped
+    assert extractor.call_summary()["llm_mode"] == "json_schema 1" and extractor.calls[0]["schema"] == "pico_batch"
+
+
+@pytest.mark.parametrize("backend", ["ollama", "openai"])
+def test_a_server_refusing_the_pico_schema_gets_the_text_prompt_and_a_repair_turn(cfg, backend):
+    from demo_corpus import demo_papers
+
+    from ra_agent.evidence.pico.llm_extract import FIX_JSON_PROMPT, LlmExtractor
+
+    papers = [p for p in demo_papers() if p.pmid in PICO_TRIALS]
+    server = OllamaReplayServer(schemas=False) if backend == "ollama" else OpenAIReplayServer(json_mode=False)
+    with server:
+        where = {"ollama_host": server.root_url} if backend == "ollama" else {"openai_base_url": server.base_url}
+        llm_cfg = cfg.with_overrides(llm={"brain": backend, "timeout_s": 10.0, **where})
+        fixed = [{"pmid": p, "I": i} for p, i in zip(PICO_TRIALS, ("rabeprazole", "pantoprazole"), strict=True)]
+        server.script("Sure! Here are the records: [{pmid: 10950032, I: 'rabeprazole',", json.dumps(fixed))
+        extractor = LlmExtractor.from_config(select_brain(llm_cfg, RulesBrain), llm_cfg)
+        records = extractor.extract(papers)
+        requests = server.chat_requests
+    assert [r.I for r in records] == ["rabeprazole", "pantoprazole"]
+    assert sent_schema(backend, requests[0]) is not None  # asked with the schema first, refused
+    assert requests[-1]["messages"][-1]["content"] == FIX_JSON_PROMPT  # then the text protocol's repair turn
+    assert extractor.call_summary()["llm_mode"] == "text_fallback 1"
