@@ -446,14 +446,22 @@ def _outcomes(papers: Iterable[Paper], limit: int = 5) -> list[str]:
     return [w for w, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]]
 
 
-def build_questions(topic: Topic, papers: Sequence[Paper]) -> tuple[list[ReviewQuestion], dict[int, Eligibility]]:
+def build_questions(
+    topic: Topic, papers: Sequence[Paper], judge: Any = None
+) -> tuple[list[ReviewQuestion], dict[int, Eligibility]]:
     """The topic's own question (every eligible trial) and the narrower ones beneath it (the narrowest class
-    each trial tests × its comparator), with every record's eligibility answer."""
+    each trial tests × its comparator), with every record's eligibility answer. A `judge`
+    (`evidence.question_judge`) checks the trials the rules admit; None: the rules alone."""
     judged = {p.pmid: eligibility(p, topic) for p in papers}
     by_pmid = {p.pmid: p for p in papers}
     population = " and ".join(c.label for c in topic.population) or "any population"
     intervention = " or ".join(topic.intervention) or "any treatment"
     root = ReviewQuestion(question_id(population, intervention, "any"), population, intervention, "any")
+    if judge is not None:  # the seam for LLM judgements (issue 23 item 5)
+        from ra_agent.evidence.question_judge import judge_trials
+
+        judged = judge_trials(judge, root, by_pmid, judged)
+        root.judged_by = judge.name
     narrower: dict[tuple[str, str], ReviewQuestion] = {}
     for pmid, answer in judged.items():
         if not answer.eligible:
@@ -463,7 +471,7 @@ def build_questions(topic: Topic, papers: Sequence[Paper]) -> tuple[list[ReviewQ
         key = (cls, answer.comparator)
         if key not in narrower:
             narrower[key] = ReviewQuestion(question_id(population, cls, answer.comparator), population, cls,
-                                           answer.comparator, parent=root.id)  # fmt: skip
+                                           answer.comparator, parent=root.id, judged_by=root.judged_by)  # fmt: skip
         narrower[key].trials[pmid], narrower[key].years[pmid] = answer.reason, by_pmid[pmid].year
     questions = [root, *sorted(narrower.values(), key=lambda q: (-len(q.trials), q.id))]
     for question in questions:
@@ -504,13 +512,19 @@ def assess_coverage(
     update_after: int,
     min_trials: int,
     references: Mapping[int, set[int]] | None = None,
+    judge: Any = None,
 ) -> None:
-    """Fill each question's reviews, covering review, trials since it and verdict (see the module text)."""
+    """Fill each question's reviews, covering review, trials since it and verdict (see the module text). A `judge`
+    (`evidence.question_judge`) checks the reviews the rules find encompassing; None: the rules alone."""
     references = references or {}
     for question in questions:
         question.reviews = []
         for review in sorted(reviews, key=lambda r: (-(r.year or 0), r.pmid)):
             why = encompasses(review, question, topic)
+            if judge is not None:  # the seam for LLM judgements (issue 23 item 5)
+                from ra_agent.evidence.question_judge import judge_review
+
+                why = judge_review(judge, question, review, why)
             if why is None:
                 continue
             cited = references.get(review.pmid, set())
@@ -558,15 +572,17 @@ def questions_for_topic(
     update_after: int,
     min_trials: int,
     references: Mapping[int, set[int]] | None = None,
+    judge: Any = None,
 ) -> tuple[list[ReviewQuestion], dict[int, Eligibility], list[Paper]]:
     """A goal's questions over `papers` (its scope): the reviews among them (`is_review`), the topic with
     the abbreviations its records define, the questions built from the rest and their coverage by the reviews.
+    `judge`: an `evidence.question_judge` judge (an LLM) checking the rules' answers; None: the rules alone.
     Returns (questions, every record's eligibility, the reviews)."""
     reviews = [p for p in papers if is_review(p)]
     topic = topic.with_abbreviations(papers)
-    questions, judged = build_questions(topic, papers)
+    questions, judged = build_questions(topic, papers, judge)
     assess_coverage(questions, reviews, topic, pivot=pivot, update_after=update_after, min_trials=min_trials,
-                    references=references)  # fmt: skip
+                    references=references, judge=judge)  # fmt: skip
     return questions, judged, reviews
 
 

@@ -1,0 +1,286 @@
+"""Review-question judgements by an LLM: "is trial T eligible for question Q" and "does review R answer Q", each with
+the record's sentences it relied on, checked against the record; the rules decide wherever the LLM cannot, and say so.
+
+A judge has `eligible(question, paper, rules_verdict)` and `covers(question, review, rules_verdict)`, both returning a
+`Judgement` (verdict, reason, quotes, judged_by):
+
+- `RulesJudge` returns the rules' own answer (`evidence.questions`), named as the rules;
+- `LlmQuestionJudge` asks its brain through `ask_structured` for {"verdict", "reason", "quotes"}: the verdict an enum,
+  the quotes an enum of the record's sentences (title and abstract) where the server constrains decoding. Every quote
+  must be found in the record's text (whitespace and case aside); a reply with no quote, a quote that is not in the
+  text, an "unclear" verdict, an unusable reply or a brain error leaves the decision to the rules, and `judged_by`
+  says "rules" and why. At most `max_calls` judgements are asked per judge ([llm] judge_max_calls); past that the
+  rules decide, saying so.
+
+`judge_trials` and `judge_review` are how `evidence.questions` consults a judge: the LLM checks the trials and reviews
+the rules admit (it confirms them or, quoting the record, rejects them); it does not add records the rules left out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import json5
+
+from ra_agent.evidence.pico.text import sentences
+from ra_agent.llm.base import BrainError, ReplySchema
+from ra_agent.llm.protocol import repair_messages
+from ra_agent.llm.structured import ChatBrain, ask_structured
+from ra_agent.models import Paper
+
+log = logging.getLogger(__name__)
+
+RULES_JUDGE = "rules (evidence.questions: title, abstract, MeSH headings, publication types, year)"
+ELIGIBLE_VERDICTS = ("eligible", "not eligible", "unclear")
+COVERS_VERDICTS = ("answers", "does not answer", "unclear")
+MIN_QUOTE_CHARS = 12
+REASON_CHARS = 300
+MAX_QUOTES = 3
+FIX_JSON = 'FIX JSON ONLY: return only the JSON object {"verdict": ..., "reason": ..., "quotes": [...]}'
+
+SYSTEM = (
+    "You are a systematic reviewer. You judge one record against one review question from the record's own "
+    "sentences, and answer with one JSON object."
+)
+ELIGIBLE_TASK = (
+    "Is this record a trial eligible for the review question? Eligible means: a randomised trial in humans with the "
+    "question's condition, testing the question's intervention against its comparator. Animal studies, healthy "
+    "volunteers, other conditions, pharmacokinetic or mechanism studies, reviews and protocols are not eligible."
+)
+COVERS_TASK = (
+    "Does this review answer the review question? It answers it when its own question (population and intervention, "
+    "a drug class includes its members) encompasses the review question."
+)
+REPLY_FORM = (
+    'Reply with only {{"verdict": one of {verdicts}, "reason": "<one sentence>", "quotes": ["<the record\'s '
+    'sentences you relied on, copied exactly>"]}}.'
+)
+
+
+class Question(Protocol):
+    """What a judge reads of a review question (evidence.questions.ReviewQuestion)."""
+
+    id: str
+
+    @property
+    def pico(self) -> str: ...
+
+
+class RulesEligibility(Protocol):
+    """The rules' eligibility answer (evidence.questions.Eligibility)."""
+
+    eligible: bool
+    reason: str
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """One judgement: the verdict (ELIGIBLE_VERDICTS or COVERS_VERDICTS), why, the record's sentences it relied on
+    and who decided (the LLM by name, or the rules saying why they decided)."""
+
+    verdict: str
+    reason: str
+    quotes: tuple[str, ...]
+    judged_by: str
+
+    @property
+    def yes(self) -> bool:
+        return self.verdict in ("eligible", "answers")
+
+    def note(self) -> str:
+        """One line for a trial's or a review's reason: the verdict, who decided, and the first quote."""
+        quote = f': "{self.quotes[0][:160]}"' if self.quotes else ""
+        return f"{self.verdict} by {self.judged_by}{quote}"
+
+
+class RulesJudge:
+    """The rules' own answers, named as the rules."""
+
+    name = RULES_JUDGE
+
+    def eligible(self, question: Question, paper: Paper, rules_verdict: RulesEligibility) -> Judgement:
+        verdict = "eligible" if rules_verdict.eligible else "not eligible"
+        return Judgement(verdict, rules_verdict.reason, (), self.name)
+
+    def covers(self, question: Question, review: Paper, rules_verdict: str | None) -> Judgement:
+        if rules_verdict is None:
+            return Judgement("does not answer", "its title/abstract does not encompass the question", (), self.name)
+        return Judgement("answers", rules_verdict, (), self.name)
+
+
+def record_sentences(paper: Paper) -> list[str]:
+    """The title and the abstract's sentences, whitespace collapsed (what a quote may be taken from)."""
+    abstract = paper.abstract or " ".join(s.text for s in paper.sections)
+    units = [paper.title or "", *sentences(abstract)]
+    return list(dict.fromkeys(" ".join(u.split()) for u in units if u.strip()))
+
+
+def _folded(text: str) -> str:
+    return " ".join(re.sub(r"[\"'“”‘’]", "", text).lower().split()).strip(" .")
+
+
+def judgement_schema(verdicts: Sequence[str], quotable: Sequence[str], name: str) -> ReplySchema:
+    """{"verdict": an enum, "reason": text, "quotes": 1-3 of the record's sentences}, no other keys."""
+    quote: dict[str, Any] = {"enum": list(quotable)} if quotable else {"type": "string", "minLength": MIN_QUOTE_CHARS}
+    props = {"verdict": {"enum": list(verdicts)}, "reason": {"type": "string", "minLength": 1, "maxLength": REASON_CHARS},
+             "quotes": {"type": "array", "items": quote, "minItems": 1, "maxItems": MAX_QUOTES}}  # fmt: skip
+    return ReplySchema(name, {"type": "object", "properties": props, "required": list(props),
+                              "additionalProperties": False})  # fmt: skip
+
+
+def parse_judgement(reply: str, verdicts: Sequence[str]) -> tuple[dict[str, Any] | None, str]:
+    """The reply's {"verdict", "reason", "quotes"} (JSON5, prose around it tolerated), or (None, why not)."""
+    start, end = (reply or "").find("{"), (reply or "").rfind("}")
+    if start < 0 or end <= start:
+        return None, "no JSON object in the reply"
+    try:
+        doc = json5.loads(reply[start : end + 1])
+    except ValueError as exc:
+        return None, f"unparseable JSON ({str(exc)[:80]})"
+    if not isinstance(doc, dict):
+        return None, "the reply is not a JSON object"
+    verdict = str(doc.get("verdict", "")).strip().lower()
+    if verdict not in verdicts:
+        return None, f"verdict {doc.get('verdict')!r} is not one of {', '.join(verdicts)}"
+    quotes = doc.get("quotes")
+    quotes = [quotes] if isinstance(quotes, str) else quotes
+    if not isinstance(quotes, list) or not all(isinstance(q, str) for q in quotes):
+        return None, "quotes must be a list of strings"
+    return {"verdict": verdict, "reason": " ".join(str(doc.get("reason", "")).split())[:REASON_CHARS],
+            "quotes": [" ".join(q.split()) for q in quotes if q.strip()]}, ""  # fmt: skip
+
+
+def unfound_quote(quotes: Sequence[str], paper: Paper) -> str | None:
+    """The first quote that is not in the record's title or abstract (or is too short to show anything), else None."""
+    text = _folded(" ".join(record_sentences(paper)))
+    for quote in quotes:
+        folded = _folded(quote)
+        if len(folded) < MIN_QUOTE_CHARS or folded not in text:
+            return quote
+    return None
+
+
+class LlmQuestionJudge:
+    """Review-question judgements by `brain` with quotes checked against the record; the rules where it cannot."""
+
+    def __init__(self, brain: ChatBrain, max_calls: int = 40):
+        self.brain = brain
+        self.name = f"{brain.name} (LLM, quotes checked against the record)"
+        self.max_calls = max_calls
+        self.rules = RulesJudge()
+        self.calls: list[dict[str, Any]] = []  # mode, tokens and times of every call
+        self.unavailable = ""  # set after a brain error: the rules decide from then on
+
+    def eligible(self, question: Question, paper: Paper, rules_verdict: RulesEligibility) -> Judgement:
+        prompt = f"{ELIGIBLE_TASK}\n\nReview question: {question.pico}"
+        return self._judge(prompt, paper, ELIGIBLE_VERDICTS, "trial_eligibility",
+                           lambda: self.rules.eligible(question, paper, rules_verdict))  # fmt: skip
+
+    def covers(self, question: Question, review: Paper, rules_verdict: str | None) -> Judgement:
+        prompt = f"{COVERS_TASK}\n\nReview question: {question.pico}"
+        return self._judge(prompt, review, COVERS_VERDICTS, "review_answers_question",
+                           lambda: self.rules.covers(question, review, rules_verdict))  # fmt: skip
+
+    def _judge(self, task: str, paper: Paper, verdicts: Sequence[str], schema_name: str, rules) -> Judgement:
+        def fallback(why: str) -> Judgement:
+            ruled = rules()
+            return dataclasses.replace(ruled, judged_by=f"{ruled.judged_by} (fallback: {why})")
+
+        if self.unavailable:
+            return fallback(self.unavailable)
+        if len(self.calls) >= self.max_calls:
+            return fallback(f"LLM judgement cap [llm] judge_max_calls = {self.max_calls} reached")
+        quotable = record_sentences(paper)
+        listing = "\n".join(f"- {s}" for s in quotable)
+        user = f"{task}\n\nRecord PMID {paper.pmid}:\n{listing}\n\n" + REPLY_FORM.format(
+            verdicts=", ".join(json.dumps(v) for v in verdicts)
+        )
+        messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
+        try:
+            asked = ask_structured(self.brain, messages, judgement_schema(verdicts, quotable, schema_name))
+            self.calls.append(asked.figures())
+            log.info("%s on PMID %d: %s", schema_name, paper.pmid, asked.note())
+            doc, why = parse_judgement(asked.text, verdicts)
+            if doc is None:
+                chat = getattr(self.brain, "chat_json", None) or self.brain.chat
+                doc, why = parse_judgement(chat(repair_messages(messages, asked.text, FIX_JSON)), verdicts)
+        except BrainError as exc:
+            self.unavailable = f"{self.brain.name} unavailable: {str(exc)[:160]}"
+            log.warning("question judge: %s; the rules decide", self.unavailable)
+            return fallback(self.unavailable)
+        if doc is None:
+            return fallback(f"{self.brain.name}'s reply unusable after one repair turn: {why}")
+        if doc["verdict"] == "unclear":
+            return fallback(f"{self.brain.name} said unclear: {doc['reason'][:120]}")
+        if not doc["quotes"]:
+            return fallback(f"{self.brain.name} quoted nothing")
+        missing = unfound_quote(doc["quotes"], paper)
+        if missing is not None:
+            log.info("question judge %s: quote not in PMID %d: %r", self.brain.name, paper.pmid, missing[:120])
+            return fallback(f"{self.brain.name}'s quote is not in PMID {paper.pmid}: {missing[:80]!r}")
+        return Judgement(doc["verdict"], doc["reason"], tuple(doc["quotes"][:MAX_QUOTES]), self.brain.name)
+
+
+QuestionJudge = RulesJudge | LlmQuestionJudge
+
+
+def judge_trials(judge: QuestionJudge, question: Question, papers: Mapping[int, Paper],
+                 judged: Mapping[int, Any]) -> dict[int, Any]:  # fmt: skip
+    """The rules' eligibility answers (`judged`, PMID -> Eligibility) with the trials they admit put to `judge`: a
+    trial it rejects (quoting the record) is not eligible, and every admitted trial's reason says who decided."""
+    out = dict(judged)
+    for pmid, answer in judged.items():
+        if not answer.eligible or pmid not in papers:
+            continue
+        verdict = judge.eligible(question, papers[pmid], answer)
+        reason = f"{answer.reason}; {verdict.note()}" if verdict.yes else f"{verdict.reason} ({verdict.note()})"
+        out[pmid] = dataclasses.replace(answer, eligible=verdict.yes, reason=reason)
+    return out
+
+
+def judge_review(judge: QuestionJudge, question: Question, review: Paper, why: str | None) -> str | None:
+    """Why `review` answers `question` after `judge` has checked the rules' answer `why` (None: it does not)."""
+    if why is None:
+        return None
+    verdict = judge.covers(question, review, why)
+    return f"{why}; {verdict.note()}" if verdict.yes else None
+
+
+def question_judge_for(cfg: Any, brain: ChatBrain | None = None) -> QuestionJudge:
+    """An LLM judge when an LLM brain answers (the configured backend is probed when no brain is given) and [llm]
+    judge_max_calls > 0, else the rules."""
+    if cfg.llm.brain == "rules" or cfg.llm.judge_max_calls == 0:
+        return RulesJudge()
+    if brain is None:
+        from ra_agent.llm.select import llm_brain
+
+        candidate = llm_brain(cfg)
+        reason = candidate.unavailable_reason()
+        if reason is not None:
+            log.info("review-question judgements by the rules: %s", reason)
+            return RulesJudge()
+        brain = candidate
+    return RulesJudge() if brain.name.startswith("rules") else LlmQuestionJudge(brain, cfg.llm.judge_max_calls)
+
+
+__all__ = [
+    "COVERS_VERDICTS",
+    "ELIGIBLE_VERDICTS",
+    "RULES_JUDGE",
+    "Judgement",
+    "LlmQuestionJudge",
+    "QuestionJudge",
+    "RulesJudge",
+    "judge_review",
+    "judge_trials",
+    "judgement_schema",
+    "question_judge_for",
+    "record_sentences",
+    "unfound_quote",
+]
