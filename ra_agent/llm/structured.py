@@ -118,9 +118,11 @@ class StructuredReply:
     stats: dict[str, Any] = field(default_factory=dict)
 
     def figures(self) -> dict[str, Any]:
-        """Mode, tokens, time to first token and total time (None where the server does not say)."""
+        """Mode, tokens, time to first token and total time (None where the server does not say); the
+        response_format form an OpenAI-compatible server took and how its tokens were counted, when known."""
         keys = ("prompt_tokens", "completion_tokens", "ttft_s", "total_s", "tokens_per_s")
-        return {"mode": self.mode, "schema": self.schema, **{k: self.stats.get(k) for k in keys}}
+        known = {k: self.stats[k] for k in ("response_format", "tokens_counted") if self.stats.get(k)}
+        return {"mode": self.mode, "schema": self.schema, **{k: self.stats.get(k) for k in keys}, **known}
 
     def note(self) -> str:
         """One line for the cycle log."""
