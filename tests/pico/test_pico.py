@@ -211,6 +211,18 @@ def test_batches_hold_at_most_batch_size_papers(demo_papers):
     )
 
 
+def test_past_the_cap_papers_go_to_the_fallback_labelled(trials, tmp_path, caplog):
+    """[pico] llm_max_abstracts caps what one run sends to the LLM; the rest are the fallback's, and say so."""
+    brain = ScriptedBrain(json.dumps([llm_item(p.pmid) for p in trials[:2]]))
+    extractor = LlmExtractor(brain, max_papers=2, fallback=RuleExtractor())
+    with caplog.at_level(logging.WARNING, logger="ra_agent.evidence.pico.llm_extract"):
+        result = run_pico(trials, extractor, tmp_path / "c.jsonl")
+    assert len(brain.calls) == 1 and all(f"PMID {p.pmid}\n" in brain.calls[0][1]["content"] for p in trials[:2])
+    assert result.extractor_counts == {"fake:scripted-llm": 2,
+                                       "rules:pico-cues-v2 (llm cap: [pico] llm_max_abstracts = 2)": 1}  # fmt: skip
+    assert result.metadata()["llm_papers"] == 2 and "1 papers beyond the cap of 2" in caplog.text
+
+
 def test_batches_stay_inside_the_token_budget(demo_papers):
     papers = [p for p in demo_papers.values() if p.abstract][:40]
     extractor = LlmExtractor(EchoBrain(), batch_size=40, token_budget=3000)
@@ -229,8 +241,9 @@ def test_make_extractor_picks_the_configured_extractor_without_an_llm():
     assert isinstance(make_extractor(RulesBrain(), rules_cfg), RuleExtractor)
     llm = make_extractor(ScriptedBrain(), Config())
     assert isinstance(llm, LlmExtractor) and llm.name == "fake:scripted-llm"
-    assert llm.batch_size == 700 // 90  # the reply's room ([llm] reply_tokens) binds before [sr] pico_batch_size
-    assert llm.max_papers == 200  # [pico] llm_max_abstracts
+    cfg = Config()  # the reply's room ([llm] reply_tokens, ~90 tokens a record) binds before [sr] pico_batch_size
+    assert llm.batch_size == cfg.llm.reply_tokens // 90 < cfg.sr.pico_batch_size
+    assert llm.max_papers == cfg.pico.llm_max_abstracts
 
 
 def test_parse_reply_reports_why():

@@ -107,7 +107,7 @@ class LlmExtractor:
         return records
 
     def call_summary(self) -> dict[str, Any]:
-        """How the LLM was asked in this run: calls per mode, tokens, seconds, values the grounding rule dropped."""
+        """How the LLM was asked in this run: calls per mode, completion tokens, seconds, papers sent."""
         modes = Counter(c["mode"] for c in self.calls)
         return {
             "llm_calls": len(self.calls),
