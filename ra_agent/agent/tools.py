@@ -85,8 +85,8 @@ def search_pubmed(ctx: ToolContext, query: str, retmax: int, expand_mode: str) -
 
 
 def run_pico(ctx: ToolContext, cluster_id: str | None = None, pmid_list: list[int] | None = None) -> ToolEffect:
-    from ra_agent.evidence.pico.extract import make_extractor
     from ra_agent.evidence.pico.extract import run_pico as extract
+    from ra_agent.evidence.pico.llm_extract import make_extractor
 
     if cluster_id is not None:
         size = ctx.store.conn.execute(

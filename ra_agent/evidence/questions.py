@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ra_agent.evidence.classes import PLACEBO, Agent, agents_in, classes_named, lineage
+from ra_agent.evidence.question_judge import judge_review, judge_trials
 from ra_agent.evidence.reviews import cue_reason, is_review
 from ra_agent.models import Paper
 
@@ -458,8 +459,6 @@ def build_questions(
     intervention = " or ".join(topic.intervention) or "any treatment"
     root = ReviewQuestion(question_id(population, intervention, "any"), population, intervention, "any")
     if judge is not None:  # the seam for LLM judgements (issue 23 item 5)
-        from ra_agent.evidence.question_judge import judge_trials
-
         judged = judge_trials(judge, root, by_pmid, judged)
         root.judged_by = judge.name
     narrower: dict[tuple[str, str], ReviewQuestion] = {}
@@ -522,8 +521,6 @@ def assess_coverage(
         for review in sorted(reviews, key=lambda r: (-(r.year or 0), r.pmid)):
             why = encompasses(review, question, topic)
             if judge is not None:  # the seam for LLM judgements (issue 23 item 5)
-                from ra_agent.evidence.question_judge import judge_review
-
                 why = judge_review(judge, question, review, why)
             if why is None:
                 continue

@@ -22,13 +22,12 @@ from ra_agent.evidence.pico.extract import (
     consistency_warnings,
     count_eligible,
     is_eligible_trial,
-    make_extractor,
     pico_texts,
     read_pico,
     run_pico,
 )
 from ra_agent.evidence.pico.learned import model_version
-from ra_agent.evidence.pico.llm_extract import FIX_JSON_PROMPT, LlmExtractor, parse_reply
+from ra_agent.evidence.pico.llm_extract import FIX_JSON_PROMPT, LlmExtractor, make_extractor, parse_reply
 from ra_agent.llm.base import BrainError
 from ra_agent.llm.ollama_brain import OllamaBrain
 from ra_agent.llm.rules_brain import RulesBrain

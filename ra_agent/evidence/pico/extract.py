@@ -162,16 +162,6 @@ def pico_code_version() -> str:
     return f"{model_version()}+{RULES_NAME}"
 
 
-def make_extractor(brain: Any | None, cfg: Config | None = None) -> Extractor:
-    """The LLM extractor (`llm_extract.LlmExtractor`) for an LLM brain; `[pico] extractor` (the learned tagger by
-    default, or the rules) when there is none or it is the rules brain."""
-    if brain is None or brain.name.startswith("rules:"):
-        return default_extractor(cfg)
-    from ra_agent.evidence.pico.llm_extract import LlmExtractor
-
-    return LlmExtractor.from_config(brain, cfg) if cfg else LlmExtractor(brain)
-
-
 # --------------------------------------------------------------------------- consistency guard and eligibility
 
 
@@ -374,7 +364,6 @@ __all__ = [
     "is_eligible_trial",
     "is_rct",
     "is_rct_design",
-    "make_extractor",
     "pico_code_version",
     "pico_texts",
     "read_pico",

@@ -13,7 +13,14 @@ import json5
 
 from ra_agent.config import Config, SrConfig, TokensConfig
 from ra_agent.embed.tokens import count_tokens, prompt_budget, truncate_tokens
-from ra_agent.evidence.pico.extract import SCHEMA_KEYS, LearnedExtractor, PicoRecord, RuleExtractor, default_extractor
+from ra_agent.evidence.pico.extract import (
+    SCHEMA_KEYS,
+    Extractor,
+    LearnedExtractor,
+    PicoRecord,
+    RuleExtractor,
+    default_extractor,
+)
 from ra_agent.evidence.pico.grounding import ground_fields
 from ra_agent.llm.base import BrainError, ReplySchema
 from ra_agent.llm.protocol import repair_messages
@@ -188,6 +195,14 @@ def paper_prompt_text(paper: Paper) -> str:
     return f"PMID {paper.pmid}\nTitle: {paper.title}\nAbstract: {abstract or '(none)'}"
 
 
+def make_extractor(brain: ChatBrain | None, cfg: Config | None = None) -> Extractor:
+    """The LLM extractor for an LLM brain; `[pico] extractor` (the learned tagger by default, or the rules) when
+    there is none or it is the rules brain."""
+    if brain is None or brain.name.startswith("rules:"):
+        return default_extractor(cfg)
+    return LlmExtractor.from_config(brain, cfg) if cfg else LlmExtractor(brain)
+
+
 # --------------------------------------------------------------------------- reply parsing and validation
 
 
@@ -304,6 +319,7 @@ __all__ = [
     "FIX_JSON_PROMPT",
     "LlmExtractor",
     "ground_record",
+    "make_extractor",
     "paper_prompt_text",
     "parse_reply",
     "pico_schema",
