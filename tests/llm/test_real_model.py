@@ -84,7 +84,7 @@ def prompt_tokens(server, messages: list[dict]) -> int:
     return answer.json()["count"]
 
 
-def test_gemma_drives_seek_gap_cycles(gemma, demo, demo_project):
+def test_gemma_drives_seek_gap_cycles(gemma, demo, demo_project, real_model_report):
     cfg = demo.with_overrides(llm=llm_settings(gemma), goal={"max_cycles": 40, "max_tool_calls": 60},
                               tokens={"token_soft_cap": N_CTX - REPLY_TOKENS - 600})  # fmt: skip
     brain = select_brain(cfg, RulesBrain)
@@ -133,8 +133,8 @@ def test_gemma_drives_seek_gap_cycles(gemma, demo, demo_project):
         assert used + REPLY_TOKENS <= N_CTX, f"a prompt of {used} tokens leaves no room for the reply in {N_CTX}"
     tokens = sum(c["stats"].get("completion_tokens") or 0 for c in asked)
     generating = sum((c["stats"]["total_s"] or 0) - (c["stats"]["ttft_s"] or 0) for c in asked)
-    print(
-        f"\nreal model {brain.name}: {len(outcomes)} cycles on {len(goals_run)} goal(s) in {took:.0f} s; "
+    real_model_report(
+        f"real model {brain.name}: {len(outcomes)} cycles on {len(goals_run)} goal(s) in {took:.0f} s; "
         f"{len(asked)} constrained calls, mode json_schema ({asked[0]['stats'].get('response_format')}), prompts "
         f"{min(sizes)}-{max(sizes)} tokens of n_ctx {N_CTX}; "
         f"{tokens} tokens generated at {tokens / max(generating, 1e-6):.1f} tokens/s; "
@@ -142,7 +142,7 @@ def test_gemma_drives_seek_gap_cycles(gemma, demo, demo_project):
     )
 
 
-def test_the_agent_sensor_runs_one_cycle_with_the_real_model(gemma, demo_project, monkeypatch):
+def test_the_agent_sensor_runs_one_cycle_with_the_real_model(gemma, demo_project, monkeypatch, real_model_report):
     from flow.conftest import write_config
 
     from ra_assets import local
@@ -170,6 +170,43 @@ def test_the_agent_sensor_runs_one_cycle_with_the_real_model(gemma, demo_project
         values = {k: getattr(v, "value", v) for out in outputs for k, v in (out.metadata or {}).items()}
     assert values["brain"] == f"openai:{serve.MODEL_ALIAS}" and values["brain_mode"] == "json_schema", values
     assert values["event"] in ("tool_call", "no_action", "stopped") and values["brain_total_s"] > 0, values
+    real_model_report(
+        f"agent_cycle run with {values['brain']}: {values['event']} {values.get('tool', '')}, mode "
+        f"{values['brain_mode']} ({values.get('brain_response_format')}), {values.get('brain_completion_tokens')} "
+        f"tokens ({values.get('brain_tokens_counted')}), ttft {values.get('brain_ttft_s')} s, "
+        f"total {values['brain_total_s']} s"
+    )
     with open_store(cfg) as store:
         state = GoalStore(cfg.data_dir, store).load(goal_id)
     assert state.cycle == 1 and not [h for h in state.history if h["event"] in ("error", "json_error")]
+
+
+def test_gemma_judges_a_trial_for_a_review_question(gemma, real_model_report):
+    """One "is trial T eligible for question Q" asked of the real model: a schema-valid judgement whose quotes are
+    the record's own sentences, or the rules deciding and saying why; never an unlabelled answer."""
+    from demo_corpus import demo_papers
+
+    from ra_agent.config import Config
+    from ra_agent.evidence.question_judge import ELIGIBLE_VERDICTS, RULES_JUDGE, LlmQuestionJudge, record_sentences
+    from ra_agent.evidence.questions import Topic, questions_for_topic
+
+    cfg = Config().with_overrides(llm=llm_settings(gemma))
+    scope = demo_papers()[:300]
+    questions, judged, _ = questions_for_topic(Topic.from_seed_query("proton pump inhibitors AND gastroesophageal "
+                                               "reflux"), scope, pivot=0.6, update_after=3, min_trials=6)  # fmt: skip
+    pmid = next(p for p, answer in judged.items() if answer.eligible)
+    paper = next(p for p in scope if p.pmid == pmid)
+    brain = OpenAIBrain(cfg)
+    judge = LlmQuestionJudge(brain, max_calls=1)
+    judgement = judge.eligible(questions[0], paper, judged[pmid])
+    (call,) = judge.calls
+    assert call["mode"] == "json_schema" and call["schema"] == "trial_eligibility"
+    assert judgement.verdict in ELIGIBLE_VERDICTS
+    if judgement.judged_by == brain.name:  # the model's answer was used: every quote is a sentence of the record
+        assert judgement.quotes and set(judgement.quotes) <= set(record_sentences(paper))
+    else:  # the rules decided, and say why
+        assert judgement.judged_by.startswith(f"{RULES_JUDGE} (fallback: ") and judgement.verdict == "eligible"
+    real_model_report(
+        f"question judge {brain.name} on PMID {pmid}: {judgement.verdict} by {judgement.judged_by}; "
+        f"{call['completion_tokens']} tokens in {call['total_s']} s ({call['mode']}, {call.get('response_format')})"
+    )
