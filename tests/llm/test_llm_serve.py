@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -112,3 +113,61 @@ def test_a_stale_state_file_never_gets_another_process_killed(tmp_path):
         other.kill()
         other.wait()
     assert serve.stop(tmp_path) is None  # nothing left to stop
+
+
+E2E_CYCLES = 2  # [goal] max_cycles: a cycle takes 4-10 minutes with Gemma 3 270M on the shared 2-core machine
+E2E_CTX = 4096  # `ra llm serve --n-ctx`: the printed num_ctx keeps prompts near 3,700 tokens (prompt evaluation binds)
+E2E_PICO_ABSTRACTS = 2  # [pico] llm_max_abstracts for the run: one small PICO batch through the LLM, the tagger after
+
+
+@pytest.mark.slow
+def test_ra_run_with_the_served_model_completes_a_goal_and_stop_leaves_nothing(demo_project, real_model_report):
+    """The issue's done-when, as a user types it: `ra llm serve`, then `ra run` with the printed settings, then
+    `ra llm stop`. The goal ends (its [goal] max_cycles) with every cycle an executed action or a recorded no-op,
+    no protocol error, the real model named as the brain."""
+    from flow.conftest import write_config
+
+    from ra_agent.agent.goal import GoalStore
+    from ra_agent.config import load_config
+    from ra_agent.workspace import open_store
+
+    workspace(demo_project)  # skips (fails under CI) without the server's packages
+    config = write_config(demo_project)
+    config.write_text(config.read_text().replace('[llm]\nbrain = "rules"\n', ""))  # the printed settings decide
+    state = demo_project / "data" / serve.STATE_FILE
+    try:
+        started, info = start(config, state, E2E_CTX)
+        (export,) = [line for line in started.stdout.splitlines() if line.startswith("export RA_LLM__")]
+        settings = dict(pair.split("=", 1) for pair in export.removeprefix("export ").split())
+        env = {**os.environ, **settings, "RA_GOAL__MAX_CYCLES": str(E2E_CYCLES),
+               "RA_PICO__LLM_MAX_ABSTRACTS": str(E2E_PICO_ABSTRACTS), "HF_HUB_OFFLINE": "1"}  # fmt: skip
+        began = time.monotonic()
+        run = subprocess.run([sys.executable, "-m", "ra_agent.cli", "--config", str(config), "run",
+                              "seek_gap_ppi_gerd"], capture_output=True, text=True, timeout=5400, env=env,
+                             check=False)  # fmt: skip
+        took = time.monotonic() - began
+    finally:
+        stopped = ra("llm", "stop", config=config)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert f"pid {info['pid']}" in stopped.stdout and not serve.alive(info["pid"]) and not state.exists()
+    ours = [
+        p.name for p in Path("/proc").iterdir() if p.name.isdigit() and str(state) in serve.command_line(int(p.name))
+    ]
+    assert not [p for p in ours if serve.alive(int(p))], ours  # no server of this workspace is left
+    assert "(brain: openai:gemma3-270m (LLM served by" in run.stdout
+    cfg = load_config(config)
+    with open_store(cfg) as store:
+        started_goal = re.search(r"^goal (\w+) started from", run.stdout, re.M)
+        assert started_goal, run.stdout
+        goal = GoalStore(cfg.data_dir, store).load(started_goal.group(1))
+    events = [h["event"] for h in goal.history]
+    assert goal.status != "in_progress" and goal.brain == "openai:gemma3-270m", (goal.status, events)
+    assert not [e for e in events if e in ("error", "json_error")], events
+    cycles = [line.strip() for line in run.stdout.splitlines() if line.strip().startswith("cycle ")]
+    asked = [c for c in cycles if not c.endswith(": stopped -> stopped")]  # the last line: the goal's max_cycles stop
+    assert len(asked) == goal.cycle == E2E_CYCLES and all(": error" not in c for c in cycles), cycles
+    assert "max_cycles" in goal.stop_reason(), goal.stop_reason()
+    real_model_report(
+        f"ra llm serve + ra run seek_gap_ppi_gerd + ra llm stop: goal {goal.status} after {goal.cycle} cycles in "
+        f"{took:.0f} s ({'; '.join(cycles)}); {goal.stop_reason()}"
+    )
