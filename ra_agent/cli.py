@@ -267,7 +267,13 @@ def _run_goals(cfg: Config, store: Store, goal_id: str, brain, max_cycles: int |
         for h in state.events("alternative_proposed"):
             print(f"  spawned goal {h['new_goal']}: {h.get('new_PICO', '')!r} ({h.get('handbook', '')})")
         for h in state.events("report_written"):
-            same = " (the same verdict as the goal that spawned it: its report)" if h.get("same_as_ancestor") else ""
+            same = (
+                " (the same verdict as the goal that spawned it: its report)"
+                if h.get("same_as_ancestor")
+                else " (the same verdict on the same question: one dossier)"
+                if h.get("same_question")
+                else ""
+            )
             print(f"wrote {cfg.data_dir / h['path']}{same}")
 
 

@@ -5,7 +5,7 @@ from ra_agent.agent.goal import GoalStore
 from ra_agent.agent.guards import pause_requested
 from ra_agent.agent.handbook import HandbookError
 from ra_agent.agent.loopguard import GoalLock, GoalLocked
-from ra_agent.agent.questions import cluster_questions
+from ra_agent.agent.questions import cluster_questions, question_file_problems
 from ra_agent.agent.reporting import load_prisma, record_goal_playbook, report_verdict, workspace_relative
 from ra_agent.agent.runner import mark_crashed, spawned_goals, start_goal, written_reports
 from ra_agent.agent.stages import (
@@ -27,6 +27,7 @@ __all__ = [
     "load_prisma",
     "mark_crashed",
     "pause_requested",
+    "question_file_problems",
     "record_goal_playbook",
     "report_verdict",
     "run_cycle",

@@ -1,26 +1,32 @@
 """A handbook's review questions over the local corpus, their dossiers (one per question) and `ra questions`.
 
-`handbook_questions` reads the handbook's seed query as a `Topic`, builds the questions over every paper of
-the store (the goal's corpus) with the reference lists the store holds for the reviews, and assesses their
-coverage. `write_dossiers` writes <data_dir>/questions/<handbook>/questions.json and one Markdown dossier per
-question; a narrower question reaching its parent's verdict on the same covering review refers to the
-parent's dossier instead of repeating it.
+`handbook_topic` reads the handbook's seed query (and the synonyms its prose lists) as a `Topic`;
+`handbook_questions` builds the questions over every paper of the store (the goal's corpus) with the reference
+lists the store holds for the reviews, and assesses their coverage. `write_dossiers` writes
+<data_dir>/questions/<handbook>/questions.json and one Markdown dossier per question; a narrower question reaching
+its parent's verdict on the same covering review refers to the parent's dossier instead of repeating it.
+`goal_topic` finds the topic of the goal working on a cluster (find_existing_sr and the `review_questions` asset
+judge by it); `question_file_problems` is the asset's structural check.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
 from ra_agent.agent.handbook import load_handbook
 from ra_agent.agent.success import HandbookError
 from ra_agent.config import Config
-from ra_agent.evidence.questions import RULES, ReviewQuestion, Topic, questions_for_topic
+from ra_agent.evidence.judge import QuestionJudge
+from ra_agent.evidence.questions import RULES, ReviewQuestion, Topic, TopicError, questions_for_topic
 from ra_agent.fileio import atomic_write
 from ra_agent.models import Paper
 from ra_agent.store.db import Store
 from ra_agent.workspace import Workspace
+
+log = logging.getLogger(__name__)
 
 
 def _all_papers(store: Store) -> list[Paper]:
@@ -38,18 +44,22 @@ def _references(store: Store, reviews: list[Paper]) -> dict[int, set[int]]:
 
 
 def handbook_topic(handbook_path: str | Path) -> Topic:
-    """The review-question topic of a handbook (its seed query); HandbookError when it has none."""
+    """The review-question topic of a handbook: its seed query's concepts with the synonyms its prose lists;
+    HandbookError (naming the file and Seed_query) when it has none or the rules cannot read it."""
     handbook = load_handbook(handbook_path)
     if not handbook.seed_query:
         raise HandbookError(
             str(handbook_path), 1, "Seed_query", "missing; a review question needs the topic's concepts"
         )
-    return Topic.from_seed_query(handbook.seed_query)
+    try:
+        return Topic.from_seed_query(handbook.seed_query).with_prose(handbook.prose)
+    except TopicError as exc:
+        raise HandbookError(str(handbook_path), 1, "Seed_query", str(exc)) from None
 
 
-def handbook_questions(cfg: Config, store: Store, handbook_path: str | Path, judge=None):
-    """(topic, questions, eligibility answers, papers by PMID) of a handbook over the store's corpus; `judge` (an
-    `evidence.question_judge` judge) checks the rules' eligibility and coverage answers."""
+def handbook_questions(cfg: Config, store: Store, handbook_path: str | Path, judge: QuestionJudge | None = None):
+    """(topic, questions, eligibility answers, papers by PMID) of a handbook over the store's corpus; `judge`: who judges
+    eligibility and coverage (`evidence.judge.QuestionJudge`; None: the rules)."""
     from ra_agent.evidence.questions import is_review
 
     topic = handbook_topic(handbook_path)
@@ -142,6 +152,26 @@ def write_dossiers(cfg: Config, folder: Path, topic: Topic, questions, papers) -
     return written
 
 
+def goal_topic(cfg: Config, store: Store, cluster_id: str):
+    """The review-question topic (`evidence.questions.Topic`) of the goal working on `cluster_id` (its focus, or
+    the newest goal that called a tool on it), from that goal's handbook seed query; None when no goal with a
+    seed query works on it (find_existing_sr then decides by title cosine)."""
+    from ra_agent.agent.goal import GoalStore
+
+    def acted_on(state) -> str:
+        calls = [h for h in state.events("tool_call") if (h.get("args") or {}).get("cluster_id") == cluster_id]
+        return calls[-1]["ts"] if calls else ("0" if state.cluster_id == cluster_id else "")
+
+    states = [s for s in GoalStore(cfg.data_dir, store).states() if acted_on(s)]
+    for state in sorted(states, key=acted_on, reverse=True):
+        path = Path(state.handbook_path)  # as goals record it: relative to the project root when inside it
+        try:
+            return handbook_topic(path if path.is_absolute() else Path(cfg.root) / path)
+        except (OSError, ValueError) as exc:  # HandbookError is a ValueError naming the file and Seed_query
+            log.warning("goal %s: no review question (%s)", state.goal_id, exc)
+    return None
+
+
 @dataclass
 class ClusterQuestions:
     """The review questions of one cluster under the goal working on it (the `review_questions` asset)."""
@@ -163,10 +193,9 @@ class ClusterQuestions:
 
 
 def cluster_questions(cfg: Config, store: Store, cluster_id: str) -> ClusterQuestions:
-    """The questions of a cluster's members under the topic of the goal working on it (`stages.goal_topic`),
+    """The questions of a cluster's members under the topic of the goal working on it (`goal_topic`),
     their coverage by every review of the local corpus, written to <data_dir>/questions/clusters/<id>/ (one
     dossier per question and questions.json). No goal with a seed query: no questions, and the reason."""
-    from ra_agent.agent.stages import goal_topic
     from ra_agent.evidence.sr_search import topic_reviews
     from ra_agent.topics.view import member_pmids
 
@@ -186,3 +215,39 @@ def cluster_questions(cfg: Config, store: Store, cluster_id: str) -> ClusterQues
     folder = Workspace.of(cfg).root / "questions" / "clusters" / cluster_id
     write_dossiers(cfg, folder, topic, questions, {p.pmid: p for p in pool})
     return ClusterQuestions(cluster_id, topic, questions, "", folder)
+
+
+VERDICTS = ("gap", "covered", "covered, update warranted", "too few trials")
+
+
+def question_file_problems(cfg: Config, store: Store) -> tuple[int, list[str]]:
+    """Structural check of every cluster's written questions (questions/clusters/*/questions.json): (questions
+    read, problems). Each question has a well-formed id, a known verdict, a dossier file, a reason for each of its
+    trials, and trials and covering reviews that are papers of the store."""
+    import re
+
+    root = Workspace.of(cfg).root / "questions" / "clusters"
+    problems: list[str] = []
+    seen = 0
+    for path in sorted(root.glob("*/questions.json")):
+        try:
+            payload = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            problems.append(f"{path}: unreadable ({exc})")
+            continue
+        for q in payload.get("questions", []):
+            seen += 1
+            where = f"{path.parent.name}/{q.get('id')}"
+            if not re.fullmatch(r"q-[0-9a-f]{10}", str(q.get("id", ""))):
+                problems.append(f"{where}: malformed id")
+            if q.get("verdict") not in VERDICTS:
+                problems.append(f"{where}: unknown verdict {q.get('verdict')!r}")
+            if not (path.parent / f"{q.get('id')}.md").exists():
+                problems.append(f"{where}: no dossier file")
+            if any(not str(why).strip() for why in q.get("trials", {}).values()):
+                problems.append(f"{where}: a trial without its reason")
+            pmids = {int(p) for p in q.get("trials", {})} | {int(r["pmid"]) for r in q.get("reviews", [])}
+            missing = sorted(pmids - store.existing_pmids(pmids))
+            if missing:
+                problems.append(f"{where}: PMIDs not in the store {missing[:5]}")
+    return seen, problems

@@ -55,11 +55,29 @@ def workspace_relative(cfg: Config, path: str | Path) -> str:
     return relative_posix(path, cfg.data_dir)
 
 
-def write_goal_reports(cfg: Config, store: Store, goal_id: str | None = None) -> list[Path]:
+def goal_question(cfg: Config, state):
+    """The review question of a goal as the SR draft's synthesis reads it: its handbook's topic
+    (`agent.questions.handbook_topic`: the seed query's population × intervention classes × comparator, with the
+    prose's synonyms) through `evidence.synthesis.question.from_topic`; None, with a warning, when the handbook
+    is unreadable or its seed query names no question."""
+    from ra_agent.agent.questions import handbook_topic
+    from ra_agent.evidence.synthesis.question import from_topic
+
+    path = Path(state.handbook_path)  # as goals record it: relative to the project root when inside it
+    try:
+        return from_topic(handbook_topic(path if path.is_absolute() else Path(cfg.root) / path))
+    except (OSError, ValueError) as exc:  # HandbookError is a ValueError naming the file and Seed_query
+        log.warning("goal %s: the SR draft has no review question (%s)", state.goal_id, exc)
+        return None
+
+
+def write_goal_reports(cfg: Config, store: Store, goal_id: str | None = None, brain=None) -> list[Path]:
     """Write the report of each successful cluster of one goal into reports/<goal_id>/; note it in its history.
 
     Without `goal_id` (the Dagster `reports` asset run outside a goal): every goal that has a successful
-    cluster without a report yet. A goal's finished reports are never rewritten for another goal.
+    cluster without a report yet. A goal's finished reports are never rewritten for another goal. An SR draft
+    answers the goal's review question (`goal_question`); its arm data are read by `brain` when it is a language
+    model, else by the rules.
     """
     from ra_agent.evidence.draft import sr_draft
     from ra_agent.evidence.reports import gap_dossier
@@ -75,7 +93,7 @@ def write_goal_reports(cfg: Config, store: Store, goal_id: str | None = None) ->
             prisma = load_prisma(cfg, cluster_id)
             if state.primary_goal == "conduct_SR":
                 path = sr_draft(cfg, store, cluster_id, goal_id=state.goal_id, brain_name=state.brain, prisma=prisma,
-                                out_dir=out_dir)  # fmt: skip
+                                out_dir=out_dir, question=goal_question(cfg, state), brain=brain)  # fmt: skip
                 kind = "sr_draft"
             else:
                 path = gap_dossier(cfg, store, cluster_id, goal_id=state.goal_id, brain_name=state.brain,
@@ -93,45 +111,65 @@ def record_report(cfg: Config, goals: GoalStore, state, kind: str, cluster_id: s
                   **extra) -> tuple[Path, bool]:  # fmt: skip
     """Note a written report in the goal's history (once per path): (the report's path, whether it was noted now).
 
-    A spawned goal reaching its ancestor's verdict on the same cluster keeps no copy: its file is removed and the
-    history points at the ancestor's report (`same_as_ancestor`)."""
-    same = ancestor_report(cfg, goals, state, cluster_id, kind, path)
+    One dossier per question: a report reaching the verdict of a report already written on the same cluster or
+    the same review question (by this goal on another cluster, or by an ancestor goal) keeps no copy: its file is
+    removed and the history points at the existing report (`same_as_ancestor` / `same_question`)."""
+    same, how = earlier_report(cfg, goals, state, cluster_id, kind, path)
+    question = report_question(path) if same is None else report_question(cfg.data_dir / same)
     if same:
         path.unlink()
         path = cfg.data_dir / same
     relative = workspace_relative(cfg, path)
     log.info("%s for %s (goal %s): %s%s", kind, cluster_id, state.goal_id, relative,
-             " (the same verdict as an ancestor goal's: no copy written)" if same else "")  # fmt: skip
-    if relative in {h["path"] for h in state.events("report_written")}:
+             " (the same verdict on the same question as an earlier report: no copy written)" if same else "")  # fmt: skip
+    if any(h["path"] == relative and h.get("cluster_id") == cluster_id for h in state.events("report_written")):
         return path, False
     state.record("report_written", kind=kind, cluster_id=cluster_id, path=relative, **extra,
-                 **({"same_as_ancestor": True} if same else {}))  # fmt: skip
+                 **({"question_id": question} if question else {}), **({how: True} if same else {}))  # fmt: skip
     return path, True
 
 
 def report_verdict(path: Path) -> str:
     """The verdict line of a dossier or SR draft ("**Verdict: ...**"), or "" when it has none."""
+    return _report_line(path, "**Verdict:", lambda x: x.split("**Verdict:", 1)[1].split("**", 1)[0].strip(" ."))
+
+
+def report_question(path: Path) -> str:
+    """The review question id a dossier is about ("- Question id: q-..."), or "" for a cluster dossier."""
+    return _report_line(path, "- Question id:", lambda x: x.split(":", 1)[1].strip())
+
+
+def _report_line(path: Path, marker: str, value) -> str:
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError:
         return ""
-    return next((x.split("**Verdict:", 1)[1].split("**", 1)[0].strip(" .") for x in lines if "**Verdict:" in x), "")
+    return next((value(x) for x in lines if marker in x), "")
 
 
-def ancestor_report(cfg: Config, goals: GoalStore, state, cluster_id: str, kind: str, path: Path) -> str | None:
-    """The workspace-relative path of the report an ancestor goal (the goal that spawned this one, and so on up)
-    wrote on the same cluster, of the same kind and with the same verdict as `path`; None when there is none."""
-    verdict = report_verdict(path)
-    parent, seen = state.parent_goal, {state.goal_id}
-    while verdict and parent and parent not in seen and goals.exists(parent):
-        seen.add(parent)
-        ancestor = goals.load(parent)
-        for h in ancestor.events("report_written"):
-            if h.get("cluster_id") == cluster_id and h.get("kind") == kind:
-                if report_verdict(cfg.data_dir / h["path"]) == verdict:
-                    return h["path"]
-        parent = ancestor.parent_goal
-    return None
+def earlier_report(
+    cfg: Config, goals: GoalStore, state, cluster_id: str, kind: str, path: Path
+) -> tuple[str | None, str]:
+    """(the workspace-relative path, how it matched) of a report of the same kind and verdict as `path` written
+    before by an ancestor goal on the same cluster ("same_as_ancestor"), or by this goal or an ancestor about the
+    same review question ("same_question"); (None, "") when there is none."""
+    verdict, question = report_verdict(path), report_question(path)
+    own = workspace_relative(cfg, path)
+    goal, seen = state, set()
+    while verdict and goal is not None and goal.goal_id not in seen:
+        seen.add(goal.goal_id)
+        for h in goal.events("report_written"):
+            if h.get("kind") != kind or h["path"] == own:
+                continue
+            if report_verdict(cfg.data_dir / h["path"]) != verdict:
+                continue
+            if h.get("cluster_id") == cluster_id and goal is not state:
+                return h["path"], "same_as_ancestor"
+            if question and report_question(cfg.data_dir / h["path"]) == question:
+                return h["path"], "same_question"
+        parent = goal.parent_goal
+        goal = goals.load(parent) if parent and goals.exists(parent) else None
+    return None, ""
 
 
 def goal_playbook_steps(state) -> list[tuple[dict, object]]:

@@ -143,33 +143,10 @@ def run_pico_stage(cfg: Config, store: Store, cluster_id: str, brain=None, embed
     return PicoStageResult(cluster_id, result.metadata(), written, eligible)
 
 
-def goal_topic(cfg: Config, store: Store, cluster_id: str):
-    """The review-question topic (`evidence.questions.Topic`) of the goal working on `cluster_id` (its focus, or
-    the newest goal that called a tool on it), from that goal's handbook seed query; None when no goal with a
-    seed query works on it (find_existing_sr then decides by title cosine)."""
-    from ra_agent.agent.goal import GoalStore
-    from ra_agent.agent.handbook import load_handbook
-    from ra_agent.evidence.questions import Topic
-
-    def acted_on(state) -> str:
-        calls = [h for h in state.events("tool_call") if (h.get("args") or {}).get("cluster_id") == cluster_id]
-        return calls[-1]["ts"] if calls else ("0" if state.cluster_id == cluster_id else "")
-
-    states = [s for s in GoalStore(cfg.data_dir, store).states() if acted_on(s)]
-    for state in sorted(states, key=acted_on, reverse=True):
-        try:
-            seed = load_handbook(state.handbook_path).seed_query
-        except (OSError, ValueError) as exc:
-            log.warning("goal %s: handbook %s unreadable (%s)", state.goal_id, state.handbook_path, exc)
-            continue
-        if seed:
-            return Topic.from_seed_query(seed)
-    return None
-
-
 def run_sr_overlap(cfg: Config, store: Store, cluster_id: str, embedder=None, eutils=None):
     """Stage `sr_overlap`: find_existing_sr for one cluster (live E-utilities, or the local corpus offline), by
     the review question of the goal working on it when there is one (`goal_topic`)."""
+    from ra_agent.agent.questions import goal_topic
     from ra_agent.embed.embedder import SentenceTransformerEmbedder
     from ra_agent.evidence.sr_search import find_existing_sr
     from ra_agent.ingest.eutils import EutilsClient
@@ -208,12 +185,13 @@ def run_expand(cfg: Config, store: Store, key: str, brain=None, embedder=None, e
     return semantic_boundary(cfg, store, cluster_id, candidates, judge, vectors=vectors)
 
 
-def run_reports(cfg: Config, store: Store, goal_id: str | None = None):
+def run_reports(cfg: Config, store: Store, goal_id: str | None = None, brain=None):
     """Stage `reports`: the dossier or SR draft of the goal's successful clusters, in reports/<goal_id>/
-    (without a goal: every goal whose successful clusters have no report yet)."""
+    (without a goal: every goal whose successful clusters have no report yet); an SR draft's arm data are read by
+    `brain` when it is a language model, else by the rules."""
     from ra_agent.agent.reporting import write_goal_reports
 
-    return write_goal_reports(cfg, store, goal_id)
+    return write_goal_reports(cfg, store, goal_id, brain)
 
 
 def perform(cfg: Config, store: Store, request: StageRequest, *, brain=None, embedder=None, goal_id=None):
@@ -233,4 +211,4 @@ def perform(cfg: Config, store: Store, request: StageRequest, *, brain=None, emb
         return run_sr_overlap(cfg, store, request.key, embedder=embedder)
     if request.stage == "expand":
         return run_expand(cfg, store, request.key, brain=brain, embedder=embedder)
-    return run_reports(cfg, store, goal_id)
+    return run_reports(cfg, store, goal_id, brain)

@@ -167,14 +167,17 @@ def _covered_dossier(ctx: ToolContext, cluster_id: str) -> None:
 
 def _check_own_draft(ctx: ToolContext, cluster_id: str) -> ToolEffect:
     """Write ra's SR draft, judge it, fill the missing items once, write the final draft with its checklist."""
-    from ra_agent.agent.reporting import goal_reports_dir, save_prisma, workspace_relative
+    from ra_agent.agent.reporting import goal_question, goal_reports_dir, save_prisma, workspace_relative
     from ra_agent.evidence.checklist import checked_text
     from ra_agent.evidence.draft import sr_draft
     from ra_agent.evidence.prisma import prisma_check as check
 
+    question, arms = goal_question(ctx.cfg, ctx.goal), {}  # the LLM reads each trial's arms once
+
     def draft(prisma=None, fill=()):
         return sr_draft(ctx.cfg, ctx.store, cluster_id, goal_id=ctx.goal.goal_id, brain_name=ctx.brain.name,
-                        prisma=prisma, fill=fill, out_dir=goal_reports_dir(ctx.cfg, ctx.goal.goal_id))  # fmt: skip
+                        prisma=prisma, fill=fill, out_dir=goal_reports_dir(ctx.cfg, ctx.goal.goal_id),
+                        question=question, brain=ctx.brain, arm_cache=arms)  # fmt: skip
 
     def judge(path):
         return check(ctx.cfg, ctx.store, cluster_id, ctx.brain, draft_text=checked_text(path.read_text("utf-8")))
@@ -219,10 +222,16 @@ def propose_alternative_pico(ctx: ToolContext, exclude_pmids: list[int]) -> Tool
         return ToolEffect({"error": "no_alternative", "cluster_id": cluster_id, "message": str(exc)[:300]})
     from ra_agent.evidence.questions import keep_to_topic
 
-    seed_query, kept = keep_to_topic(ctx.handbook.seed_query, alt.seed_query)
-    if kept:  # a spawned goal narrows the parent's question, never another condition
-        alt = replace(alt, seed_query=seed_query)
-        ctx.goal.record("alternative_narrowed", cluster_id=cluster_id, seed_query=seed_query, note=kept)
+    decision = keep_to_topic(ctx.handbook.seed_query, alt.seed_query, ctx.handbook.prose)
+    if decision.seed_query is None:  # it would broaden the intervention or drop the comparator
+        message = f"skipped: outside the goal's topic ({decision.skipped})"
+        ctx.goal.record("alternative_skipped", cluster_id=cluster_id, seed_query=alt.seed_query, message=message)
+        return ToolEffect({"error": "outside_topic", "cluster_id": cluster_id, "seed_query": alt.seed_query,
+                           "message": message})  # fmt: skip
+    if decision.note:  # a spawned goal narrows the parent's question, never another condition
+        alt = replace(alt, seed_query=decision.seed_query)
+        ctx.goal.record("alternative_narrowed", cluster_id=cluster_id, seed_query=decision.seed_query,
+                        note=decision.note)  # fmt: skip
     earlier = _goal_on_theme(ctx.goals, alt.seed_query)
     if earlier is not None:  # one spawned goal per theme, whichever goal proposed it first
         message = f"theme {alt.seed_query!r} already has goal {earlier}"

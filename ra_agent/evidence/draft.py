@@ -30,9 +30,10 @@ from ra_agent.evidence.report_base import (
     short,
 )
 from ra_agent.evidence.sr_search import SrOverlap, load_sr_overlap
-from ra_agent.evidence.synthesis import Synthesis, synthesise
+from ra_agent.evidence.synthesis import Synthesis, SynthesisQuestion, synthesise
 from ra_agent.evidence.synthesis import report as quant
 from ra_agent.fileio import atomic_writer
+from ra_agent.llm.base import Brain
 from ra_agent.models import Paper
 from ra_agent.store.db import Store
 from ra_agent.topics.expansion import expansion_history
@@ -204,19 +205,16 @@ def key_sentence(paper: Paper) -> str:
 def _synthesis(papers: Sequence[Paper], records: Mapping[int, PicoRecord], syn: Synthesis | None = None) -> str:
     """Per comparison, a summary sentence and each trial's conclusion quoted from its abstract, cited.
 
-    A trial joins the first comparison its extracted arm data support (`syn`, most trials first); a trial without
-    arm data joins the group of the intervention term (shared by at least two included trials, `pico_field_terms`)
-    its intervention field names first, else "other interventions"."""
+    A trial joins the comparison its extracted arm data support, else the one its PICO intervention and comparator
+    name (`syn.comparison_of`); a trial with neither joins the group of the intervention term (shared by at least
+    two included trials, `pico_field_terms`) its intervention field names first, else "other interventions"."""
     groups: dict[str, list[Paper]] = {}
     terms = pico_field_terms([records[p.pmid] for p in papers], [], max(len(papers), 1))["I"]
-    compared: dict[int, str] = {}
-    for r in syn.results if syn else []:
-        for t in r.contrasts.trials:
-            compared.setdefault(t.pmid, r.contrasts.comparison.label)
     for paper in papers:
+        comparison = syn.comparison_of(paper.pmid) if syn else None
         text = records[paper.pmid].I.lower()
         found = [(m.start(), t) for t in terms if (m := re.search(r"\b" + re.escape(t) + r"\b", text))]
-        term = compared.get(paper.pmid) or (min(found)[1] if found else "other interventions")  # the arm named first
+        term = comparison.label if comparison else (min(found)[1] if found else "other interventions")
         groups.setdefault(term, []).append(paper)
     out = []
     for term, members in sorted(groups.items(), key=lambda kv: (kv[0] == "other interventions", -len(kv[1]))):
@@ -268,7 +266,9 @@ def sr_draft(
     prisma: PrismaResult | None,
     out_dir: Path | None = None,
     fill: Sequence[int] = (),
-    question: str = "",
+    question: SynthesisQuestion | str | None = None,
+    brain: Brain | None = None,
+    arm_cache: dict | None = None,
 ) -> Path:
     """Write sr_draft_<cluster_id>.md (in `out_dir`, default <data_dir>/reports) with its PRISMA flow PNG and its
     PRISMA 2020 checklist (sr_draft_<cluster_id>_prisma_checklist.md) next to it.
@@ -277,17 +277,20 @@ def sr_draft(
     objectives (from the included trials' most frequent PICO terms), eligibility criteria, information
     sources (the stored records' provenance), search strategy (the search strings with their dates and the
     expansion runs), selection and data collection, synthesis methods, the flow counts (`prisma_flow`) with
-    the diagram, the PICO table of the included trials, an extractive synthesis per intervention group citing
+    the diagram, the PICO table of the included trials, each trial's conclusion quoted per comparison citing
     [PMID:…], discussion, registration and data availability. `fill` lists PRISMA items a check found missing:
     each gets an explicit statement built from the same data. After CHECKLIST_MARKER come the PRISMA check
     (`prisma`) and the checklist of all 27 items, met or missing, read off the text above the marker.
     Every cited PMID is checked against the store.
 
-    The quantitative synthesis (`synthesis.synthesise` over the included trials) gives the title (`question`, the
-    review question's label when the caller has one, else the main pooled comparison), the effect measures, the
-    synthesis methods (PRISMA 13a-13f), each trial's extracted counts with their source sentences, the pooled risk
-    ratios with forest plots (sr_draft_<cluster_id>_forest_*.png) and heterogeneity (20a-20d), a summary-of-findings
-    table and the limitations; sr_draft_<cluster_id>_synthesis.json records the comparisons for the Dagster asset.
+    The quantitative synthesis (`synthesis.synthesise` over the included trials, arm data read by `brain` when it
+    is a language model, else by the rules; `arm_cache` keeps the LLM's answers between drafts of one cluster)
+    gives the title (the review `question` the caller has, a `SynthesisQuestion` or a bare label, with the main
+    pooled comparison), the effect measures, the synthesis methods (PRISMA 13a-13f), each trial's extracted numbers
+    with their source sentences, the pooled estimates of the comparisons inside the question with forest plots
+    (sr_draft_<cluster_id>_forest_*.png) and heterogeneity (20a-20d), the comparisons outside it, a
+    summary-of-findings table and the limitations; sr_draft_<cluster_id>_synthesis.json records the comparisons
+    for the Dagster asset.
     """
     ev = cluster_evidence(cfg, store, cluster_id)
     if not ev.eligible:
@@ -305,9 +308,10 @@ def sr_draft(
     filled = {i: _fill(i, ev, searches, sources) for i in fill}
     extra = lambda *items: "".join(f"\n\n{filled[i]}" for i in items if filled.get(i))  # noqa: E731
     n = len(ev.eligible)
-    syn = synthesise(ev.eligible, question=question, forest_dir=reports, stem=f"sr_draft_{cluster_id}_forest")
+    syn = synthesise(ev.eligible, question=question, pico=ev.records, forest_dir=reports,
+                     stem=f"sr_draft_{cluster_id}_forest", brain=brain, cache=arm_cache)  # fmt: skip
     parts = [
-        f"# {quant.review_title(question, syn, terms)}",
+        f"# {quant.review_title(syn, terms)}",
         f"_Draft of topic cluster `{cluster_id}` ({ev.label})._",
         generated_line(goal_id, brain_name),
         "## Abstract\n\n"
@@ -319,8 +323,8 @@ def sr_draft(
         f"**Conclusions.** {quant.abstract_conclusion(syn)}",
         "## Introduction",
         "### Rationale\n\n" + _rationale(sr),
-        "### Objectives\n\n" + _objective(terms) + " The question is derived from the most frequent PICO terms of "
-        f"the {n} included trials." + extra(4),
+        "### Objectives\n\n" + _objective(terms) + " The objective is derived from the most frequent PICO terms of "
+        f"the {n} included trials. {quant.question_statement(syn)}" + extra(4),
         "## Methods",
         "### Eligibility criteria\n\n"
         "- Inclusion criteria: randomised controlled trials (publication type, or a randomised design stated in the "

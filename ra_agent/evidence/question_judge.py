@@ -1,19 +1,15 @@
-"""Review-question judgements by an LLM: "is trial T eligible for question Q" and "does review R answer Q", each with
-the record's sentences it relied on, checked against the record; the rules decide wherever the LLM cannot, and say so.
+"""Review-question judgements by an LLM, in the judge seam of `evidence.judge` (`QuestionJudge`): "is trial T
+eligible for the topic's question" (`trial`) and "does review R answer Q" (`review`), each checked against the record;
+the rules decide wherever the LLM cannot, and say so.
 
-A judge has `eligible(question, paper, rules_verdict)` and `covers(question, review, rules_verdict)`, both returning a
-`Judgement` (verdict, reason, quotes, judged_by):
-
-- `RulesJudge` returns the rules' own answer (`evidence.questions`), named as the rules;
-- `LlmQuestionJudge` asks its brain through `ask_structured` for {"verdict", "reason", "quotes"}: the verdict an enum,
-  the quotes an enum of the record's sentences (title and abstract) where the server constrains decoding. Every quote
-  must be found in the record's text (whitespace and case aside); a reply with no quote, a quote that is not in the
-  text, an "unclear" verdict, an unusable reply or a brain error leaves the decision to the rules, and `judged_by`
-  says "rules" and why. At most `max_calls` judgements are asked per judge ([llm] judge_max_calls); past that the
-  rules decide, saying so.
-
-`judge_trials` and `judge_review` are how `evidence.questions` consults a judge: the LLM checks the trials and reviews
-the rules admit (it confirms them or, quoting the record, rejects them); it does not add records the rules left out.
+`LlmQuestionJudge` puts what the rules (`questions.RulesJudge`) admit, an eligible trial or a review that answers, to
+its brain through `ask_structured` for {"verdict", "reason", "quotes"}: the verdict an enum, the quotes an enum of the
+record's sentences (title and abstract) where the server constrains decoding. Every quote must be found in the
+record's text (whitespace and case aside). A yes keeps the rules' answer with the LLM's verdict and first quote added
+to its reason; a no, quoting the record, turns it down, the reason the LLM's. A reply with no quote, a quote that is
+not in the text, an "unclear" verdict, an unusable reply or a brain error leaves the rules' answer standing, its
+reason saying "(fallback: why)". At most `max_calls` judgements are asked per judge ([llm] judge_max_calls); past that
+the rules decide, saying so. The LLM adds nothing the rules left out.
 """
 
 from __future__ import annotations
@@ -22,13 +18,16 @@ import dataclasses
 import json
 import logging
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from collections.abc import Sequence
+from typing import Any
 
 import json5
 
+from ra_agent.evidence.judge import Judgement, QuestionJudge
 from ra_agent.evidence.pico.text import sentences
+from ra_agent.evidence.questions import ReviewQuestion, RulesJudge
+from ra_agent.evidence.topic import Topic
+from ra_agent.evidence.trials import Eligibility
 from ra_agent.llm.base import BrainError, ReplySchema
 from ra_agent.llm.protocol import repair_messages
 from ra_agent.llm.structured import ChatBrain, ask_structured
@@ -36,7 +35,6 @@ from ra_agent.models import Paper
 
 log = logging.getLogger(__name__)
 
-RULES_JUDGE = "rules (evidence.questions: title, abstract, MeSH headings, publication types, year)"
 ELIGIBLE_VERDICTS = ("eligible", "not eligible", "unclear")
 COVERS_VERDICTS = ("answers", "does not answer", "unclear")
 MIN_QUOTE_CHARS = 12
@@ -63,55 +61,10 @@ REPLY_FORM = (
 )
 
 
-class Question(Protocol):
-    """What a judge reads of a review question (evidence.questions.ReviewQuestion)."""
-
-    id: str
-
-    @property
-    def pico(self) -> str: ...
-
-
-class RulesEligibility(Protocol):
-    """The rules' eligibility answer (evidence.questions.Eligibility)."""
-
-    eligible: bool
-    reason: str
-
-
-@dataclass(frozen=True)
-class Judgement:
-    """One judgement: the verdict (ELIGIBLE_VERDICTS or COVERS_VERDICTS), why, the record's sentences it relied on
-    and who decided (the LLM by name, or the rules saying why they decided)."""
-
-    verdict: str
-    reason: str
-    quotes: tuple[str, ...]
-    judged_by: str
-
-    @property
-    def yes(self) -> bool:
-        return self.verdict in ("eligible", "answers")
-
-    def note(self) -> str:
-        """One line for a trial's or a review's reason: the verdict, who decided, and the first quote."""
-        quote = f': "{self.quotes[0][:160]}"' if self.quotes else ""
-        return f"{self.verdict} by {self.judged_by}{quote}"
-
-
-class RulesJudge:
-    """The rules' own answers, named as the rules."""
-
-    name = RULES_JUDGE
-
-    def eligible(self, question: Question, paper: Paper, rules_verdict: RulesEligibility) -> Judgement:
-        verdict = "eligible" if rules_verdict.eligible else "not eligible"
-        return Judgement(verdict, rules_verdict.reason, (), self.name)
-
-    def covers(self, question: Question, review: Paper, rules_verdict: str | None) -> Judgement:
-        if rules_verdict is None:
-            return Judgement("does not answer", "its title/abstract does not encompass the question", (), self.name)
-        return Judgement("answers", rules_verdict, (), self.name)
+def note(verdict: str, by: str, quotes: Sequence[str]) -> str:
+    """One line for a reason: the verdict, who decided, and the first quote."""
+    quote = f': "{quotes[0][:160]}"' if quotes else ""
+    return f"{verdict} by {by}{quote}"
 
 
 def record_sentences(paper: Paper) -> list[str]:
@@ -167,35 +120,51 @@ def unfound_quote(quotes: Sequence[str], paper: Paper) -> str | None:
 
 
 class LlmQuestionJudge:
-    """Review-question judgements by `brain` with quotes checked against the record; the rules where it cannot."""
+    """A `judge.QuestionJudge`: the rules' answers checked by `brain`, quotes checked against the record."""
 
-    def __init__(self, brain: ChatBrain, max_calls: int = 40):
+    def __init__(self, brain: ChatBrain, max_calls: int = 40, rules: QuestionJudge | None = None):
         self.brain = brain
         self.name = f"{brain.name} (LLM, quotes checked against the record)"
         self.max_calls = max_calls
-        self.rules = RulesJudge()
+        self.rules = rules or RulesJudge()
         self.calls: list[dict[str, Any]] = []  # mode, tokens and times of every call
         self.unavailable = ""  # set after a brain error: the rules decide from then on
 
-    def eligible(self, question: Question, paper: Paper, rules_verdict: RulesEligibility) -> Judgement:
-        prompt = f"{ELIGIBLE_TASK}\n\nReview question: {question.pico}"
-        return self._judge(prompt, paper, ELIGIBLE_VERDICTS, "trial_eligibility",
-                           lambda: self.rules.eligible(question, paper, rules_verdict))  # fmt: skip
+    def trial(self, paper: Paper, topic: Topic) -> Eligibility:
+        ruled = self.rules.trial(paper, topic)
+        if not ruled.eligible:  # the LLM checks what the rules admit
+            return ruled
+        doc, why = self._ask(f"{ELIGIBLE_TASK}\n\nReview question: {topic.describe()}", paper, ELIGIBLE_VERDICTS,
+                             "trial_eligibility")  # fmt: skip
+        if doc is None:
+            return dataclasses.replace(ruled, reason=f"{ruled.reason} (fallback: {why})",
+                                       judged_by=f"{ruled.judged_by} (fallback: {why})")  # fmt: skip
+        said = note(doc["verdict"], self.brain.name, doc["quotes"])
+        if doc["verdict"] == "eligible":
+            return dataclasses.replace(ruled, reason=f"{ruled.reason}; {said}", judged_by=self.brain.name)
+        return dataclasses.replace(ruled, eligible=False, reason=f"{doc['reason']} ({said})", judged_by=self.brain.name)
 
-    def covers(self, question: Question, review: Paper, rules_verdict: str | None) -> Judgement:
-        prompt = f"{COVERS_TASK}\n\nReview question: {question.pico}"
-        return self._judge(prompt, review, COVERS_VERDICTS, "review_answers_question",
-                           lambda: self.rules.covers(question, review, rules_verdict))  # fmt: skip
+    def review(self, review: Paper, question: ReviewQuestion, topic: Topic) -> Judgement:
+        ruled = self.rules.review(review, question, topic)
+        if not ruled.verdict:
+            return ruled
+        doc, why = self._ask(f"{COVERS_TASK}\n\nReview question: {question.pico}", review, COVERS_VERDICTS,
+                             "review_answers_question")  # fmt: skip
+        if doc is None:
+            return dataclasses.replace(ruled, reason=f"{ruled.reason} (fallback: {why})",
+                                       judged_by=f"{ruled.judged_by} (fallback: {why})")  # fmt: skip
+        said = note(doc["verdict"], self.brain.name, doc["quotes"])
+        if doc["verdict"] == "answers":
+            return dataclasses.replace(ruled, reason=f"{ruled.reason}; {said}", judged_by=self.brain.name)
+        return dataclasses.replace(ruled, verdict=False, reason=f"{doc['reason']} ({said})", judged_by=self.brain.name)
 
-    def _judge(self, task: str, paper: Paper, verdicts: Sequence[str], schema_name: str, rules) -> Judgement:
-        def fallback(why: str) -> Judgement:
-            ruled = rules()
-            return dataclasses.replace(ruled, judged_by=f"{ruled.judged_by} (fallback: {why})")
-
+    def _ask(self, task: str, paper: Paper, verdicts: Sequence[str], schema_name: str) -> tuple[dict | None, str]:
+        """The LLM's usable {"verdict", "reason", "quotes"} (not "unclear", every quote in the record), or (None, why
+        the rules decide)."""
         if self.unavailable:
-            return fallback(self.unavailable)
+            return None, self.unavailable
         if len(self.calls) >= self.max_calls:
-            return fallback(f"LLM judgement cap [llm] judge_max_calls = {self.max_calls} reached")
+            return None, f"LLM judgement cap [llm] judge_max_calls = {self.max_calls} reached"
         quotable = record_sentences(paper)
         listing = "\n".join(f"- {s}" for s in quotable)
         user = f"{task}\n\nRecord PMID {paper.pmid}:\n{listing}\n\n" + REPLY_FORM.format(
@@ -213,43 +182,19 @@ class LlmQuestionJudge:
         except BrainError as exc:
             self.unavailable = f"{self.brain.name} unavailable: {str(exc)[:160]}"
             log.warning("question judge: %s; the rules decide", self.unavailable)
-            return fallback(self.unavailable)
+            return None, self.unavailable
         if doc is None:
-            return fallback(f"{self.brain.name}'s reply unusable after one repair turn: {why}")
+            return None, f"{self.brain.name}'s reply unusable after one repair turn: {why}"
         if doc["verdict"] == "unclear":
-            return fallback(f"{self.brain.name} said unclear: {doc['reason'][:120]}")
+            return None, f"{self.brain.name} said unclear: {doc['reason'][:120]}"
         if not doc["quotes"]:
-            return fallback(f"{self.brain.name} quoted nothing")
+            return None, f"{self.brain.name} quoted nothing"
         missing = unfound_quote(doc["quotes"], paper)
         if missing is not None:
             log.info("question judge %s: quote not in PMID %d: %r", self.brain.name, paper.pmid, missing[:120])
-            return fallback(f"{self.brain.name}'s quote is not in PMID {paper.pmid}: {missing[:80]!r}")
-        return Judgement(doc["verdict"], doc["reason"], tuple(doc["quotes"][:MAX_QUOTES]), self.brain.name)
-
-
-QuestionJudge = RulesJudge | LlmQuestionJudge
-
-
-def judge_trials(judge: QuestionJudge, question: Question, papers: Mapping[int, Paper],
-                 judged: Mapping[int, Any]) -> dict[int, Any]:  # fmt: skip
-    """The rules' eligibility answers (`judged`, PMID -> Eligibility) with the trials they admit put to `judge`: a
-    trial it rejects (quoting the record) is not eligible, and every admitted trial's reason says who decided."""
-    out = dict(judged)
-    for pmid, answer in judged.items():
-        if not answer.eligible or pmid not in papers:
-            continue
-        verdict = judge.eligible(question, papers[pmid], answer)
-        reason = f"{answer.reason}; {verdict.note()}" if verdict.yes else f"{verdict.reason} ({verdict.note()})"
-        out[pmid] = dataclasses.replace(answer, eligible=verdict.yes, reason=reason)
-    return out
-
-
-def judge_review(judge: QuestionJudge, question: Question, review: Paper, why: str | None) -> str | None:
-    """Why `review` answers `question` after `judge` has checked the rules' answer `why` (None: it does not)."""
-    if why is None:
-        return None
-    verdict = judge.covers(question, review, why)
-    return f"{why}; {verdict.note()}" if verdict.yes else None
+            return None, f"{self.brain.name}'s quote is not in PMID {paper.pmid}: {missing[:80]!r}"
+        doc["quotes"] = doc["quotes"][:MAX_QUOTES]
+        return doc, ""
 
 
 def question_judge_for(cfg: Any, brain: ChatBrain | None = None) -> QuestionJudge:
@@ -272,14 +217,9 @@ def question_judge_for(cfg: Any, brain: ChatBrain | None = None) -> QuestionJudg
 __all__ = [
     "COVERS_VERDICTS",
     "ELIGIBLE_VERDICTS",
-    "RULES_JUDGE",
-    "Judgement",
     "LlmQuestionJudge",
-    "QuestionJudge",
-    "RulesJudge",
-    "judge_review",
-    "judge_trials",
     "judgement_schema",
+    "parse_judgement",
     "question_judge_for",
     "record_sentences",
     "unfound_quote",

@@ -76,6 +76,10 @@ def _sr_section(sr: SrOverlap | None, store: Store, prisma: PrismaResult | None)
             for pmid in listed if pmid in papers]  # fmt: skip
     if rows:
         lines += ["", markdown_table(rows, ("PMID", "year", "cosine", "covers", "PRISMA", "title"))]
+    if sr.not_answering:
+        shown = sorted(sr.not_answering)[:12]
+        lines += ["", f"Reviews naming the question's population that do not answer it ({len(sr.not_answering)}; "
+                  f"{len(shown)} shown):", *(f"- {cite(p)}: {sr.not_answering[p]}" for p in shown)]  # fmt: skip
     return "\n".join(lines)
 
 
@@ -122,13 +126,21 @@ def _reviews(pmids: list[int], sr: SrOverlap) -> str:
 
 
 def gap_verdict(
-    eligible: int, need: int, sr: SrOverlap | None, prisma: PrismaResult | None, metrics: Mapping[str, Any]
+    eligible: int,
+    need: int,
+    sr: SrOverlap | None,
+    prisma: PrismaResult | None,
+    metrics: Mapping[str, Any],
+    update_after: int | None = None,
 ) -> Verdict:
-    """The verdict from the numbers: trials (never reviews: evidence.pico eligibility), SR coverage, PRISMA."""
+    """The verdict from the numbers: trials (never reviews), SR coverage, PRISMA. A covered cluster or question
+    with `update_after` or more trials after its covering review is "covered, update warranted" (the same rule as
+    `questions.assess_coverage`; by the review question, its own verdict is taken as it is)."""
     enough = eligible >= need
-    rule = ("by the review-question rules (evidence.questions) for the goal's question "
-            f"{sr.question}: randomised, in humans with its condition, testing its intervention; reviews, animal, "
-            "healthy-volunteer and pharmacokinetic studies are not trials" if sr is not None and sr.question else
+    rule = (f"judged per trial by {sr.judged_by or 'the review-question rules'} for the question {sr.question}: "
+            "randomised, in humans with its condition as the trial's subject, testing its intervention for treatment "
+            "(not as a device part or a diagnostic test); reviews, animal, healthy-volunteer and pharmacokinetic "
+            "studies are not trials" if sr is not None and sr.question else
             "by the evidence.pico rules: randomised, population, intervention and outcome stated; reviews, "
             "meta-analyses and other non-trial designs are not trials")  # fmt: skip
     reasons = [f"{eligible} eligible randomised trials {'≥' if enough else '<'} the {need} required (eligibility "
@@ -145,11 +157,22 @@ def gap_verdict(
     reasons.append(f"{sr.n_reviews} reviews checked, {len(sr.sr_pmids)} covering the cluster ({covers_rule(sr)}); they could have included {sr.trials_covered} of {sr.trials_total} trials: "
                    f"overlap {sr.overlap:.3f} {'>' if sr.covered else '≤'} pivot {sr.pivot_at}.")  # fmt: skip
     if sr.covered:
-        newer = sr.trials_total - sr.trials_covered
-        return Verdict("covered by an existing review", f"Covered by {_reviews(sr.sr_pmids, sr)} → pivot: propose an "
-                       "alternative PICO from the trials these reviews leave out"
-                       + (f" ({newer} trial(s) no covering review could have included; an update may be warranted)."
-                          if newer else "."), reasons, caveats)  # fmt: skip
+        since = sr.trials_since if sr.decided_by == "review question" else []
+        newer = len(since) if sr.decided_by == "review question" else sr.trials_total - sr.trials_covered
+        warranted = (sr.verdict == "covered, update warranted" if sr.decided_by == "review question"
+                     else update_after is not None and newer >= update_after)  # fmt: skip
+        headline = (f"Covered by {_reviews(sr.sr_pmids[:1], sr)}"
+                    + (f" (and {len(sr.sr_pmids) - 1} more reviews answering it)" if len(sr.sr_pmids) > 1 else "")
+                    + " → pivot: propose an alternative PICO from the trials these reviews leave out")  # fmt: skip
+        if warranted:
+            reasons.append(
+                f"{newer} eligible trials after the covering review"
+                + (f" ({sr.verdict_reason})" if sr.verdict_reason else f" (update after {update_after})")
+            )
+            return Verdict("covered, update warranted", headline + f"; {newer} trials since it: an update of the "
+                           "review is warranted.", reasons, caveats)  # fmt: skip
+        return Verdict("covered by an existing review", headline + f" ({newer} trials since it, fewer than "
+                       "the update threshold).", reasons, caveats)  # fmt: skip
     if not enough:
         return Verdict("too few trials", "Not a gap yet: the cluster lacks the trials a review would need.",
                        reasons, caveats)  # fmt: skip
@@ -193,34 +216,85 @@ def gap_dossier(
     out_dir: Path | None = None,
 ) -> Path:
     """Write gap_dossier_<cluster_id>.md (in `out_dir`, default <data_dir>/reports): the verdict first (gap /
-    covered by review X → pivot / too few trials, provisional when the review search was local-only or a
-    covering review's compliance is undetermined) with its reasons, then metrics, PICO table and list of the
-    eligible trials, the reviews checked with their PRISMA status, and the PRISMA check.
+    covered by review X → pivot / covered, update warranted / too few trials, provisional when the review search
+    was local-only or a covering review's compliance is undetermined) with its reasons, then the evidence.
 
-    `sr` defaults to the stored find_existing_sr answer. Every cited PMID is checked against the store.
+    When find_existing_sr decided by the goal's review question the dossier is about that question: titled by its
+    PICO in words, each eligible trial with the reason it is eligible, the reviews that answer it with why, those
+    considered that do not, the trials since the newest covering review and what the run could not check; the
+    cluster is only the organising layer it was found in. Otherwise (the older cluster-cosine rule) it is about the
+    cluster. `sr` defaults to the stored find_existing_sr answer. Every cited PMID is checked against the store.
     """
     ev = cluster_evidence(cfg, store, cluster_id)
     sr = sr if sr is not None else load_sr_overlap(cfg, cluster_id)
-    if sr is not None and sr.decided_by == "review question":  # the dossier is about the goal's question
+    by_question = sr is not None and sr.decided_by == "review question"
+    if sr is not None and by_question:  # the dossier is about the goal's question
         wanted = set(sr.question_trials)
         ev.eligible = [p for p in ev.papers if p.pmid in wanted]
-    verdict = gap_verdict(len(ev.eligible), cfg.sr.min_eligible_trials, sr, prisma, ev.metrics)
-    parts = [
-        f"# Evidence-gap dossier: {ev.label}",
-        generated_line(goal_id, brain_name),
-        "## Verdict\n\n" + verdict.markdown(),
-        "## Cluster",
-        metrics_table(ev),
-        f"## PICO of the eligible trials\n\nFrom `{ev.pico_file.name}` ({len(ev.records)} records; extractor: "
-        f"{extractors(ev)}). Eligible trial = randomised (publication type or study design) with population, "
-        f"intervention and outcome stated; no review counts as a trial.\n\n"
-        + (pico_table(ev.eligible, ev.records) if ev.eligible else "None."),
-        f"## Eligible randomised trials ({len(ev.eligible)})\n\n" + (trial_list(ev.eligible) or "None."),
-        "## Existing systematic reviews\n\n" + _sr_section(sr, store, prisma),
-        "## PRISMA check of the covering reviews\n\n" + prisma_section(prisma, ev.metrics),
-    ]
+    verdict = gap_verdict(len(ev.eligible), cfg.sr.min_eligible_trials, sr, prisma, ev.metrics,
+                          update_after=cfg.sr.update_after_trials)  # fmt: skip
+    pico = (f"## PICO extracted from each eligible trial\n\nFrom `{ev.pico_file.name}` (extractor: {extractors(ev)}); "
+            "which trials are eligible is the review question's rule above, not this extraction.\n\n"
+            if by_question else
+            f"## PICO of the eligible trials\n\nFrom `{ev.pico_file.name}` ({len(ev.records)} records; extractor: "
+            f"{extractors(ev)}). Eligible trial = randomised (publication type or study design) with population, "
+            f"intervention and outcome stated; no review counts as a trial.\n\n")  # fmt: skip
+    eligible = [p for p in ev.eligible if p.pmid in ev.records]
+    if sr is not None and by_question:
+        parts = [
+            f"# Evidence-gap dossier: {sr.question_words or sr.question}",
+            generated_line(goal_id, brain_name),
+            _question_section(sr, ev),
+            "## Verdict\n\n" + verdict.markdown(),
+            f"## Eligible randomised trials ({len(ev.eligible)})\n\n" + (_trial_reasons(ev.eligible, sr) or "None."),
+            "## Reviews that answer the question, and those that do not\n\n" + _sr_section(sr, store, prisma),
+            "## Trials since the newest covering review\n\n" + _since(sr),
+            "## PRISMA check of the covering reviews\n\n" + prisma_section(prisma, ev.metrics),
+            "## Not checked by this run\n\n" + "\n".join(f"- {item}" for item in sr.unchecked),
+            pico + (pico_table(eligible, ev.records) if eligible else "None."),
+            "## The cluster it was found in (organising layer)",
+            metrics_table(ev),
+        ]
+    else:
+        parts = [
+            f"# Evidence-gap dossier: {ev.label}",
+            generated_line(goal_id, brain_name),
+            "## Verdict\n\n" + verdict.markdown(),
+            "## Cluster",
+            metrics_table(ev),
+            pico + (pico_table(eligible, ev.records) if eligible else "None."),
+            f"## Eligible randomised trials ({len(ev.eligible)})\n\n" + (trial_list(ev.eligible) or "None."),
+            "## Existing systematic reviews\n\n" + _sr_section(sr, store, prisma),
+            "## PRISMA check of the covering reviews\n\n" + prisma_section(prisma, ev.metrics),
+        ]
     path = (out_dir or Workspace.of(cfg).reports_dir) / f"gap_dossier_{cluster_id}.md"
     return publish(store, path, "\n\n".join(parts) + "\n")
+
+
+def _question_section(sr: SrOverlap, ev: ClusterEvidence) -> str:
+    return "\n".join([
+        "## Review question",
+        "",
+        f"- Question id: {sr.question_id}",
+        f"- PICO: {sr.question}",
+        f"- Judged by: {sr.judged_by or 'rules'}",
+        f"- Found in cluster {ev.cluster_id} ({ev.label}); the verdict is about the question, not the cluster",
+    ])  # fmt: skip
+
+
+def _trial_reasons(papers, sr: SrOverlap) -> str:
+    rows = [{"PMID": cite(p.pmid), "year": p.year, "title": short(p.title, 100),
+             "why eligible": sr.trial_reasons.get(p.pmid, "")} for p in papers]  # fmt: skip
+    return markdown_table(rows, ("PMID", "year", "title", "why eligible")) if rows else ""
+
+
+def _since(sr: SrOverlap) -> str:
+    if not sr.sr_pmids:
+        return "No review answering the question covers it."
+    years = {c.pmid: c.year for c in sr.covering}
+    newest = max(sr.sr_pmids, key=lambda p: (years.get(p) or 0, p))
+    listed = ", ".join(cite(p) for p in sr.trials_since) or "none"
+    return f"Since {cite(newest)} ({years.get(newest) or 'year unknown'}): {len(sr.trials_since)} trials: {listed}"
 
 
 __all__ = [

@@ -103,8 +103,8 @@ OVERLAP_DEFINITION = (
 
 QUESTION_OVERLAP_DEFINITION = (
     "sr_overlap = share of the cluster's trials eligible for the goal's review question (evidence.questions rules) "
-    "that the newest review whose own question encompasses it could have included (its reference list when ra "
-    "holds it, else the trials published no later than it); a review covers when that share >= sr_overlap_pivot; "
+    "that the best-matching review whose own question encompasses it could have included (its reference list when "
+    "ra holds it, else the trials published no later than it); a review covers when that share >= sr_overlap_pivot; "
     "0 when none does"
 )
 
@@ -163,6 +163,14 @@ class SrOverlap:
     why: dict[int, str] = field(default_factory=dict)  # review question: why each covering review encompasses it
     trials_since: list[int] = field(default_factory=list)  # eligible trials after the newest covering review
     question_trials: list[int] = field(default_factory=list)  # review question: the trials it counted
+    verdict: str = ""  # review question: covered / covered, update warranted / gap / too few trials
+    verdict_reason: str = ""
+    not_answering: dict[int, str] = field(default_factory=dict)  # review question: reviews that do not answer it
+    question_id: str = ""  # review question: its stable id (q-...)
+    question_words: str = ""  # review question: the question as a reviewer writes it
+    trial_reasons: dict[int, str] = field(default_factory=dict)  # review question: why each trial is eligible
+    unchecked: list[str] = field(default_factory=list)  # review question: what this run could not check
+    judged_by: str = ""  # review question: who judged eligibility and coverage
 
     @property
     def definition(self) -> str:
@@ -202,6 +210,14 @@ class SrOverlap:
             "why": {str(k): v for k, v in self.why.items()},
             "trials_since": self.trials_since,
             "question_trials": self.question_trials,
+            "verdict": self.verdict,
+            "verdict_reason": self.verdict_reason,
+            "not_answering": {str(k): v for k, v in self.not_answering.items()},
+            "question_id": self.question_id,
+            "question_words": self.question_words,
+            "trial_reasons": {str(k): v for k, v in self.trial_reasons.items()},
+            "unchecked": self.unchecked,
+            "judged_by": self.judged_by,
         }
 
     @classmethod
@@ -209,13 +225,17 @@ class SrOverlap:
         values = {k: data[k] for k in ("cluster_id", "query", "overlap", "sr_pmids", "n_reviews", "offline")}
         extra = {k: data[k] for k in ("reviews", "threshold", "pivot_at", "searched", "centroid_source", "error",
                                       "trials_total", "trials_covered", "trial_basis", "decided_by", "question",
-                                      "trials_since", "question_trials") if k in data}  # fmt: skip
+                                      "trials_since", "question_trials", "verdict", "verdict_reason",
+                                      "question_id", "question_words", "unchecked", "judged_by")
+                 if k in data}  # fmt: skip
         return cls(
             **values,
             **extra,
             cosines={int(k): float(v) for k, v in data.get("cosines", {}).items()},
             reasons={int(k): str(v) for k, v in data.get("reasons", {}).items()},
             why={int(k): str(v) for k, v in data.get("why", {}).items()},
+            not_answering={int(k): str(v) for k, v in data.get("not_answering", {}).items()},
+            trial_reasons={int(k): str(v) for k, v in data.get("trial_reasons", {}).items()},
             covering=[CoveringReview.from_dict(c) for c in data.get("covering", [])],
         )
 
@@ -318,26 +338,30 @@ def question_coverage(
     """The review-question test for a cluster: its members eligible for the goal's topic form the question's
     trials; the reviews found by the label search and every review of the local corpus whose own question
     encompasses the topic's (`questions.assess_coverage`) are checked; those holding >= [sr] sr_overlap_pivot
-    of the trials cover it, newest first. Returns (covering PMIDs, their details, the trials, SrOverlap fields)."""
+    of the trials cover it, best match first (`questions.assess_coverage`). Returns (covering PMIDs, their details,
+    the trials, SrOverlap fields)."""
     from ra_agent.evidence.questions import assess_coverage as assess
     from ra_agent.evidence.questions import build_questions
     from ra_agent.topics.view import member_pmids
 
     members = [p for p in store.papers(member_pmids(store, cluster_id)) if not is_review(p)]
-    topic = topic.with_abbreviations(members)
+    reviews = {p.pmid: p for p in [*found, *topic_reviews(store)]}
+    topic = topic.with_corpus([*members, *reviews.values()])
     questions, _ = build_questions(topic, members)
     question = questions[0]
-    reviews = {p.pmid: p for p in [*found, *topic_reviews(store)]}
     references = {pmid: _cited_by(store, pmid) for pmid in reviews}
     assess([question], list(reviews.values()), topic, pivot=cfg.sr.sr_overlap_pivot,
            update_after=cfg.sr.update_after_trials, min_trials=cfg.sr.min_eligible_trials,
            references={k: v for k, v in references.items() if v})  # fmt: skip
-    holding = [r for r in question.reviews if r.share >= cfg.sr.sr_overlap_pivot]
+    holding = [r for r in question.reviews if r.share >= cfg.sr.sr_overlap_pivot and question.trials]
     details = [CoveringReview(r.pmid, r.year, r.title, cosines.get(r.pmid, 0.0), r.basis, r.trials_covered)
                for r in holding]  # fmt: skip
     by_pmid = {p.pmid: p for p in members}
     trials = [by_pmid[p] for p in question.trial_pmids]
-    decision = {"decided_by": "review question", "question": question.pico,
+    decision = {"decided_by": "review question", "question": question.pico, "verdict": question.verdict,
+                "verdict_reason": question.verdict_reason, "not_answering": question.not_answering,
+                "question_id": question.id, "question_words": question.in_words, "trial_reasons": question.trials,
+                "unchecked": question.unchecked, "judged_by": question.judged_by,
                 "why": {r.pmid: r.why for r in question.reviews}, "trials_since": question.trials_since,
                 "question_trials": question.trial_pmids}  # fmt: skip
     return [r.pmid for r in holding], details, trials, decision

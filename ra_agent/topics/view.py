@@ -113,13 +113,19 @@ def e_query_vector(store: Store, cluster_id: str, vectors: Any) -> QueryVector:
 def semantic_tau_start(cfg: Config, store: Store, cluster_id: str, q: QueryVector, vectors: Any) -> tuple[float, str]:
     """memo_update §9: the cluster's own starting cosine, the P(tau_assign_percentile) edge of its members.
 
-    The cosine to the query vector that tau_assign_percentile % of the members reach (for an E-space
-    cluster 1 - tau_assign), rounded to 4 decimals; [expansion.semantic] tau_start when tau_start_rule is
+    For an E-space cluster 1 - tau_assign, the edge frozen with its centroid; otherwise the cosine to the
+    query vector that tau_assign_percentile % of the members reach now, rounded to 4 decimals; [expansion.semantic] tau_start when tau_start_rule is
     "fixed" or fewer than two members have an E vector. Returns (tau, how it was set).
     """
     sem = cfg.expansion.semantic
     if sem.tau_start_rule == "fixed":
         return sem.tau_start, "fixed tau_start"
+    row = cluster_row(store, cluster_id)
+    if row["feature_space"] == ABSTRACT_FAMILY and row["tau_assign"] is not None:
+        # the edge frozen with the centroid: papers the tau_assign intake admitted later lie inside it and
+        # would raise a recomputed percentile, as the centroid does not move with them
+        edge = round(1.0 - float(row["tau_assign"]), 4)
+        return edge, f"frozen P{cfg.clustering.tau_assign_percentile:g} edge (1 - tau_assign)"
     ids = np.asarray(member_pmids(store, cluster_id), dtype=np.int64)
     ids = ids[vectors.has(ids)] if len(ids) else ids
     if len(ids) < 2:

@@ -16,6 +16,7 @@ STANDALONE_CHECKS = {
     ("embedding_index", "every_paper_embedded"),
     ("clusters", "members_exist_in_paper"),
     ("clusters", "tau_assign_in_range"),
+    ("review_questions", "review_questions_well_formed"),
 }
 # judged on what the materialising run itself produced: they stay with their asset
 RUN_CHECKS = {("pubmed_search", "search_complete"), ("pico_extractions", "pico_jsonl_valid")}
@@ -69,3 +70,15 @@ def test_handbook_job_offers_the_handbooks_as_an_enum(defs):
     shipped = sorted(p.stem for p in HANDBOOKS.folder.glob("*.md"))
     assert [v.value for v in snap.enum_values or []] == shipped and "seek_gap_ppi_gerd" in shipped
     assert HANDBOOKS.default == "seek_gap_ppi_gerd"
+
+
+def test_pico_extractions_code_version_names_the_model_the_span_code_and_the_rules(defs):
+    """A new model file, a change to how the tagger's spans become fields, or a new rules version each change the
+    asset's code version, so Dagster shows the extractions stale."""
+    from ra_agent.evidence.pico import learned
+    from ra_agent.evidence.pico.extract import pico_code_version
+
+    version = defs.resolve_asset_graph().get(dg.AssetKey("pico_extractions")).code_version
+    assert version == pico_code_version()
+    assert version == f"{learned.model_version()}+{learned.spans_version()}+rules:pico-cues-v2", version
+    assert version.startswith("learned:pico-crf-v2@") and "+spans@" in version

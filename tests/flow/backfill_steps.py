@@ -2,8 +2,9 @@
 
 usage: python backfill_steps.py {embed_all | bump_check | backfill_one | backfill_rest | backfill_all}
 (backfill_all: what the UI's one backfill over the embeddings group runs — every shard in one run, the
-embedding_shards single-run backfill policy, then the index.) embed_all also writes the rule extractor's PICO
-records of every paper (pico/all.jsonl) and their p i c o m vectors into the first model's folder.
+embedding_shards single-run backfill policy, then the index.) embed_all also writes the PICO records of every
+paper by the configured no-LLM extractor (`[pico] extractor`, the learned tagger by default) to pico/all.jsonl and
+their p i c o m vectors into the first model's folder.
 Environment: RA_CONFIG (the project's config.toml) and DAGSTER_HOME (a persistent instance).
 """
 
@@ -28,7 +29,8 @@ def materialize(defs, instance, job_name: str, partition: str | None = None, tag
 
 
 def write_pico(cfg, store) -> None:
-    """Rule-extracted PICO of every paper, and its vectors in the active folder (what the pico stage does)."""
+    """PICO of every paper by the configured no-LLM extractor, and its vectors in the active folder (what the pico
+    stage does without an LLM)."""
     from ra_agent.embed.embedder import SentenceTransformerEmbedder
     from ra_agent.evidence.pico.extract import read_pico, run_pico
     from ra_agent.evidence.pico.llm_extract import make_extractor

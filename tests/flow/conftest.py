@@ -62,14 +62,26 @@ def demo_template(request, tmp_path_factory) -> Path:
     """A project folder with the demo workspace built once: import, embed, index, first clustering."""
     project = tmp_path_factory.mktemp("demo_project")
     shutil.copytree(ROOT / "handbooks", project / "handbooks")
-    cfg = demo_cfg(project)
+    build_workspace(request, demo_cfg(project), "ra_demo_vectors")
+    return project
+
+
+@pytest.fixture(scope="session")
+def workspace_builder():
+    """`build_workspace`, for tests that build a workspace of another corpus the same way."""
+    return build_workspace
+
+
+def build_workspace(request, cfg: Config, cache_name: str) -> None:
+    """Import the configured corpus, embed it (vectors cached in pytest's cache under `cache_name`, keyed by model
+    and texts), build the index and cluster it."""
     embedder = SentenceTransformerEmbedder(cfg)
     with open_store(cfg) as store:
         import_pending(cfg, store)
         papers = [p for p in store.papers(store.all_pmids()) if p.text.strip(" ·")]
         texts = [p.text for p in papers]
         key = hashlib.sha1("\n".join([cfg.embedding.model_name, cfg.embedding.model_version, *texts]).encode())
-        cache = request.config.cache.mkdir("ra_demo_vectors") / f"{key.hexdigest()[:16]}.npy"
+        cache = request.config.cache.mkdir(cache_name) / f"{key.hexdigest()[:16]}.npy"
         if cache.exists():
             vectors = np.load(cache)
         else:
@@ -79,7 +91,6 @@ def demo_template(request, tmp_path_factory) -> Path:
         folder.append([p.pmid for p in papers], vectors)
         build_index(cfg, store)
         organise(cfg, store)
-    return project
 
 
 @pytest.fixture

@@ -50,17 +50,19 @@ def test_seek_gap_dossier_lists_the_reviews_checked_is_provisional_offline_and_c
     assert sr is not None and sr.offline and sr.n_reviews >= 1
     verdict = section(text, "Verdict")
     assert "(provisional)" in verdict and "local corpus" in verdict  # local-only SR search, said so
-    if sr.covered:  # the goal pivoted: the dossier names the covering review(s) and says pivot
-        assert "covered by an existing review" in verdict and "pivot" in verdict
-        assert all(f"[PMID:{p}]" in verdict for p in sr.sr_pmids)
+    if sr.covered:  # the goal pivoted: the dossier names the (first) covering review and says pivot
+        assert re.search(r"covered by an existing review|covered, update warranted", verdict) and "pivot" in verdict
+        assert f"[PMID:{sr.sr_pmids[0]}]" in verdict and f"{len(sr.sr_pmids)} covering" in verdict
         assert any(h["cluster_id"] == cluster_id for h in state.events("alternative_proposed"))
     else:
         assert cluster_id in state.success_clusters and "Verdict: evidence gap" in verdict
-    reviews = section(text, "Existing systematic reviews")
+    by_question = sr.decided_by == "review question"  # the default rule: the dossier is about the question
+    reviews = section(text, "Reviews that answer the question" if by_question else "Existing systematic reviews")
     assert "local corpus only (offline)" in reviews and "Overlap definition" in reviews
     listed = {int(p) for p in re.findall(r"^\| \[PMID:(\d+)\]", reviews, re.M)}
     assert listed == set(sr.reviews)  # every review checked is listed with its cosine and PRISMA status
-    trials = [int(p) for p in re.findall(r"^\d+\. .*\[PMID:(\d+)\]$", section(text, "Eligible randomised"), re.M)]
+    listing = section(text, "Eligible randomised")  # a table with why each is eligible, or a numbered list
+    trials = [int(a or b) for a, b in re.findall(r"^\| \[PMID:(\d+)\] \||^\d+\. .*\[PMID:(\d+)\]$", listing, re.M)]
     assert len(trials) >= demo.sr.min_eligible_trials and f"{len(trials)} eligible randomised trials" in verdict
     with open_store(demo) as store:
         assert verify_citations(store, dossier) == []
@@ -90,10 +92,14 @@ def test_conduct_sr_stops_with_its_draft_prisma_checklist_and_flow_diagram(demo,
     assert re.search(r"on \d{4}-\d\d-\d\d", search)
     assert "**compliant**" in section(text, "PRISMA check")
     checklist = draft.with_name(f"{draft.stem}_prisma_checklist.md")
-    rows = re.findall(r"^\| (\d+) \| [^|]+ \| [^|]+ \| (met|missing) \|", checklist.read_text(encoding="utf-8"), re.M)
+    listed = checklist.read_text(encoding="utf-8")
+    rows = re.findall(r"^\| (\d+) \| [^|]+ \| [^|]+ \| (met|missing) \|", listed, re.M)
     assert [int(i) for i, _ in rows] == sorted(PRISMA_2020)
     status = {int(i): s for i, s in rows}
     assert all(status[i] == "met" for i in (4, 5, 6, 7, 8))  # the items prisma_check tests
+    # the synthesis sub-items: the draft pools the main comparison and re-estimates it (sensitivity analysis)
+    sub = dict(re.findall(r"^\| (13[a-f]|20[a-d]) \| [^|]+ \| [^|]+ \| (met|missing) \|", listed, re.M))
+    assert sorted(sub) == [*(f"13{c}" for c in "abcdef"), *(f"20{c}" for c in "abcd")] and set(sub.values()) == {"met"}
     assert status[11] == "missing" and status[15] == "missing"  # risk of bias and certainty were not assessed
     assert section(text, "PRISMA 2020 checklist").count("| missing |") == list(status.values()).count("missing")
     # the flow diagram is a real PNG image
@@ -106,27 +112,77 @@ def test_conduct_sr_stops_with_its_draft_prisma_checklist_and_flow_diagram(demo,
     assert state.success_clusters and any(h.get("reason") == "success" for h in state.events("stopped"))
     with open_store(demo) as store:
         assert_synthesis_traceable(text, draft, store)
+    assert_reports_asset_shows_the_synthesis(demo_project, state.goal_id, draft)
+
+
+def assert_reports_asset_shows_the_synthesis(project: Path, goal_id: str, draft: Path) -> None:
+    """The Dagster `reports` asset, materialised for the goal, lists the draft's comparisons, pooled estimates and
+    forest plots (paths and Markdown images) as metadata, as the draft's synthesis record holds them."""
+    import json
+
+    import dagster as dg
+
+    from ra_agent.evidence import synthesis_code_version
+    from ra_assets.defs.findings.assets import reports
+    from ra_assets.resources import build_resources
+
+    from .conftest import write_config
+
+    config = write_config(project)
+    with dg.DagsterInstance.ephemeral() as instance:
+        result = dg.materialize([reports], resources=build_resources(str(config)), instance=instance,
+                                tags={"ra/goal": goal_id})  # fmt: skip
+    assert result.success and reports.code_versions_by_key[dg.AssetKey("reports")] == synthesis_code_version()
+    meta = {k: v.value for k, v in result.asset_materializations_for_node("reports")[0].metadata.items()}
+    record = json.loads(draft.with_name(f"{draft.stem}_synthesis.json").read_text(encoding="utf-8"))
+    assert meta["main_comparison"] == [f"{draft.name}: {record['main']}"]
+    assert record["main"].startswith("For proton pump inhibitor vs H2-receptor antagonist in erosive oesophagitis, ")
+    assert [c["comparison"] for c in meta["comparisons"]] == [c["comparison"] for c in record["comparisons"]]
+    pooled = [c for c in meta["comparisons"] if c["effect"] is not None]
+    assert pooled and all(c["in_question"] and c["ci_low"] < c["effect"] < c["ci_high"] for c in pooled)
+    for c in pooled:
+        assert (
+            f"| {c['comparison']} | {c['outcome_label']} | {len(c['trials'])} | {c['participants']} | RR "
+            in (meta["pooled_estimates"])
+        )
+    plots = [project / "data" / p for p in meta["forest_plots"]]
+    assert len(plots) == len(pooled) and all(p.read_bytes()[:4] == b"\x89PNG" for p in plots)
+    assert meta["forest_plot_images"].count("![") == len(plots)
+    assert all(f"]({p.as_posix()})" in meta["forest_plot_images"] for p in plots)
 
 
 def assert_synthesis_traceable(text: str, draft: Path, store) -> None:
-    """Issue 27: the title states the question; the main comparison (PPI vs H2-receptor antagonist, healing) has a
-    pooled risk ratio with CI and I² and a forest plot; every count is tied to a sentence of the cited abstract."""
+    """Issue 27: the title states the goal's review question and its main comparison; the main comparison (PPI vs
+    H2-receptor antagonist, healing of erosive oesophagitis) has a pooled risk ratio with CI and I² and a forest plot;
+    its participants are the arm totals of its trials; every number is tied to a sentence of the cited abstract."""
     title = text.splitlines()[0]
-    assert "proton pump inhibitors versus H2-receptor antagonists" in title and "·" not in title
-    results = section(text, "Results of syntheses")
-    main = re.search(r"\*\*proton pump inhibitor vs H2-receptor antagonist: healing at (\d+) weeks\.\*\* (\d+) trials "
-                     r"((?:\[PMID:\d+\] )+)with (\d+) participants.*?Pooled risk ratio (\d+\.\d+) \(95% CI (\d+\.\d+) "
-                     r"to (\d+\.\d+);.*?Heterogeneity: I² (\d+)%", results, re.S)  # fmt: skip
-    assert main, results[:500]
-    assert int(main.group(2)) >= 2 and float(main.group(6)) < float(main.group(5)) < float(main.group(7))
-    forest = re.search(
-        r"\]\((sr_draft_\w+_forest_proton_pump_inhibitor_vs_h2_receptor_antagonist_healing_\w+\.png)\)", results
+    assert title.startswith("# Systematic review: proton pump inhibitors in gastroesophageal reflux ("), title
+    assert (
+        "main comparison: proton pump inhibitors versus H2-receptor antagonists for healing in erosive oesophagitis"
+        in title
     )
+    assert "Review question: P: gastroesophageal reflux · I: proton pump inhibitor · C: any comparator" in text
+    results = section(text, "Results of syntheses")
+    main = re.search(r"\*\*proton pump inhibitor vs H2-receptor antagonist in erosive oesophagitis: healing at (\d+) weeks\.\*\* "
+                     r"(\d+) trials ((?:\[PMID:\d+\] )+)with (\d+) participants.*?Pooled risk ratio (\d+\.\d+) \(95% CI "
+                     r"(\d+\.\d+) to (\d+\.\d+);.*?Heterogeneity: I² (\d+)%", results, re.S)  # fmt: skip
+    assert main, results[:500]
+    weeks, trials, participants = main.group(1), int(main.group(2)), int(main.group(4))
+    cited = [int(p) for p in re.findall(r"\[PMID:(\d+)\]", main.group(3))]
+    assert trials >= 2 and len(cited) == trials and float(main.group(6)) < float(main.group(5)) < float(main.group(7))
+    forest = re.search(r"\]\((sr_draft_\w+_forest_proton_pump_inhibitor_vs_h2_receptor_antagonist_in_erosive_oesophagitis_"
+                       r"healing_at_" + weeks + r"_weeks\.png)\)", results)  # fmt: skip
     assert forest and (draft.parent / forest.group(1)).read_bytes()[:4] == b"\x89PNG"
-    rows = re.findall(r"^\| \[PMID:(\d+)\] \| [^|]+ \| [^|]+ \| [^|]+ \| (\d+)/(\d+) \| ([^|]+) \|$",
+    rows = re.findall(r"^\| \[PMID:(\d+)\] \| ([^|]+) \| ([^|]+) \| ([^|]+) \| ([^|]+) \| (\d+)/(\d+) \| ([^|]+) \| ([^|]+) \|$",
                       section(text, "Results of individual studies"), re.M)  # fmt: skip
     assert len(rows) >= 8
-    for pmid, events, total, source in rows:
+    # the main estimate's participants are the arm totals its trials give for healing at that time point
+    arms = [(int(pmid), int(t)) for pmid, condition, _arm, outcome, time, _e, t, _s, _by in rows
+            if int(pmid) in cited and outcome.strip() == "healing" and time.strip() == f"{weeks} wk"]  # fmt: skip
+    assert {p for p, _ in arms} == set(cited) and sum(t for _, t in arms) == participants
+    assert {c.strip() for p, c, *_ in rows if int(p) in cited} == {"erosive oesophagitis"}
+    for pmid, _condition, _arm, _outcome, _time, events, total, source, extractor in rows:
+        assert extractor.strip() == "rules:arm-numbers-v2"
         abstract = " ".join(store.paper(int(pmid)).abstract.split())
         sentence, _, size = source.strip().partition(" — arm size: ")
         assert sentence.rstrip("…") in abstract, (pmid, sentence)  # quoted from the cited abstract
@@ -135,4 +191,5 @@ def assert_synthesis_traceable(text: str, draft: Path, store) -> None:
         lists = re.findall(r"(?:\d+(?:\.\d+)?\s*%?\s*(?:,|and|vs\.?|-)\s*)*\d+(?:\.\d+)?\s*%", sentence)  # "95 and 94%"
         percent = [float(p) for found in lists for p in re.findall(r"\d+(?:\.\d+)?", found)]
         derived = any(round(100 * e / t, len(str(p).partition(".")[2]) if p % 1 else 0) == p for p in percent)
-        assert stated or (derived and (str(t) in size or str(t) in sentence)), (pmid, events, total, source)
+        whole = re.compile(rf"(?<![\d.]){t}(?![\d.])")  # the total as a whole number, not inside another
+        assert stated or (derived and (whole.search(size) or whole.search(sentence))), (pmid, events, total, source)

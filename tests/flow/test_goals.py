@@ -201,6 +201,8 @@ def test_spawned_goals_are_announced_and_run_after_the_parent(demo, demo_project
             own = cfg.data_dir / r["path"]
             if r.get("same_as_ancestor"):
                 assert r["path"] == parents[(r["cluster_id"], r["kind"])]
+            elif r.get("same_question"):  # the same verdict on the same review question: the existing dossier
+                assert r["question_id"] and r["question_id"] in own.read_text(encoding="utf-8")
             else:
                 assert r["path"].startswith(f"reports/{child.goal_id}/") and own.exists()
                 if (r["cluster_id"], r["kind"]) in parents:  # never a copy of the parent's verdict

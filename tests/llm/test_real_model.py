@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import time
 
 import dagster as dg
@@ -182,31 +183,31 @@ def test_the_agent_sensor_runs_one_cycle_with_the_real_model(gemma, demo_project
 
 
 def test_gemma_judges_a_trial_for_a_review_question(gemma, real_model_report):
-    """One "is trial T eligible for question Q" asked of the real model: a schema-valid judgement whose quotes are
-    the record's own sentences, or the rules deciding and saying why; never an unlabelled answer."""
+    """One "is trial T eligible for the topic's question" asked of the real model through the judge seam: a
+    schema-valid judgement quoting one of the record's own sentences, or the rules deciding and saying why; never an
+    unlabelled answer."""
     from demo_corpus import demo_papers
 
     from ra_agent.config import Config
-    from ra_agent.evidence.question_judge import ELIGIBLE_VERDICTS, RULES_JUDGE, LlmQuestionJudge, record_sentences
-    from ra_agent.evidence.questions import Topic, questions_for_topic
+    from ra_agent.evidence.question_judge import LlmQuestionJudge, record_sentences
+    from ra_agent.evidence.questions import RULES, RulesJudge, Topic
 
     cfg = Config().with_overrides(llm=llm_settings(gemma))
     scope = demo_papers()[:300]
-    questions, judged, _ = questions_for_topic(Topic.from_seed_query("proton pump inhibitors AND gastroesophageal "
-                                               "reflux"), scope, pivot=0.6, update_after=3, min_trials=6)  # fmt: skip
-    pmid = next(p for p, answer in judged.items() if answer.eligible)
-    paper = next(p for p in scope if p.pmid == pmid)
+    topic = Topic.from_seed_query("proton pump inhibitors AND gastroesophageal reflux").with_corpus(scope)
+    paper = next(p for p in scope if RulesJudge().trial(p, topic).eligible)
     brain = OpenAIBrain(cfg)
     judge = LlmQuestionJudge(brain, max_calls=1)
-    judgement = judge.eligible(questions[0], paper, judged[pmid])
+    answer = judge.trial(paper, topic)
     (call,) = judge.calls
     assert call["mode"] == "json_schema" and call["schema"] == "trial_eligibility"
-    assert judgement.verdict in ELIGIBLE_VERDICTS
-    if judgement.judged_by == brain.name:  # the model's answer was used: every quote is a sentence of the record
-        assert judgement.quotes and set(judgement.quotes) <= set(record_sentences(paper))
+    if answer.judged_by == brain.name:  # the model's answer was used: it quoted a sentence of the record
+        said = re.search(rf'(not )?eligible by {re.escape(brain.name)}: "(.+)"', answer.reason)
+        assert said and answer.eligible == (said.group(1) is None), answer.reason
+        assert any(s.startswith(said.group(2)) for s in record_sentences(paper)), answer.reason
     else:  # the rules decided, and say why
-        assert judgement.judged_by.startswith(f"{RULES_JUDGE} (fallback: ") and judgement.verdict == "eligible"
+        assert answer.judged_by.startswith(f"{RULES} (fallback: ") and answer.eligible, answer
     real_model_report(
-        f"question judge {brain.name} on PMID {pmid}: {judgement.verdict} by {judgement.judged_by}; "
+        f"question judge {brain.name} on PMID {paper.pmid}: eligible={answer.eligible} by {answer.judged_by}; "
         f"{call['completion_tokens']} tokens in {call['total_s']} s ({call['mode']}, {call.get('response_format')})"
     )

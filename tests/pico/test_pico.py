@@ -235,7 +235,7 @@ def test_batches_stay_inside_the_token_budget(demo_papers):
 def test_make_extractor_picks_the_configured_extractor_without_an_llm():
     assert isinstance(make_extractor(None), LearnedExtractor)
     assert isinstance(make_extractor(RulesBrain(), Config()), LearnedExtractor)
-    assert make_extractor(None).name == model_version() and model_version().startswith("learned:pico-crf-v1@")
+    assert make_extractor(None).name == model_version() and model_version().startswith("learned:pico-crf-v2@")
     rules_cfg = dataclasses.replace(Config(), pico=PicoConfig(extractor="rules"))
     assert isinstance(make_extractor(RulesBrain(), rules_cfg), RuleExtractor)
     llm = make_extractor(ScriptedBrain(), Config())

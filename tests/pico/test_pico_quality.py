@@ -108,24 +108,38 @@ def test_token_f1(predicted, gold, score):
     assert token_f1(predicted, gold) == pytest.approx(score)
 
 
-def test_report_and_bench_script(quality, monkeypatch, capsys):
+def _table(out: str, title: str) -> dict[str, list[str]]:
+    """The rows (extractor → cells) of the value table under the `## title...` heading of eval_pico's output."""
+    section = out.split(f"## {title}", 1)[1].split("\n## ", 1)[0]
+    table = [line for line in section.splitlines() if line.count(" | ") == 8 and not line.startswith("| extractor")]
+    return {line.split(" | ")[0].strip("| "): line.split(" | ")[1:] for line in table}
+
+
+def test_report_and_bench_script(quality, monkeypatch, capsys, tmp_path):
     report = markdown_report(quality)
     assert "| detector vs proxy label | TP | FP | FN | prevalence | precision | recall | F1 |" in report
     assert "| field | token F1 (all records) | token F1 (gold non-empty) |" in report
     assert PROXY_NOTE in report and "not a gold PICO or design annotation" in report
-    monkeypatch.setattr(sys, "argv", ["eval_pico.py", "--skip-demo"])
+    # --expert reads another file of the same CoNLL form (EBM-NLP's expert test split is kept outside the repository):
+    # here the first 12 held-out abstracts of the dev split, cut from the fixture as they stand
+    source = (ROOT / "tests" / "fixtures" / "ebmnlp" / "ebmnlp_dev.txt").read_text(encoding="utf-8")
+    docs = [d for d in source.split("-DOCSTART- ")[1:] if int(d[1 : d.index(")")]) % 2 == 1][:12]
+    (tmp_path / "expert_slice.txt").write_text("".join(f"-DOCSTART- {d}" for d in docs), encoding="utf-8")
+    monkeypatch.setattr(sys, "argv", ["eval_pico.py", "--skip-demo", "--expert", str(tmp_path / "expert_slice.txt")])
     runpy.run_path(str(ROOT / "bench" / "eval_pico.py"), run_name="__main__")
     out = capsys.readouterr().out
     assert "held-out odd-PMID half (crowd labels): 491 abstracts" in out
-    table = [line for line in out.splitlines() if line.count(" | ") == 8 and not line.startswith("| extractor")]
-    rows = {line.split(" | ")[0].strip("| "): line.split(" | ")[1:] for line in table}
-    learned = next(name for name in rows if name.startswith("learned:pico-crf-v1@"))
+    rows = _table(out, "EBM-NLP dev split, held-out")
+    learned = next(name for name in rows if name.startswith("learned:pico-crf-v2@"))
     assert {"baseline:section-lead", "rules:pico-cues-v2", learned} <= set(rows)
-    # the issue's bar on the held-out half: value precision >= 0.70 and recall >= 0.60 for P, I and O, and token
-    # macro-F1 clearly above the rules' (measured: 0.279 vs 0.180; the baseline 0.191)
+    # the issue's bar on the held-out half, strict reading: value precision >= 0.70 and precise recall (a value on
+    # the field's labels) >= 0.60 for P, I and O, and token macro-F1 clearly above the rules' (docs/pico.md)
     for cell in rows[learned][:3]:
-        precision, recall = map(float, cell.split(" / "))
-        assert precision >= 0.70 and recall >= 0.60, cell
+        precision, any_value, precise = map(float, cell.split(" / "))
+        assert precision >= 0.70 and precise >= 0.60 and precise <= any_value, cell
+    assert rows["baseline:section-lead"][0].split(" / ")[1] == "1.000"  # a fill rate: the baseline always fills
     macro = {name: float(cells[6]) for name, cells in rows.items()}
     assert macro[learned] >= macro["rules:pico-cues-v2"] + 0.08, macro
     assert "Tagger labels on every token of the same 491 abstracts" in out
+    expert = _table(out, "Expert labels (expert_slice.txt): 12 abstracts")
+    assert set(expert) == set(rows) and "Tagger labels on every token of the same 12 abstracts" in out

@@ -140,8 +140,42 @@ def read_ebmnlp(path: str | Path) -> list[LabelledAbstract]:
     return [d for d in docs if d.sentences]
 
 
+def read_intervention_labels(root: str | Path) -> list[LabelledAbstract]:
+    """EBM-NLP's difficulty release unpacked (bepnye/EBM-NLP `ebm_nlp_difficulty.tar.gz`): `documents/<PMID>.tokens`,
+    one token a line, and `annotations/<subset>/interventions/<PMID>.ann`, one 0/1 a line. Intervention labels only
+    (I-INT or O: these abstracts say nothing of P or O). An abstract labelled in two subsets keeps the first subset's
+    labels in name order ("difficult" before "random")."""
+    root = Path(root)
+    docs: dict[int, LabelledAbstract] = {}
+    for ann in sorted(root.glob("annotations/*/interventions/*.ann")):
+        pmid = int(ann.stem) if ann.stem.isdigit() else None
+        if pmid is None or pmid in docs:
+            continue
+        tokens_path = root / "documents" / f"{pmid}.tokens"
+        try:
+            words = tokens_path.read_text(encoding="utf-8").split("\n")
+        except OSError as exc:
+            raise EbmNlpFormatError(f"{tokens_path}: tokens of {ann} unreadable ({exc})") from exc
+        labels = ann.read_text(encoding="utf-8").split()
+        words = words[: len(words) - 1] if words and not words[-1] else words
+        if len(words) != len(labels) or set(labels) - {"0", "1"}:
+            raise EbmNlpFormatError(f"{ann}: {len(labels)} labels of 0/1 expected for {len(words)} tokens")
+        tokens = [Token(w, FIELD_LABELS["I"] if lab == "1" else "O") for w, lab in zip(words, labels, strict=True)]
+        docs[pmid] = LabelledAbstract(pmid, [tokens])
+    return [docs[p] for p in sorted(docs)]
+
+
+def interventions_only(doc: LabelledAbstract) -> LabelledAbstract:
+    """The abstract with its intervention labels only (P and O labels read as outside), as the intervention tagger
+    learns them."""
+    label = FIELD_LABELS["I"]
+    sentences = [[Token(t.text, t.label if t.label == label else "O") for t in s] for s in doc.sentences]
+    return LabelledAbstract(doc.pmid, sentences)
+
+
 def halves(docs: Sequence[LabelledAbstract]) -> dict[str, list[LabelledAbstract]]:
-    """The split by PMID parity: rules were developed on "even" and are reported on both."""
+    """The split by PMID parity: the learned tagger is trained (and the rules were developed) on "even"; "odd" is
+    the held-out part bench/eval_pico.py reports on."""
     return {"even": [d for d in docs if d.pmid % 2 == 0], "odd": [d for d in docs if d.pmid % 2 == 1]}
 
 
@@ -210,7 +244,14 @@ class FieldScore:
 
     @property
     def recall(self) -> float:
+        """Share of abstracts with a labelled field that get any value (a wrong value counts: a filled-cell rate)."""
         return self.found / self.present if self.present else 0.0
+
+    @property
+    def precise_recall(self) -> float:
+        """Share of abstracts with a labelled field whose value is precise (on the field's labels): the strict
+        recall, which a value on the wrong words does not earn."""
+        return self.precise / self.present if self.present else 0.0
 
     @property
     def token_f1(self) -> float:
@@ -287,35 +328,12 @@ __all__ = [
     "content_tokens",
     "detokenize",
     "halves",
-    "markdown_table",
+    "interventions_only",
     "read_ebmnlp",
+    "read_intervention_labels",
     "run_values",
     "score_values",
     "section_label",
     "section_lead",
     "value_share",
 ]
-
-
-def markdown_table(docs: Sequence[LabelledAbstract], extractors: Mapping[str, FieldValues]) -> str:
-    """Value precision / recall / token F1 of P, I and O per extractor on both PMID halves, as Markdown."""
-    rows = []
-    for name, extract in extractors.items():
-        for half, part in halves(docs).items():
-            scores = score_values(part, run_values(extract, part))
-            cells = [f"{s.value_precision:.3f} / {s.recall:.3f} / {s.token_f1:.3f}" for s in scores.values()]
-            rows.append(f"| {name} | {half} ({len(part)}) | " + " | ".join(cells) + " |")
-    return "\n".join(
-        [
-            f"## EBM-NLP dev split ({len(docs)} crowd-labelled RCT abstracts), value precision / recall / token F1",
-            "",
-            "| extractor | PMID half (abstracts) | P | I (all arms) | O |",
-            "|---|---|---|---|---|",
-            *rows,
-            "",
-            f"A value is precise when >= {PRECISE_SHARE:.0%} of its content tokens (stop words dropped) fall on tokens "
-            "labelled for the field in the sentence it aligns to (each '; ' arm aligned on its own); recall is the share "
-            "of abstracts with a labelled field that get a value; token F1 is over all labelled token positions. Rules "
-            "were developed on the even half; the odd half is held out.",
-        ]
-    )

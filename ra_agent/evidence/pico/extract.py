@@ -156,10 +156,11 @@ def default_extractor(cfg: Config | None = None) -> RuleExtractor | LearnedExtra
 
 
 def pico_code_version() -> str:
-    """What the PICO records depend on: the learned model's name and version and the rules' name."""
-    from ra_agent.evidence.pico.learned import model_version
+    """What the PICO records depend on: the learned model's name and version, the version of the code that turns its
+    spans into fields (`learned.spans_version`) and the rules' name."""
+    from ra_agent.evidence.pico.learned import model_version, spans_version
 
-    return f"{model_version()}+{RULES_NAME}"
+    return f"{model_version()}+{spans_version()}+{RULES_NAME}"
 
 
 # --------------------------------------------------------------------------- consistency guard and eligibility

@@ -1,11 +1,13 @@
-"""The learned PICO tagger: a linear-chain CRF over token features, trained on EBM-NLP labels, and its spans as fields.
+"""The learned PICO tagger: linear-chain CRFs over token features, trained on EBM-NLP labels, and its spans as fields.
 
-Tokens get P / I / O labels (EBM-NLP's I-PAR, I-INT, I-OUT); contiguous runs are spans. Spans become ra's fields:
-P the most confident population span, I and C the distinct intervention spans split by the trial's arm structure
-(control arms such as placebo or usual care, and the arm the rules call the comparator, go to C), O the most confident
-distinct outcome spans. StudyDesign, PopulationAge and SampleSize stay with the design and population rules. Every
-value carries the sentence it came from as its cue. `scripts/train_pico_tagger.py` builds the shipped model
-(deterministic: the same data give the same file).
+Two CRFs label tokens: the P/I/O tagger (EBM-NLP's crowd labels I-PAR, I-INT, I-OUT) gives P and O, the intervention
+tagger (the expert intervention labels of EBM-NLP's difficulty release) gives I. Contiguous runs are spans. Spans
+become ra's fields: P the most confident population span, I and C the distinct intervention spans split by the trial's
+arm structure (control arms such as placebo or usual care go to C; otherwise the second arm named, or the rules'
+comparator when the tagger names none), O the most confident distinct outcome spans that are not treatments.
+StudyDesign, PopulationAge and SampleSize stay with the design and population rules. Every value carries the sentence
+it came from as its cue. `scripts/train_pico_tagger.py` builds the shipped models (deterministic: the same data give
+the same files); `scripts/tune_pico_spans.py` chose the span rules on dev parts.
 """
 
 from __future__ import annotations
@@ -13,30 +15,47 @@ from __future__ import annotations
 import hashlib
 import re
 import string
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from pathlib import Path
 
-from ra_agent.evidence.pico.arms import _DOSE_ONLY, find_arms
+from ra_agent.evidence.pico.arms import _DOSE_ONLY, _KEY_STOP, _key_word, _rank_active, find_arms
 from ra_agent.evidence.pico.design import find_design
 from ra_agent.evidence.pico.ebmnlp import FIELD_LABELS, LabelledAbstract, content_tokens, section_label
 from ra_agent.evidence.pico.population import find_age, find_sample_size
+from ra_agent.evidence.pico.rules import RULES_NAME
 from ra_agent.evidence.pico.text import Doc, Found, _snippet, sentences
 from ra_agent.models import Paper
 
 MODEL_PATH = Path(__file__).with_name("models") / "pico-crf-v1.crfsuite"
-MODEL_BASE = "learned:pico-crf-v1"
+INTERVENTION_MODEL_PATH = MODEL_PATH.with_name("pico-crf-int-v1.crfsuite")
+MODEL_BASE = "learned:pico-crf-v2"
 LABELS = {v: k for k, v in FIELD_LABELS.items()}  # "I-PAR" → "P", ...
 MAX_ARMS = 2
-MORE_ARMS_CONFIDENCE = 0.95  # an experimental arm after the first is named only when the tagger is this sure of it
-MAX_OUTCOMES = 3
+COMPARATOR_MENTIONS = 2  # a second active arm is the comparator when named this often (or the rules name it)
 ARM_WORDS = 8  # arms of more content words than this rank after the shorter ones
 MAX_SPAN_TOKENS = 40
-# A span is kept when the tagger's mean marginal probability of its label is at least this much. These thresholds and
-# the arm and outcome counts were chosen with a model trained on PMIDs = 0 mod 4 and scored on PMIDs = 2 mod 4 (both
-# inside the training half), never on the held-out half.
-MIN_CONFIDENCE = {"P": 0.8, "I": 0.7, "O": 0.8}
+
+
+@dataclass(frozen=True)
+class SpanRules:
+    """A span is kept when the tagger's mean marginal probability of its label reaches the field's minimum, picked by
+    scripts/tune_pico_spans.py (trained on PMIDs = 0, scored on 2 mod 4 of the training half; never the held-out)."""
+
+    min_p: float = 0.6
+    min_i: float = 0.5
+    min_o: float = 0.8
+    outcome_floor: float = 0.3  # no outcome span reaches min_o: the most confident one at or above this is taken
+    more_arms: float = 0.95  # an experimental arm after the first is named only when the tagger is this sure of it
+    max_outcomes: int = 3
+
+    def minimum(self, field_name: str) -> float:
+        return {"P": self.min_p, "I": self.min_i, "O": self.min_o}[field_name]
+
+
+SPAN_RULES = SpanRules()
 
 _TOKEN = re.compile(r"\b[A-Z]\.(?=\s+[a-z])|[A-Za-z0-9]+(?:[-'’.,/][A-Za-z0-9]+)*|[^\sA-Za-z0-9]")  # "H. pylori"
 _SECTION_KINDS = (
@@ -56,6 +75,12 @@ _GENERIC = frozenset(
 _GENERIC_OUTCOME = frozenset(
     "efficacy safety tolerability effectiveness effect effects outcome outcomes results response clinical effective "
     "safe tolerated well superior better".split()
+)
+# Drug-name stems of the WHO International Nonproprietary Names (common ones): a word ending so names a drug.
+_DRUG_STEM = re.compile(
+    r"(?:azepam|azolam|caine|cillin|conazole|coxib|cycline|dipine|dronate|floxacin|gliptin|glitazone|lukast|mab|"
+    r"mycin|nidazole|olol|parin|platin|pride|prazole|pril|profen|rubicin|sartan|semide|setron|statin|taxel|terol|"
+    r"tidine|tinib|toin|trexate|triptan|vir|zosin)$"
 )
 _DESIGN_WORDS = frozenset(
     "double single triple blind placebo controlled randomized randomised open label crossover parallel trial study "
@@ -194,37 +219,77 @@ def training_sequences(doc: LabelledAbstract) -> list[tuple[list[list[str]], lis
 # --------------------------------------------------------------------------- the model
 
 
+def _model_files() -> tuple[Path, Path]:
+    return MODEL_PATH, INTERVENTION_MODEL_PATH
+
+
 @cache
 def model_version() -> str:
-    """The shipped model's name and the first 8 hex digits of its SHA-256 ("learned:pico-crf-v1@1a2b3c4d")."""
-    try:
-        digest = hashlib.sha256(MODEL_PATH.read_bytes()).hexdigest()[:8]
-    except OSError as exc:
-        raise PicoModelError(f"{MODEL_PATH}: PICO model unreadable ({exc}); run scripts/train_pico_tagger.py") from exc
-    return f"{MODEL_BASE}@{digest}"
+    """The tagger's name and the first 8 hex digits of its two model files' SHA-256 ("learned:pico-crf-v2@1a2b3c4d")."""
+    digest = hashlib.sha256()
+    for path in _model_files():
+        try:
+            digest.update(path.read_bytes())
+        except OSError as exc:
+            raise PicoModelError(f"{path}: PICO model unreadable ({exc}); run scripts/train_pico_tagger.py") from exc
+    return f"{MODEL_BASE}@{digest.hexdigest()[:8]}"
 
 
 @cache
-def crf_tagger():
-    """The shipped CRF, opened once per process."""
+def spans_version() -> str:
+    """How tokens are read and spans become fields: "spans@" + 8 hex digits of this module's SHA-256. It goes into
+    `pico_code_version`, so a change to that code (not only a new model file) shows the extractions stale in Dagster."""
+    return "spans@" + hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:8]
+
+
+def _open(path: Path):
     import pycrfsuite
 
     tagger = pycrfsuite.Tagger()  # pyright: ignore[reportAttributeAccessIssue] - compiled module, no stubs
     try:
-        tagger.open(str(MODEL_PATH))
+        tagger.open(str(path))
     except (OSError, ValueError) as exc:
-        raise PicoModelError(f"{MODEL_PATH}: cannot open the PICO model ({exc})") from exc
+        raise PicoModelError(f"{path}: cannot open the PICO model ({exc})") from exc
     return tagger
 
 
-def tag_paper(paper: Paper) -> list[TaggedSentence]:
-    """The paper's sentences with a P / I / O / "O" (outside) label per token."""
+@dataclass(frozen=True)
+class Taggers:
+    """The two CRFs: `pio` labels P / I / O tokens (EBM-NLP's crowd labels); `interventions` labels intervention
+    tokens (the difficulty release's labels), and its labels replace `pio`'s I labels (`None`: keep them, as the
+    tuning script compares)."""
+
+    pio: object
+    interventions: object | None
+
+
+@cache
+def crf_taggers() -> Taggers:
+    """The shipped CRFs, opened once per process."""
+    return Taggers(_open(MODEL_PATH), _open(INTERVENTION_MODEL_PATH))
+
+
+def tag_items(items: Sequence[Sequence[str]], taggers: Taggers | None = None) -> tuple[list[str], list[float]]:
+    """A P / I / O / "" (outside) label per token of one sentence's features, and the tagger's marginal probability
+    of it: P and O from the P/I/O tagger, I from the intervention tagger (the shipped models unless `taggers`)."""
+    taggers = taggers or crf_taggers()
+    pio, interventions = taggers.pio, taggers.interventions
+    labels = pio.tag(items)  # pyright: ignore[reportAttributeAccessIssue]
+    tags = [LABELS.get(t, "") for t in labels]
+    confidence = [pio.marginal(t, i) if t != "O" else 1.0 for i, t in enumerate(labels)]  # pyright: ignore
+    for i, label in enumerate(interventions.tag(items) if interventions else ()):  # pyright: ignore
+        if label != "O":
+            tags[i], confidence[i] = "I", interventions.marginal(label, i)  # pyright: ignore
+        elif tags[i] == "I":
+            tags[i], confidence[i] = "", 1.0
+    return tags, confidence
+
+
+def tag_paper(paper: Paper, taggers: Taggers | None = None) -> list[TaggedSentence]:
+    """The paper's sentences, each token labelled by `tag_items`."""
     rows = paper_sentences(paper)
-    tagger = crf_tagger()
     for row, items in zip(rows, paper_items(rows), strict=True):
-        labels = tagger.tag(items)
-        row.tags = [LABELS.get(t, "") for t in labels]
-        row.confidence = [tagger.marginal(t, i) if t != "O" else 1.0 for i, t in enumerate(labels)]
+        row.tags, row.confidence = tag_items(items, taggers)
     return rows
 
 
@@ -247,6 +312,11 @@ class Span:
 _TRIM_LEAD = re.compile(
     r"^(?:(?:the|a|an|of|and|or|with|in|to|for|on|either|both|receive|received|total of|overall)\s+)+", re.I
 )
+_RESULT_LEAD = re.compile(  # an outcome span opening with its result ("no significant difference in healing")
+    r"^(?:(?:no|a|any|the)\s+)?(?:(?:statistically\s+)?significant(?:ly)?\s+)?"
+    r"(?:differences?|changes?|improvements?|reductions?|increases?|decreases?)\s+(?:in|of)\s+",
+    re.I,
+)
 _ENROLLED = re.compile(  # a P or O span's own verb and what follows ("... were enrolled", "... was low")
     r"(?<!\bwho)(?<!\bthat)(?<!\bwhich)\s+(?:has|have|had|is|are|was|were)\b.*$",
     re.I,
@@ -256,7 +326,7 @@ _TRIM_TAIL = re.compile(r"(?:\s+(?:the|a|an|of|and|or|with|in|to|for|on|was|were
 
 _ARM_MARK = re.compile(r"(?:^|(?<=\s))\(?(?:[IVX]{1,4}|[A-Ha-h]|[1-9])\)\s*")  # "II) ", "(b) "
 _SIZE_NOTE = re.compile(r"\s*\(?\s*\b[nN]\s*=\s*\d+\s*\)?")  # "(n = 40)"
-_ARM_SPLIT = re.compile(r"\s*;\s*|,?\s+(?:vs\.?|versus|compared (?:with|to)|or)\s+", re.I)
+_ARM_SPLIT = re.compile(r"\s*;\s*|,?\s+(?:vs\.?|versus|compared (?:with|to)|or)\s+|(?<=\)),\s+(?:and\s+)?", re.I)
 _CONTROL = re.compile(
     r"^(?:(?:an?|the|identical|matching|matched|inactive|dummy|oral|intravenous|saline)\s+)*"
     r"(?:placebos?|sham|vehicle|usual care|standard care|no (?:treatment|therapy|intervention|supplementation))\b|"
@@ -265,12 +335,14 @@ _CONTROL = re.compile(
 )
 
 
-_CLAUSE = re.compile(r"\s+(?:was|were|is|are|had|has|have|who|which|that)\b.*$", re.I)
+_KEY_WORD = re.compile(r"[a-z][\w-]{3,}")  # as arms._key_word reads an arm's words
+_CLAUSE = re.compile(r"(?:^|\s+)(?:was|were|is|are|had|has|have|who|which|that)\b.*$", re.I)
 _LEAD_LABEL = re.compile(r"^[^:]{1,40}:\s+(?=\S)")  # "card data: daily resolution ..."
 
 
 def split_arms(text: str) -> list[str]:
-    """An intervention span cut into its arms ("A vs. B", "A; B"), arm markers and "(n = 40)" notes dropped."""
+    """An intervention span cut into its arms ("A vs. B", "A; B", "A (dose), B (dose)"), arm markers and "(n = 40)"
+    notes dropped."""
     text = _SIZE_NOTE.sub("", _ARM_MARK.sub("", text))
     parts = (_clean(_CLAUSE.sub("", part)) for part in _ARM_SPLIT.split(text))
     return [p for p in parts if content_tokens(p) and not _DOSE_ONLY.match(p) and not _names_design(p)]
@@ -297,7 +369,8 @@ def _clean(text: str) -> str:
 
 
 def spans(rows: Sequence[TaggedSentence]) -> list[Span]:
-    """Contiguous runs of one label, as the text they cover in their sentence."""
+    """Contiguous runs of one label, as the text they cover in their sentence, each with its mean confidence (the
+    fields keep those that reach `SpanRules`' minimum)."""
     out: list[Span] = []
     offset = 0
     for index, row in enumerate(rows):
@@ -312,13 +385,13 @@ def spans(rows: Sequence[TaggedSentence]) -> list[Span]:
                 text = row.text[row.tokens[i][1] : row.tokens[j_end][2]]
                 conf = row.confidence[i : j_end + 1] if row.confidence else [1.0]
                 mean = sum(conf) / len(conf)
-                if mean >= MIN_CONFIDENCE[tag]:
-                    if tag == "I":
-                        parts = split_arms(text)
-                    else:
-                        cleaned = _clean(_LEAD_LABEL.sub("", _ENROLLED.sub("", text)))
-                        parts = [cleaned] if content_tokens(cleaned) else []
-                    out += [Span(tag, part, index, offset + i, mean) for part in parts]
+                if tag == "I":
+                    parts = split_arms(text)
+                else:
+                    cleaned = _clean(_LEAD_LABEL.sub("", _ENROLLED.sub("", text)))
+                    cleaned = _RESULT_LEAD.sub("", cleaned) if tag == "O" else cleaned
+                    parts = [cleaned] if content_tokens(cleaned) else []
+                out += [Span(tag, part, index, offset + i, mean) for part in parts]
             i = j + 1
         offset += len(row.tokens)
     return out
@@ -354,57 +427,143 @@ def _population(found: list[Span]) -> Span | None:
     return max(body, key=lambda s: (s.confidence, -s.start), default=None)
 
 
-def _arms(found: list[Span], rules_c: str) -> tuple[list[Span], list[Span]]:
-    """Intervention spans as (experimental arms, comparator arms): an arm is a comparator when it reads as a control
-    (placebo, sham, usual care, no treatment, control) or is the arm the rules took as the comparator; experimental
-    arms are ranked short ones first, then by how often they are named, then by first mention."""
-    control_words = set(content_tokens(rules_c)) - _GENERIC
-    distinct = _distinct(found)
-    counts = {id(s): sum(bool(s.key & o.key - _GENERIC) for o in found) for s in distinct}
+@dataclass(frozen=True)
+class ArmHints:
+    """What the rules read of the trial's arm structure (`arms.find_arms`): their I and C values and the document,
+    whose "A superior to B" sentences and title rank the arms."""
+
+    rules_i: str = ""
+    rules_c: str = ""
+    rules_c_cue: str = ""
+    doc: Doc | None = None
+
+    @classmethod
+    def of(cls, doc: Doc) -> ArmHints:
+        rules_i, rules_c = find_arms(doc)
+        c_value, c_cue = (rules_c.value, rules_c.cue) if rules_c else ("", "")
+        return cls(rules_i.value if rules_i else "", c_value, c_cue, doc)
+
+
+def _arm_keys(arms: Sequence[Span], found: Sequence[Span]) -> dict[int, str]:
+    """Each arm's drug or device word: of its distinctive words (`arms._key_word`'s), the first that opens another of
+    the intervention spans found ("proton pump inhibitor rabeprazole" → rabeprazole when "rabeprazole" is named
+    alone), else its first."""
+    words = {id(s): [w for w in _KEY_WORD.findall(s.text.lower()) if w not in _KEY_STOP] for s in {*arms, *found}}
+    firsts = Counter(words[id(s)][0] for s in found if words[id(s)])
+    keys = {}
+    for span in arms:
+        own = words[id(span)]
+        opening = [w for w in own if firsts[w] - (w == own[0] and span in found) > 0]
+        keys[id(span)] = (opening or own or [" ".join(sorted(span.key))])[0]
+    return keys
+
+
+def _arms(found: list[Span], hints: ArmHints, rules: SpanRules) -> tuple[list[Span], list[Span]]:
+    """Intervention spans as (experimental arms, comparator arms), from the trial's arm structure.
+
+    An arm is a control when it reads as one (placebo, sham, usual care, no treatment, control) or says no more
+    than the rules' comparator. The other arms group by their drug or device word (`_arm_keys`), ordered short
+    ones first, then by how often they are named, then by first mention; the groups rank as the rules rank arms
+    (the abstract's "A superior to B" sentences, then the title). The first group's arm is the intervention (a
+    second group's joins it when the tagger is `more_arms` sure of it and a control exists); with no control, the
+    next group named at least COMPARATOR_MENTIONS times (or the rules' I or C), short and sharing no word with the
+    intervention, is the comparator."""
+    c_key, i_key = _key_word(hints.rules_c), _key_word(hints.rules_i)
+    control_words = set(content_tokens(hints.rules_c)) - _GENERIC
     control, active = [], []
-    for span in distinct:
+    for span in _distinct(found):
         is_control = _CONTROL.match(span.text) or (control_words and span.key - _GENERIC <= control_words)
         (control if is_control else active).append(span)
-    ranked = sorted(active, key=lambda s: (len(s.key) > ARM_WORDS, -counts[id(s)], s.start))
-    ranked = ranked[:1] + [s for s in ranked[1:] if s.confidence >= MORE_ARMS_CONFIDENCE][: MAX_ARMS - 1]
-    return sorted(ranked, key=lambda s: s.start), control[:MAX_ARMS]
+    keys = _arm_keys([*control, *active], found)
+    groups: dict[str, list[Span]] = {}
+    counts = {id(s): sum(bool(s.key & o.key - _GENERIC) for o in found) for s in active}
+    for span in sorted(active, key=lambda s: (len(s.key) > ARM_WORDS, -counts[id(s)], s.start)):
+        groups.setdefault(keys[id(span)], []).append(span)
+    found_words = [set(_KEY_WORD.findall(s.text.lower())) for s in found]
+    named = {k: sum(k in words for words in found_words) for k in groups}
+    control_keys = {keys[id(s)] for s in control}
+    order = list(groups)
+    if hints.doc is not None and len(order) > 1:  # controls rank too: "A superior to placebo" votes for A
+        order = _rank_active([*order, *(control_keys - set(order))], hints.doc)  # a key word is its own key word
+    order = [k for k in order if k in groups and k not in control_keys]
+    if not order:
+        return [], control[:MAX_ARMS]
+    experimental = groups[order[0]][:1]
+    lead_words = set(_KEY_WORD.findall(experimental[0].text.lower())) - _KEY_STOP
+    rest = [
+        groups[k][0]
+        for k in order[1:]
+        if (named[k] >= COMPARATOR_MENTIONS or k in (c_key, i_key))
+        and len(groups[k][0].key) <= ARM_WORDS
+        and not lead_words & set(_KEY_WORD.findall(groups[k][0].text.lower()))
+    ]
+    if control:
+        experimental += [s for s in rest if s.confidence >= rules.more_arms][: MAX_ARMS - 1]
+        return sorted(experimental, key=lambda s: s.start), control[:MAX_ARMS]
+    return experimental, rest[:1]
 
 
-def _outcomes(found: list[Span]) -> list[Span]:
-    """The most confident distinct outcome spans, in text order."""
-    ranked = sorted(found, key=lambda s: (-s.confidence, s.start))
-    return sorted(_distinct(ranked, _GENERIC_OUTCOME)[:MAX_OUTCOMES], key=lambda s: s.start)
+def _names_only_treatments(span: Span, treatment_words: set[str]) -> bool:
+    """Whether every word of an outcome span (of three letters or more, generic outcome words aside) is a word the
+    tagger labels as an intervention in this abstract or has a drug-name stem ("phenytoin, (R)-warfarin, and
+    cisapride"): treatments, not an outcome."""
+    words = [w for w in span.key - _GENERIC_OUTCOME if len(w) >= 3 and not w.isdigit()]
+    return bool(words) and all(w in treatment_words or _DRUG_STEM.search(w) for w in words)
+
+
+def _opens_with(span: Span, treatment_words: set[str]) -> bool:
+    """Whether an outcome span opens with a treatment ("omeprazole generate very high healing rates"): a sentence
+    read as an outcome, not a measure (a measure of a drug names it after: "AUC of cisapride")."""
+    words = content_tokens(span.text)
+    return len(words) > 1 and words[0] in treatment_words
+
+
+def _outcomes(found: list[Span], treatments: list[Span], rules: SpanRules) -> list[Span]:
+    """The most confident distinct outcome spans that name more than treatments and do not open with one, in text
+    order; when none reaches `min_o`, the most confident one reaching `outcome_floor`."""
+    treatment_words = {w for s in treatments for w in s.key}
+    kept = [s for s in found if not _names_only_treatments(s, treatment_words) and not _opens_with(s, treatment_words)]
+    ranked = sorted(kept, key=lambda s: (-s.confidence, s.start))
+    chosen = _distinct([s for s in ranked if s.confidence >= rules.min_o], _GENERIC_OUTCOME)[: rules.max_outcomes]
+    if not chosen:
+        chosen = _distinct([s for s in ranked if s.confidence >= rules.outcome_floor], _GENERIC_OUTCOME)[:1]
+    return sorted(chosen, key=lambda s: s.start)
 
 
 def fields_from_spans(
-    rows: Sequence[TaggedSentence], name: str, rules_c: str = ""
+    rows: Sequence[TaggedSentence], name: str, hints: ArmHints = ArmHints(), rules: SpanRules = SPAN_RULES
 ) -> tuple[dict[str, str], dict[str, str]]:
-    """(field → value, field → cue) of P, I, C and O from the tagged sentences."""
+    """(field → value, field → cue) of P, I, C and O from the tagged sentences; `hints` carry the rules' arm
+    structure (their comparator is the fallback when the tagger names none)."""
     found = spans(rows)
-    by_field = {f: [s for s in found if s.field == f] for f in ("P", "I", "O")}
+    by_field = {f: [s for s in found if s.field == f and s.confidence >= rules.minimum(f)] for f in ("P", "I")}
+    outcomes = _outcomes([s for s in found if s.field == "O"], [s for s in found if s.field == "I"], rules)
     values: dict[str, str] = {}
     cues: dict[str, str] = {}
     population = _population(by_field["P"])
     if population:
         values["P"], cues["P"] = population.text, _cue(rows, population, name)
-    active, control = _arms(by_field["I"], rules_c)
+    active, control = _arms(by_field["I"], hints, rules)
     named = [s for s in control if not _CONTROL.match(s.text)]  # comparators only by the rules' hint
     if not active and named:  # the only named arm is the intervention, whatever the rules took it for
         active, control = named[:1], [s for s in control if s is not named[0]]
-    for key, chosen in (("I", active), ("C", control), ("O", _outcomes(by_field["O"]))):
+    for key, chosen in (("I", active), ("C", control), ("O", outcomes)):
         if chosen:
             values[key] = "; ".join(s.text for s in chosen)
             cues[key] = " | ".join(_cue(rows, s, name) for s in chosen)
+    i_keys = {_key_word(v) for v in values.get("I", "").split("; ")}
+    if "C" not in values and hints.rules_c and _key_word(hints.rules_c) not in i_keys:
+        values["C"], cues["C"] = hints.rules_c, f"{RULES_NAME} (no comparator span) {hints.rules_c_cue}"
     return values, cues
 
 
-def extract(paper: Paper) -> dict[str, Found]:
+def extract(paper: Paper, taggers: Taggers | None = None, rules: SpanRules = SPAN_RULES) -> dict[str, Found]:
     """Every field for one paper: P, I, C, O from the tagger's spans; StudyDesign, PopulationAge and SampleSize
-    (and the comparator hint from the arm structure) from the rules."""
+    (and the comparator hint from the arm structure) from the rules. `taggers` and `rules` default to the shipped
+    models and span rules (scripts/tune_pico_spans.py passes others)."""
     name = model_version()
     doc = Doc(paper)
-    _, rules_c = find_arms(doc)
-    values, cues = fields_from_spans(tag_paper(paper), name, rules_c.value if rules_c else "")
+    values, cues = fields_from_spans(tag_paper(paper, taggers), name, ArmHints.of(doc), rules)
     found = {k: Found(v, cues[k]) for k, v in values.items()}
     for key, rule in (("StudyDesign", find_design), ("PopulationAge", find_age), ("SampleSize", find_sample_size)):
         hit = rule(doc)
@@ -414,11 +573,16 @@ def extract(paper: Paper) -> dict[str, Found]:
 
 
 __all__ = [
+    "ArmHints",
     "MODEL_BASE",
     "MODEL_PATH",
-    "crf_tagger",
+    "INTERVENTION_MODEL_PATH",
+    "Taggers",
+    "crf_taggers",
     "PicoModelError",
+    "SPAN_RULES",
     "Span",
+    "SpanRules",
     "TaggedSentence",
     "extract",
     "fields_from_spans",
@@ -428,6 +592,8 @@ __all__ = [
     "section_kinds",
     "sentence_features",
     "spans",
+    "spans_version",
+    "tag_items",
     "tag_paper",
     "tokenize",
     "training_sequences",

@@ -6,10 +6,16 @@ sentence that allocates patients to the arm ("rabeprazole 20 mg (n = 188)", "102
 A percentage becomes a count only when some integer count reproduces it at the precision it is printed with, and
 never from a per-protocol sentence (its denominator is not the arm size). Each datum carries the sentence(s) it
 came from, so every number can be traced back to the abstract; the extractor is named in every datum.
+
+Continuous results are read as "mean ± dispersion" ("12.1 +/- 7.9", "12.1 (SD 7.9)") with the arm size from an
+allocation sentence, only when the abstract says what the dispersion is: a standard deviation is kept as stated,
+a standard error becomes SD = SE × √n (Cochrane Handbook 6.5.2.2); an unlabelled "±" is not read. pH,
+concentration and pharmacokinetic sentences are not outcomes and are skipped, as are adverse events.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
@@ -18,7 +24,7 @@ from typing import Any
 from ra_agent.evidence.pico.text import NUMBER, parse_number, sections_of, sentences
 from ra_agent.models import Paper
 
-EXTRACTOR = "rules:arm-numbers-v1"
+EXTRACTOR = "rules:arm-numbers-v2"
 
 # Drugs named by their INN stem (PPIs "-prazole", H2-receptor antagonists "-tidine") or by name, and placebo.
 DRUG = (
@@ -63,7 +69,7 @@ _UNIT_WEEKS = {"w": 1.0, "m": 52 / 12, "d": 1 / 7, "y": 52.0}
 _SMALL = {"one": 1, "two": 2, "three": 3, "four": 4, "six": 6, "eight": 8, "twelve": 12}
 
 _SKIP = re.compile(r"\badverse|\bside[- ]effects?|\bwithdr[ae]w|\bheadache|\bdiarrh|\bnausea|\bgastrin|\bscreened\b|"
-                   r"\bcompleted the (?:study|trial)|\bsmok", re.I)  # fmt: skip
+                   r"\bcompleted the (?:study|trial)|\bsmok|\bpH\b|\bconcentrations?\b|pharmacokinetic|\bAUC\b", re.I)  # fmt: skip
 _PER_PROTOCOL = re.compile(r"per[- ]protocol|protocol[- ]correct|\bcompleted\b|\bevaluable\b", re.I)
 _OUTCOMES = (
     ("remission", re.compile(r"\b(?:neither|no|without|free (?:of|from))\b[^.;]{0,60}\b(?:relapse|recurren)", re.I)),
@@ -91,6 +97,12 @@ class ArmDatum:
     sentence: str  # the sentence stating the result
     size_sentence: str  # the sentence stating the arm size when the total came from there, else ""
     extractor: str = EXTRACTOR
+    mean: float | None = None  # a continuous result: mean and standard deviation over `total` patients
+    sd: float | None = None
+
+    @property
+    def continuous(self) -> bool:
+        return self.mean is not None
 
     @property
     def percent(self) -> float:
@@ -111,7 +123,7 @@ class _Mention:
 # ----------------------------------------------------------------------------- sentence analysis
 
 
-def _normalise(text: str) -> str:
+def normalise_text(text: str) -> str:
     """The text the rules read: number words as digits ("One hundred and two" → "102"), dummy placebos blanked.
     Data quote the original sentence, not this one."""
 
@@ -147,6 +159,12 @@ def _mentions(text: str, aliases: dict[str, tuple[str, str]]) -> list[_Mention]:
     return sorted(found + out, key=lambda f: f.start)
 
 
+def arms_in(text: str) -> list[tuple[str, str]]:
+    """(arm label, drug) of every arm the rules find in `text` ("omeprazole 20 mg", "omeprazole"), in order."""
+    text = normalise_text(text)
+    return list(dict.fromkeys((_arm_label(m.drug, m.dose), m.drug) for m in _mentions(text, _aliases(text))))
+
+
 def _aliases(text: str) -> dict[str, tuple[str, str]]:
     """Abbreviations the abstract defines for an arm: "pantoprazole (PANT) 40 mg", "lansoprazole 30 mg daily (LAN30)"."""
     out: dict[str, tuple[str, str]] = {}
@@ -162,7 +180,7 @@ def _aliases(text: str) -> dict[str, tuple[str, str]]:
     return out
 
 
-def _times(text: str) -> list[tuple[int, float]]:
+def time_points(text: str) -> list[tuple[int, float]]:
     """(position, weeks) of each time point: "after 4 and 8 weeks" gives two, "wk 4", "12 months", "day 14"."""
     out: list[tuple[int, float]] = []
     for m in _TIME_LIST.finditer(text):
@@ -182,7 +200,7 @@ def _times(text: str) -> list[tuple[int, float]]:
     return sorted(out)
 
 
-def _outcome(text: str) -> str:
+def outcome_class(text: str) -> str:
     return next((name for name, rx in _OUTCOMES if rx.search(text)), "")
 
 
@@ -193,11 +211,44 @@ class _Number:
     total: int | None
     percent: float | None
     decimals: int
+    mean: float | None = None  # a continuous result ("12.1 +/- 7.9")
+    sd: float | None = None
+
+
+_MEAN_SD = re.compile(
+    r"(?<![\d.])(?P<mean>[-−]?\d+(?:\.\d+)?)\s*%?\s*(?:±|\+/-|\+/−|\+-)\s*(?P<sd>\d+(?:\.\d+)?)\s*%?"
+    r"|(?<![\d.])(?P<mean2>[-−]?\d+(?:\.\d+)?)\s*\(\s*(?:SD|SEM?|s\.d\.)\s*[=:,]?\s*(?P<sd2>\d+(?:\.\d+)?)\s*\)",
+    re.I,
+)
+_SD_WORDS = re.compile(r"\bSD\b|\bs\.d\.|(?i:standard deviation)")
+_SE_WORDS = re.compile(r"\bSEM?\b|(?i:standard error)")
+
+
+def _continuous(text: str) -> list[_Number]:
+    """The "mean ± dispersion" values of a sentence, in order."""
+    out = []
+    for m in _MEAN_SD.finditer(text):
+        mean, sd = (
+            (m.group("mean"), m.group("sd")) if m.group("mean") is not None else (m.group("mean2"), m.group("sd2"))
+        )
+        out.append(_Number(m.start(), None, None, None, 0, float(mean.replace("−", "-")), float(sd)))
+    return out
+
+
+def dispersion(sentence: str, abstract: str) -> str:
+    """What a "±" of this abstract is: "SD", "SE" (the sentence's own word first, then the abstract's), else ""."""
+    for text in (sentence, abstract):
+        sd, se = bool(_SD_WORDS.search(text)), bool(_SE_WORDS.search(text))
+        if sd != se:
+            return "SD" if sd else "SE"
+    return ""
 
 
 def _numbers(text: str) -> list[_Number]:
-    """Count pairs and percentages in order; percentages inside a CI or P parenthesis and differences are skipped."""
-    masked = _CI_PAREN.sub(lambda m: " " * len(m.group(0)), text)
+    """Count pairs and percentages in order; percentages inside a CI or P parenthesis and differences are skipped,
+    and so are the values of "mean ± dispersion" (read by `_continuous`)."""
+    masked = _MEAN_SD.sub(lambda m: " " * len(m.group(0)), text)
+    masked = _CI_PAREN.sub(lambda m: " " * len(m.group(0)), masked)
     out: list[_Number] = []
     taken: list[tuple[int, int]] = []
     for m in _PAIR.finditer(masked):
@@ -225,7 +276,7 @@ def _numbers(text: str) -> list[_Number]:
     return sorted(out, key=lambda n: n.start)
 
 
-def _count_from_percent(percent: float, decimals: int, total: int) -> int | None:
+def count_from_percent(percent: float, decimals: int, total: int) -> int | None:
     """The count whose share of `total` prints as `percent` at its precision (None when no integer does)."""
     events = round(percent * total / 100)
     return events if 0 <= events <= total and round(100 * events / total, decimals) == percent else None
@@ -244,7 +295,7 @@ def arm_sizes(units: list[str], aliases: dict[str, tuple[str, str]]) -> dict[str
     respectively". Per-protocol and completion counts are not arm sizes."""
     sizes: dict[str, tuple[int, str]] = {}
     for raw in units:
-        text = _normalise(raw)
+        text = normalise_text(raw)
         arms = _mentions(text, aliases)
         if not arms:
             continue
@@ -310,9 +361,9 @@ def _group_assign(
         if groups > 1 and not per_time:
             start = numbers[g * k - 1].start if g else 0
             segment = text[start : numbers[g * k].start]
-            if not _outcome(segment) or (g and _ARM.search(segment)):  # a list per arm, not per outcome: not read
+            if not outcome_class(segment) or (g and _ARM.search(segment)):  # a list per arm, not per outcome: not read
                 return []
-            named = f"{_outcome(segment)}: {_phrase(segment)}"
+            named = f"{outcome_class(segment)}: {_phrase(segment)}"
         for i, arm in enumerate(arms):
             out.append((numbers[g * k + i], arm, t, named))
     return out
@@ -390,11 +441,12 @@ def _nearest(
 
 
 def extract_arm_data(paper: Paper) -> list[ArmDatum]:
-    """Every arm-level dichotomous result the abstract states with both its numbers (see the module docstring)."""
+    """Every arm-level result the abstract states with both its numbers, dichotomous (events/total) or continuous
+    (mean, SD, n); see the module docstring."""
     units = [u for section in sections_of(paper) for u in sentences(section.text)]
     if not units:
         return []
-    whole = _normalise(" ".join(units))
+    whole = normalise_text(" ".join(units))
     aliases = _aliases(whole)
     sizes = arm_sizes(units, aliases)
     doses: dict[str, set[str]] = {}
@@ -403,45 +455,98 @@ def extract_arm_data(paper: Paper) -> list[ArmDatum]:
             doses.setdefault(a.drug, set()).add(a.dose)
     out: list[ArmDatum] = []
     seen: set[tuple[str, str, float | None]] = set()
-    last_times: list[float] = []
+    lasttime_points: list[float] = []
     last_arms: list[_Mention] = []
     last_outcome = ""
     for raw in units:
-        text = _normalise(raw)
-        times = _times(text)
+        text = normalise_text(raw)
+        times = time_points(text)
         arms = _mentions(text, aliases)
-        outcome = _outcome(text) or last_outcome
-        numbers = _numbers(text)
+        outcome = outcome_class(text) or last_outcome
+        numbers, continuous = _numbers(text), _continuous(text)
         if times:
-            last_times = [w for _, w in times]
-        if _SKIP.search(text) or not numbers or not outcome:
+            lasttime_points = [w for _, w in times]
+        kind = dispersion(raw, whole) if continuous else ""
+        if _SKIP.search(text) or not ((numbers and outcome) or (continuous and kind)):
             last_arms, last_outcome = (arms or last_arms), outcome
             continue
-        distinct = _distinct(arms)
         respectively = bool(_RESPECTIVELY.search(text))
-        if not distinct and respectively:
-            distinct = _distinct(last_arms)
+        distinct = _distinct(arms) or (_distinct(last_arms) if respectively else [])
         if not distinct:
             continue
-        interleaved = bool(arms) and any(arms[0].start < n.start < arms[-1].end for n in numbers)
-        time_list = [w for _, w in times] or last_times
-        major = _arm_major_direction(text, arms) if interleaved else ""
-        if (
-            major
-        ):  # "pantoprazole: 84% and 90%, respectively; omeprazole: …" / "61% and 74%, respectively, for omeprazole"
-            assigned = _arm_major(numbers, arms, time_list, outcome, major)
-        elif respectively or not interleaved:
-            assigned = _group_assign(text, numbers, distinct, time_list, outcome)
-        else:
-            assigned = _nearest(text, numbers, arms, times or [(0, w) for w in last_times[-1:]], outcome)
-        for number, arm, weeks, named in assigned:
-            datum = _datum(paper.pmid, raw, number, arm, weeks, named, sizes, doses)
+        layout = _Layout(text, arms, distinct, times, lasttime_points, respectively)
+        found = [_datum(paper.pmid, raw, number, arm, weeks, named, sizes, doses)
+                 for number, arm, weeks, named in layout.assign(numbers, outcome)] if outcome else []  # fmt: skip
+        if continuous and kind and len(_distinct(arms)) >= 2:  # a between-arm result, each arm named in the sentence
+            named = _continuous_outcome(text, continuous[0].start)
+            found += [_continuous_datum(paper.pmid, raw, number, arm, weeks, named, kind, sizes, doses)
+                      for number, arm, weeks, _ in layout.assign(continuous, named, nearest=False)]  # fmt: skip
+        for datum in found:
             key = (datum.arm, datum.outcome, datum.weeks) if datum else ("", "", None)
             if datum and key not in seen:
                 seen.add(key)
                 out.append(datum)
         last_arms, last_outcome = (arms or last_arms), outcome
     return out
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """How a sentence lays its numbers out over its arms (see `assign`)."""
+
+    text: str
+    arms: list[_Mention]
+    distinct: list[_Mention]
+    times: list[tuple[int, float]]
+    lasttime_points: list[float]
+    respectively: bool
+
+    def assign(
+        self, numbers: list[_Number], outcome: str, *, nearest: bool = True
+    ) -> list[tuple[_Number, _Mention, float | None, str]]:
+        """Each number to its arm and time point: per-arm lists ("pantoprazole: 84% and 90%, respectively;
+        omeprazole: …", "61% and 74%, respectively, for omeprazole"), arm-ordered lists ("respectively", or numbers
+        not interleaved with the arms), else (when `nearest`) the arm named nearest to each number."""
+        if not numbers:
+            return []
+        arms = self.arms
+        interleaved = bool(arms) and any(arms[0].start < n.start < arms[-1].end for n in numbers)
+        time_list = [w for _, w in self.times] or self.lasttime_points
+        major = _arm_major_direction(self.text, arms) if interleaved else ""
+        if major:
+            return _arm_major(numbers, arms, time_list, outcome, major)
+        if self.respectively or not interleaved:
+            return _group_assign(self.text, numbers, self.distinct, time_list, outcome)
+        if not nearest:
+            return []
+        return _nearest(self.text, numbers, arms, self.times or [(0, w) for w in self.lasttime_points[-1:]], outcome)
+
+
+_LEAD_WORDS = re.compile(r"\b(?:was|were|is|are|of|in|with|the|a|an|mean|means|and|than|to|for|at|by|from|on|"
+                         r"significantly|respectively|group|groups|patients|treatment|reduced|increased|decreased|"
+                         r"changed?|vs|versus)\b", re.I)  # fmt: skip
+
+
+def _continuous_outcome(text: str, first_value: int) -> str:
+    """The words naming a continuous result: up to four words before its first value that are not arm names or
+    function words ("the GSRS reflux score was 2.67 ± 0.4 with …" → "GSRS reflux score")."""
+    before = _ARM.sub(" ", text[:first_value])
+    words = [w for w in re.findall(r"[A-Za-z][\w-]*", before.split("(")[-1] if "(" in before[-25:] else before)
+             if not _LEAD_WORDS.fullmatch(w)]  # fmt: skip
+    return "mean " + " ".join(words[-4:]).lower() if words else "mean (outcome not named)"
+
+
+def _continuous_datum(pmid: int, sentence: str, number: _Number, arm: _Mention, weeks: float | None, outcome: str,
+                      kind: str, sizes: dict[str, tuple[int, str]], doses: dict[str, set[str]]) -> ArmDatum | None:  # fmt: skip
+    """A continuous datum needs its arm size from an allocation sentence; a standard error becomes SE × √n."""
+    dose = arm.dose or (next(iter(doses[arm.drug])) if len(doses.get(arm.drug, ())) == 1 else "")
+    label = _arm_label(arm.drug, dose)
+    size = sizes.get(label) or _only_size(arm.drug, sizes, doses)
+    if size is None or number.mean is None or number.sd is None or _PER_PROTOCOL.search(sentence):
+        return None
+    sd = number.sd if kind == "SD" else round(number.sd * math.sqrt(size[0]), 4)
+    return ArmDatum(pmid, label, arm.drug, outcome, weeks, 0, size[0], sentence,
+                    "" if size[1] == sentence else size[1], mean=number.mean, sd=sd)  # fmt: skip
 
 
 def _datum(pmid: int, sentence: str, number: _Number, arm: _Mention, weeks: float | None, outcome: str,
@@ -455,7 +560,7 @@ def _datum(pmid: int, sentence: str, number: _Number, arm: _Mention, weeks: floa
         if (
             size is None
             or number.percent is None
-            or _count_from_percent(number.percent, number.decimals, size[0]) != number.events
+            or count_from_percent(number.percent, number.decimals, size[0]) != number.events
         ):
             return None
         return ArmDatum(pmid, label, arm.drug, outcome, weeks, number.events, size[0], sentence,
@@ -465,7 +570,7 @@ def _datum(pmid: int, sentence: str, number: _Number, arm: _Mention, weeks: floa
     size = sizes.get(label) or _only_size(arm.drug, sizes, doses)
     if size is None:
         return None
-    events = _count_from_percent(number.percent, number.decimals, size[0])
+    events = count_from_percent(number.percent, number.decimals, size[0])
     if events is None:
         return None
     return ArmDatum(pmid, label, arm.drug, outcome, weeks, events, size[0], sentence,

@@ -5,7 +5,7 @@ from pathlib import Path
 import dagster as dg
 
 from ra_agent.agent import run_expand, run_pico_stage, run_reports, run_sr_overlap
-from ra_agent.evidence import pico_code_version
+from ra_agent.evidence import pico_code_version, synthesis_code_version
 from ra_assets.defs.clusters.assets import cluster_metrics, clusters
 from ra_assets.defs.ingest.assets import log_progress
 from ra_assets.meta import content_version
@@ -39,7 +39,9 @@ def pico_extractions(
 ):
     """PICO (P, I, C, O, StudyDesign, age, sample size) of one cluster's abstracts as
     `pico/<cluster_id>.jsonl` (one line per PMID) plus the p i c o m vector families; the
-    LLM extracts 40 abstracts per prompt, the labelled rule extractor when no LLM runs."""
+    LLM extracts 40 abstracts per prompt; when no LLM runs (or a batch fails), `[pico] extractor`:
+    the learned tagger (default) or the rules, each named in every record. The code version names the
+    tagger's model and span code and the rules, so a change to any shows the extractions stale."""
     from ra_agent.evidence import PicoFileError, read_pico
 
     cfg = ra.get_config()
@@ -187,12 +189,13 @@ def review_questions(
     deps=[cluster_metrics, pico_extractions, sr_overlap, review_questions, cluster_expansion],
     group_name="findings",
     kinds={"markdown"},
-    code_version="2",
+    code_version=synthesis_code_version(),  # an SR draft's numbers change with the arm-data extractor
 )
 def reports(context: dg.AssetExecutionContext, ra: RaConfigResource, store: StoreResource) -> dg.MaterializeResult:
     """Gap dossiers and SR drafts (Markdown under `reports/<goal_id>/`, PRISMA flow diagram beside each draft) for
     every goal whose clusters met its handbook's Success; every cited PMID exists in the store. An SR draft's
-    comparisons, pooled risk ratios (with I²) and forest plots are listed in the metadata."""
+    comparisons (each with its condition and whether it answers the goal's review question), pooled estimates
+    (with I²) and forest plots (paths, and Markdown images) are listed in the metadata."""
     from ra_agent.agent import workspace_relative
     from ra_agent.evidence import drafts_synthesis
 
@@ -211,6 +214,7 @@ def reports(context: dg.AssetExecutionContext, ra: RaConfigResource, store: Stor
             "comparisons": dg.MetadataValue.json(synthesis["comparisons"]),
             "pooled_estimates": dg.MetadataValue.md(synthesis["pooled_md"]),
             "forest_plots": dg.MetadataValue.json([workspace_relative(cfg, p) for p in synthesis["forest_plots"]]),
+            "forest_plot_images": dg.MetadataValue.md(synthesis["forest_md"]),
             **{f"preview_{name}": dg.MetadataValue.md(text) for name, text in list(previews.items())[:3]},
         },
         data_version=content_version(Path(p).read_bytes() for p in sorted(written)),
