@@ -19,7 +19,7 @@ import json
 import logging
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import json5
 
@@ -34,6 +34,7 @@ from ra_agent.llm.structured import ChatBrain, ask_structured
 from ra_agent.models import Paper
 
 log = logging.getLogger(__name__)
+Ruled = TypeVar("Ruled", Eligibility, Judgement)
 
 ELIGIBLE_VERDICTS = ("eligible", "not eligible", "unclear")
 COVERS_VERDICTS = ("answers", "does not answer", "unclear")
@@ -136,13 +137,7 @@ class LlmQuestionJudge:
             return ruled
         doc, why = self._ask(f"{ELIGIBLE_TASK}\n\nReview question: {topic.describe()}", paper, ELIGIBLE_VERDICTS,
                              "trial_eligibility")  # fmt: skip
-        if doc is None:
-            return dataclasses.replace(ruled, reason=f"{ruled.reason} (fallback: {why})",
-                                       judged_by=f"{ruled.judged_by} (fallback: {why})")  # fmt: skip
-        said = note(doc["verdict"], self.brain.name, doc["quotes"])
-        if doc["verdict"] == "eligible":
-            return dataclasses.replace(ruled, reason=f"{ruled.reason}; {said}", judged_by=self.brain.name)
-        return dataclasses.replace(ruled, eligible=False, reason=f"{doc['reason']} ({said})", judged_by=self.brain.name)
+        return self._decided(ruled, doc, why, "eligible", "eligible")
 
     def review(self, review: Paper, question: ReviewQuestion, topic: Topic) -> Judgement:
         ruled = self.rules.review(review, question, topic)
@@ -150,13 +145,21 @@ class LlmQuestionJudge:
             return ruled
         doc, why = self._ask(f"{COVERS_TASK}\n\nReview question: {question.pico}", review, COVERS_VERDICTS,
                              "review_answers_question")  # fmt: skip
+        return self._decided(ruled, doc, why, "answers", "verdict")
+
+    def _decided(self, ruled: Ruled, doc: dict | None, why: str, yes: str, flag: str) -> Ruled:
+        """The rules' answer `ruled` (an Eligibility or a Judgement) after the LLM's `doc`: kept with the LLM's note
+        on a yes, turned down (its `flag` False, the LLM's reason) on a no, kept saying why the rules decided when
+        the LLM gave nothing usable."""
         if doc is None:
             return dataclasses.replace(ruled, reason=f"{ruled.reason} (fallback: {why})",
                                        judged_by=f"{ruled.judged_by} (fallback: {why})")  # fmt: skip
         said = note(doc["verdict"], self.brain.name, doc["quotes"])
-        if doc["verdict"] == "answers":
+        if doc["verdict"] == yes:
             return dataclasses.replace(ruled, reason=f"{ruled.reason}; {said}", judged_by=self.brain.name)
-        return dataclasses.replace(ruled, verdict=False, reason=f"{doc['reason']} ({said})", judged_by=self.brain.name)
+        return dataclasses.replace(
+            ruled, **{flag: False}, reason=f"{doc['reason']} ({said})", judged_by=self.brain.name
+        )
 
     def _ask(self, task: str, paper: Paper, verdicts: Sequence[str], schema_name: str) -> tuple[dict | None, str]:
         """The LLM's usable {"verdict", "reason", "quotes"} (not "unclear", every quote in the record), or (None, why
