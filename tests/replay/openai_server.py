@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
-from .base import Reply
+from .base import Reply, in_batches
 from .chat import ScriptedChatServer
 
 JSON_TYPE = "application/json"
@@ -76,17 +76,24 @@ class OpenAIReplayServer(ScriptedChatServer):
             choice = {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
             doc = {**head, "object": "chat.completion", "choices": [choice], "usage": usage}
             return Reply(200, json.dumps(doc).encode(), JSON_TYPE)
-        events = []
+        with_usage = (body.get("stream_options") or {}).get("include_usage") and not self.llama_cpp_python
+        return Reply(200, b"", SSE_TYPE, stream=in_batches(self._events(head, content, usage if with_usage else None)))
+
+    @staticmethod
+    def _events(head: dict, content: str, usage: dict | None) -> Iterator[bytes]:
+        """The reply as server-sent events made one at a time (a 5 MB reply's first bytes leave at once, as a real
+        server's first tokens do): 48 characters a chunk, the stop chunk, OpenAI's usage chunk when asked for, [DONE]."""
+
+        def event(doc: dict) -> bytes:
+            return b"data: " + json.dumps({**head, "object": "chat.completion.chunk", **doc}).encode() + b"\n\n"
+
         for i in range(0, len(content), 48):
             delta = {"content": content[i : i + 48]}
-            events.append({**head, "object": "chat.completion.chunk",
-                           "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})  # fmt: skip
-        events.append({**head, "object": "chat.completion.chunk",
-                       "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})  # fmt: skip
-        if (body.get("stream_options") or {}).get("include_usage") and not self.llama_cpp_python:
-            events.append({**head, "object": "chat.completion.chunk", "choices": [], "usage": usage})  # OpenAI's form
-        payload = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events) + b"data: [DONE]\n\n"
-        return Reply(200, payload, SSE_TYPE)
+            yield event({"choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
+        yield event({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+        if usage is not None:
+            yield event({"choices": [], "usage": usage})  # OpenAI's form
+        yield b"data: [DONE]\n\n"
 
 
 __all__ = ["OpenAIReplayServer"]
