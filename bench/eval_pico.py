@@ -5,6 +5,10 @@ demo corpus, demo-corpus design counts and gold-set F1.
 Each extractor is one row (`ROWS`: name → function of a Paper returning its fields); to add one (an LLM, say), add a
 function and a row. `--expert PATH` scores held-out expert labels kept outside the repository (EBM-NLP's test split in
 the same CoNLL form) the same way.
+
+With an LLM server that answers (`--llm-base-url` / `--llm-model` / `--llm-backend`, else the `[llm]` section of
+`--config`), a row for the LLM extractor is added, named by its model; `--limit N` scores every row on the first N
+held-out abstracts (the LLM is slow on a CPU), and the table says it is a sample.
 """
 
 from __future__ import annotations
@@ -50,6 +54,59 @@ def learned_row() -> tuple[str, Fields]:
 
 
 ROWS = (baseline_row, rules_row, learned_row)
+
+
+# ---------------------------------------------------------------------------- the LLM row (when a server answers)
+
+
+class LlmRow:
+    """The LLM extractor on one abstract at a time (schema-constrained, grounded values). A batch the LLM could not
+    answer counts as empty fields here (the extractor would use its fallback: that is not the LLM's figure)."""
+
+    def __init__(self, brain, cfg):
+        from ra_agent.embed.tokens import prompt_budget
+        from ra_agent.evidence.pico.llm_extract import LlmExtractor
+
+        self.extractor = LlmExtractor(brain, batch_size=1, fallback=LearnedExtractor(), token_budget=prompt_budget(cfg))
+        self.name = f"LLM {brain.name} (grounded)"
+        self.failed = 0
+        self.dropped: list[str] = []  # "field value: why" of each value the grounding rule dropped
+
+    def __call__(self, paper: Paper) -> Mapping[str, str]:
+        (record,) = self.extractor.extract([paper])
+        if record.extractor != self.extractor.name:  # the fallback extractor answered
+            self.failed += 1
+            return {}
+        self.dropped += [f"{k} {why}" for k, why in record.dropped.items()]
+        return record.fields()
+
+    def summary(self) -> str:
+        calls = self.extractor.call_summary()
+        return (
+            f"{self.name}: {calls['llm_calls']} calls ({calls['llm_mode']}), {calls['llm_completion_tokens']} tokens "
+            f"generated in {calls['llm_total_s']:.0f} s; {self.failed} abstracts without a usable reply (scored "
+            f"empty); {len(self.dropped)} values dropped as not grounded in the abstract"
+            + "".join(f"\n- e.g. {d[:160]}" for d in self.dropped[:: max(1, len(self.dropped) // 5)][:5])
+        )
+
+
+def llm_row(args: argparse.Namespace) -> LlmRow | None:
+    """The LLM row when the configured (or flagged) server answers, else None (the reason is printed)."""
+    from ra_agent.config import Config, load_config
+    from ra_agent.llm.select import llm_brain
+
+    cfg = load_config(args.config) if args.config else Config()
+    flags = {"openai_base_url": args.llm_base_url, "model": args.llm_model, "backend": args.llm_backend}
+    overrides = {k: v for k, v in flags.items() if v}
+    if args.llm_base_url and not args.llm_backend:
+        overrides["backend"] = "openai"
+    cfg = cfg.with_overrides(llm={**overrides, "brain": "llm"}) if overrides else cfg
+    brain = llm_brain(cfg)
+    reason = brain.unavailable_reason()
+    if reason:
+        print(f"(no LLM row: {reason})\n")
+        return None
+    return LlmRow(brain, cfg)
 
 
 def value_table(title: str, docs: Sequence[LabelledAbstract], rows: Mapping[str, Fields]) -> list[str]:
@@ -136,12 +193,25 @@ def main() -> None:
     parser.add_argument("--expert", type=Path, help="held-out expert-labelled abstracts (CoNLL), scored the same way")
     parser.add_argument("--skip-demo", action="store_true", help="only the EBM-NLP tables (no demo timing or reports)")
     parser.add_argument("--details", action="store_true", help="also print each gold record next to the extraction")
+    parser.add_argument("--config", type=Path, help="config.toml whose [llm] section names the LLM server")
+    parser.add_argument("--llm-base-url", help="an OpenAI-compatible server, e.g. the one `ra llm serve` prints")
+    parser.add_argument("--llm-model", help="the model name to ask for")
+    parser.add_argument("--llm-backend", choices=("ollama", "openai"), help="default: openai with --llm-base-url")
+    parser.add_argument("--limit", type=int, help="score every row on the first N held-out abstracts only")
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)
     rows = dict(make() for make in ROWS)
+    llm = llm_row(args) if args.config or args.llm_base_url or args.llm_model or args.llm_backend else None
+    if llm is not None:
+        rows[llm.name] = llm
     held_out = halves(read_ebmnlp(args.ebmnlp))[HELD_OUT]
+    sample = ""
+    if args.limit:
+        held_out, sample = held_out[: args.limit], f" (a sample: its first {args.limit})"
     lines = ["# PICO extractors side by side", ""]
-    lines += value_table(f"EBM-NLP dev split, held-out {HELD_OUT}-PMID half (crowd labels)", held_out, rows)
+    lines += value_table(f"EBM-NLP dev split, held-out {HELD_OUT}-PMID half{sample} (crowd labels)", held_out, rows)
+    if llm is not None:
+        lines += ["", llm.summary()]
     lines += ["", *tagger_token_table(held_out)]
     if args.expert:
         expert = read_ebmnlp(args.expert)

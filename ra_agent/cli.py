@@ -393,8 +393,12 @@ def cmd_questions(args: argparse.Namespace) -> int:
     handbook = resolve_handbook(args.handbook, args.config)  # a name as `ra run` takes it, or a path
     check_handbook(cfg, handbook)
     handbook_topic(handbook)  # a handbook without a seed query is refused before the store opens
+    from ra_agent.evidence.question_judge import question_judge_for
+
+    judge = question_judge_for(cfg)  # an LLM checks the rules' answers when one answers ([llm] judge_max_calls)
     with _store(cfg) as store:
-        topic, questions, judged, papers = handbook_questions(cfg, store, handbook)
+        topic, questions, judged, papers = handbook_questions(cfg, store, handbook, judge=judge)
+    print(f"judged by: {judge.name}")
     eligible = sum(j.eligible for j in judged.values())
     print(f"topic: {topic.describe()}; {len(papers)} papers, {eligible} eligible trials, {len(questions)} questions")
     if not eligible:

@@ -201,6 +201,7 @@ class LlmConfig:
     max_reply_chars: int = _knob(200_000, 1000, 100_000_000)
     max_json_depth: int = _knob(32, 2, 1000)
     max_arg_chars: int = _knob(4000, 16, 10_000_000)
+    judge_max_calls: int = _knob(40, 0, 1_000_000)  # review-question judgements asked of the LLM per goal's questions
 
 
 @dataclass(frozen=True)
@@ -244,6 +245,7 @@ class SrConfig:
 @dataclass(frozen=True)
 class PicoConfig:
     extractor: str = _knob("learned", choices=("learned", "rules"))  # when no LLM answers
+    llm_max_abstracts: int = _knob(200, 0, 10_000_000)  # per run_pico stage; beyond it the extractor above, labelled
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from pathlib import Path
 from ra_agent.agent.handbook import load_handbook
 from ra_agent.agent.success import HandbookError
 from ra_agent.config import Config
+from ra_agent.evidence.judge import QuestionJudge
 from ra_agent.evidence.questions import RULES, ReviewQuestion, Topic, TopicError, questions_for_topic
 from ra_agent.fileio import atomic_write
 from ra_agent.models import Paper
@@ -56,8 +57,9 @@ def handbook_topic(handbook_path: str | Path) -> Topic:
         raise HandbookError(str(handbook_path), 1, "Seed_query", str(exc)) from None
 
 
-def handbook_questions(cfg: Config, store: Store, handbook_path: str | Path):
-    """(topic, questions, eligibility answers, papers by PMID) of a handbook over the store's corpus."""
+def handbook_questions(cfg: Config, store: Store, handbook_path: str | Path, judge: QuestionJudge | None = None):
+    """(topic, questions, eligibility answers, papers by PMID) of a handbook over the store's corpus; `judge`: who judges
+    eligibility and coverage (`evidence.judge.QuestionJudge`; None: the rules)."""
     from ra_agent.evidence.questions import is_review
 
     topic = handbook_topic(handbook_path)
@@ -65,7 +67,7 @@ def handbook_questions(cfg: Config, store: Store, handbook_path: str | Path):
     references = _references(store, [p for p in papers if is_review(p)])
     questions, judged, _ = questions_for_topic(
         topic, papers, pivot=cfg.sr.sr_overlap_pivot, update_after=cfg.sr.update_after_trials,
-        min_trials=cfg.sr.min_eligible_trials, references=references,
+        min_trials=cfg.sr.min_eligible_trials, references=references, judge=judge,
     )  # fmt: skip
     return topic, questions, judged, {p.pmid: p for p in papers}
 
@@ -144,7 +146,8 @@ def write_dossiers(cfg: Config, folder: Path, topic: Topic, questions, papers) -
             text = dossier_markdown(question, papers, topic)
         atomic_write(path, text)
         written.append(path)
-    payload = {"topic": topic.describe(), "judged_by": RULES, "questions": [q.as_dict() for q in questions]}
+    judged_by = "; ".join(sorted({q.judged_by for q in questions})) or RULES  # the rules, or an LLM judge by name
+    payload = {"topic": topic.describe(), "judged_by": judged_by, "questions": [q.as_dict() for q in questions]}
     atomic_write(folder / "questions.json", json.dumps(payload, indent=2) + "\n")
     return written
 

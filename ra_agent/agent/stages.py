@@ -124,7 +124,8 @@ def run_pico_stage(cfg: Config, store: Store, cluster_id: str, brain=None, embed
     """Stage `pico`: extract PICO for a cluster's members (LLM brain, else `[pico] extractor`: the learned tagger by default), write
     `pico/<cluster_id>.jsonl`, embed the p i c o m families, record `eligible_trials`."""
     from ra_agent.embed.embedder import SentenceTransformerEmbedder
-    from ra_agent.evidence.pico.extract import count_eligible, make_extractor, read_pico, run_pico
+    from ra_agent.evidence.pico.extract import count_eligible, read_pico, run_pico
+    from ra_agent.evidence.pico.llm_extract import make_extractor
     from ra_agent.evidence.pico.vectors import embed_pico_families
     from ra_agent.store.vectors import open_active
     from ra_agent.topics.view import member_pmids, pico_path, set_cluster_metrics

@@ -21,7 +21,9 @@ from ra_agent.agent.goal import GoalState, GoalStore, apply_llm_mutation
 from ra_agent.agent.handbook import Handbook, load_handbook
 from ra_agent.agent.stages import StageRequest, after_new_papers, expansion_key
 from ra_agent.config import Config
+from ra_agent.llm.base import ReplySchema
 from ra_agent.llm.protocol import ValidAction
+from ra_agent.llm.structured import ask_structured
 from ra_agent.store.db import Store
 from ra_agent.workspace import Workspace, register_query
 
@@ -29,6 +31,8 @@ log = logging.getLogger(__name__)
 
 CONFIRM_YES = re.compile(r"\b(yes|confirm(ed)?|proceed)\b", re.I)
 CONFIRM_NO = re.compile(r"\b(no|decline|abort)\b", re.I)
+CONFIRM_SCHEMA = ReplySchema("confirm", {"type": "object", "properties": {"answer": {"enum": ["yes", "no"]}},
+                                         "required": ["answer"], "additionalProperties": False})  # fmt: skip
 
 
 @dataclass
@@ -64,7 +68,9 @@ def _confirm_large(ctx: ToolContext, size: int) -> bool:
         f"run_pico would send {size} abstracts to the LLM (guard: {limit}). Are you sure? Answer yes or no.\n"
         f"<state>{json.dumps({'task': 'confirm', 'size': size, 'limit': limit})}</state>"
     )
-    reply = ctx.brain.chat([{"role": "user", "content": question}])
+    asked = ask_structured(ctx.brain, [{"role": "user", "content": question}], CONFIRM_SCHEMA)
+    log.info("run_pico confirmation (%d > %d) by %s: %s", size, limit, ctx.brain.name, asked.note())
+    reply = asked.text  # {"answer": "yes"} when constrained, the rules' or a refusing server's words otherwise
     yes, no = CONFIRM_YES.search(reply), CONFIRM_NO.search(reply)
     return bool(yes) and (not no or yes.start() < no.start())
 
@@ -79,8 +85,8 @@ def search_pubmed(ctx: ToolContext, query: str, retmax: int, expand_mode: str) -
 
 
 def run_pico(ctx: ToolContext, cluster_id: str | None = None, pmid_list: list[int] | None = None) -> ToolEffect:
-    from ra_agent.evidence.pico.extract import make_extractor
     from ra_agent.evidence.pico.extract import run_pico as extract
+    from ra_agent.evidence.pico.llm_extract import make_extractor
 
     if cluster_id is not None:
         size = ctx.store.conn.execute(

@@ -23,7 +23,7 @@ from ra_agent.ask.tools import NO_SUPPORT, AskTools, ToolRun, ask_specs, check_a
 from ra_agent.config import Config
 from ra_agent.embed.embedder import Embedder
 from ra_agent.embed.tokens import count_tokens, encoder_for, prompt_budget
-from ra_agent.llm.base import Brain, BrainError, Message
+from ra_agent.llm.base import Brain, BrainError, Message, ReplySchema
 from ra_agent.llm.protocol import (
     REPAIR_PROMPT,
     ActionError,
@@ -34,6 +34,7 @@ from ra_agent.llm.protocol import (
     repair_messages,
 )
 from ra_agent.llm.select import select_brain
+from ra_agent.llm.structured import action_reply_text, action_schema, ask_structured
 from ra_agent.store.db import Store
 
 log = logging.getLogger(__name__)
@@ -148,6 +149,35 @@ def final_text(reply: str) -> str:
     return (reply[match.end() :] if match else reply or "").strip()
 
 
+FINAL_TOOL = "final_answer"  # the planner's schema: the final answer is an action of its own
+ANSWER_CHARS = 6000
+
+
+def planner_schema(cfg: Config) -> ReplySchema:
+    """A planner turn as a schema: {"reasoning", "action"}, the action one of the ask tools (typed arguments, no extra
+    keys) or {"tool": "final_answer", "args": {"answer": text}}."""
+    schema = action_schema(ask_specs(cfg).values()).schema
+    answer = {"type": "object", "properties": {"answer": {"type": "string", "minLength": 1, "maxLength": ANSWER_CHARS}},
+              "required": ["answer"], "additionalProperties": False}  # fmt: skip
+    final = {"type": "object", "properties": {"tool": {"type": "string", "enum": [FINAL_TOOL]}, "args": answer},
+             "required": ["tool", "args"], "additionalProperties": False}  # fmt: skip
+    schema["properties"]["action"]["anyOf"].append(final)
+    return ReplySchema("ask_plan", schema)
+
+
+def planner_text(content: str) -> str:
+    """A constrained planner reply in the text protocol: "reasoning\nAction: {...}" for a tool, "reasoning\nFinal
+    answer: ..." for the answer (so one parser serves both modes)."""
+    try:
+        doc = json.loads(content)
+    except ValueError:
+        return content
+    action = doc.get("action") if isinstance(doc, dict) else None
+    if isinstance(action, dict) and action.get("tool") == FINAL_TOOL and isinstance(action.get("args"), dict):
+        return f"{str(doc.get('reasoning', '')).strip()}\nFinal answer: {action['args'].get('answer', '')}"
+    return action_reply_text(content)
+
+
 def chunks(text: str, size: int = STREAM_CHUNK_CHARS) -> Iterator[str]:
     """`text` in pieces of about `size` characters, split after whitespace."""
     start = 0
@@ -183,6 +213,7 @@ class Step:
     tool: str | None = None
     ok: bool = True
     new_pmids: int = 0
+    mode: str | None = None  # a decide turn: json_schema (constrained), text_fallback (refused), text (rules)
 
     def as_dict(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v is not None}
@@ -257,6 +288,14 @@ class _Run:
         t0 = time.perf_counter()
         reply = self.brain.chat(messages)
         self.note(Step(kind, _ms(t0), self.tokens(messages), count_tokens(reply, self.enc)))
+        return reply
+
+    def plan(self, messages: list[Message]) -> str:
+        """A decide turn, schema-constrained where the brain can (`planner_schema`), as text-protocol text."""
+        t0 = time.perf_counter()
+        asked = ask_structured(self.brain, messages, planner_schema(self.cfg))
+        reply = planner_text(asked.text) if asked.mode == "json_schema" else asked.text
+        self.note(Step("decide", _ms(t0), self.tokens(messages), count_tokens(reply, self.enc), mode=asked.mode))
         return reply
 
     def note(self, step: Step) -> None:
@@ -361,7 +400,7 @@ def ask(
     try:
         for _ in range(limit + 1):
             result.turns += 1
-            reply = run.chat(run.messages, "decide")
+            reply = run.plan(run.messages)
             decision = run.decide(reply)
             if isinstance(decision, NoAction):
                 draft = final_text(reply)

@@ -15,6 +15,7 @@ from ra_agent.config import Config
 from ra_agent.embed.tokens import count_tokens, sample_for_prompt, sample_size
 from ra_agent.evidence.pico.extract import PicoRecord, default_extractor, read_pico
 from ra_agent.evidence.sr_search import QUERY_MAX_CHARS, _ask, _is_rules, _json_object
+from ra_agent.llm.base import ReplySchema
 from ra_agent.models import Paper
 from ra_agent.store.db import Store
 from ra_agent.topics.audit import distinctive_terms
@@ -22,6 +23,11 @@ from ra_agent.topics.view import cluster_row, member_pmids, pico_path
 
 log = logging.getLogger(__name__)
 RULES_ALT_PICO = "rules:leftover-pico-terms-v1"
+# the LLM's answer: {"new_PICO": "P: ...; I: ...; C: ...; O: ...", "seed_query": "..."}, no other keys
+ALTERNATIVE_SCHEMA = ReplySchema("alternative_pico", {
+    "type": "object", "additionalProperties": False, "required": ["new_PICO", "seed_query"],
+    "properties": {"new_PICO": {"type": "string", "minLength": 1, "maxLength": 400},
+                   "seed_query": {"type": "string", "minLength": 1, "maxLength": QUERY_MAX_CHARS}}})  # fmt: skip
 
 
 # ============================================================================ propose_alternative_pico
@@ -174,7 +180,7 @@ def propose_alternative_pico(
         return _rule_alternative(cfg, store, leftover, covered, cluster_id)
     label = cluster_row(store, cluster_id)["label"] if cluster_id else "the covered papers"
     messages, sample = _alternative_prompt(cfg, label, leftover)
-    answer, why = _ask(brain, messages, lambda r: _json_object(r, "new_PICO"))
+    answer, why = _ask(brain, messages, lambda r: _json_object(r, "new_PICO"), ALTERNATIVE_SCHEMA)
     corpus = " ".join(f"{p.title} {p.abstract}" for p in leftover).lower()
     new_pico = " ".join(str(answer.get("new_PICO", "")).split()) if answer else ""
     if answer and new_pico and _grounded(new_pico, corpus):

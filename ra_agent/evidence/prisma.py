@@ -12,6 +12,7 @@ from ra_agent.config import Config
 from ra_agent.embed.tokens import count_tokens, truncate_tokens
 from ra_agent.evidence.pico.text import sections_of, sentences
 from ra_agent.evidence.sr_search import SNIPPET_CHARS, _ask, _is_rules, _json_object, load_sr_overlap
+from ra_agent.llm.base import ReplySchema
 from ra_agent.models import Paper
 from ra_agent.store.db import Store
 from ra_agent.topics.view import cluster_row, set_cluster_metrics
@@ -346,4 +347,12 @@ def _llm_prisma(
     overhead = count_tokens(_prisma_prompt(items, [], draft)[1]["content"])
     budget = max(cfg.tokens.token_soft_cap - overhead, 1)
     shown = [truncate_tokens(texts[0], budget)]
-    return _ask(brain, _prisma_prompt(items, shown, draft), lambda r: _parse_verdict(r, items))
+    return _ask(brain, _prisma_prompt(items, shown, draft), lambda r: _parse_verdict(r, items), prisma_schema(items))
+
+
+def prisma_schema(items: Sequence[int]) -> ReplySchema:
+    """The verdict as a schema: {"compliant": bool, "missing_items": item numbers of those asked about}."""
+    missing = {"type": "array", "items": {"enum": list(items)}, "maxItems": len(items)}
+    return ReplySchema("prisma_verdict", {"type": "object", "additionalProperties": False,
+                                          "required": ["compliant", "missing_items"],
+                                          "properties": {"compliant": {"type": "boolean"}, "missing_items": missing}})  # fmt: skip

@@ -20,8 +20,9 @@ from ra_agent.embed.embedder import Embedder, encode_batched
 from ra_agent.evidence.reviews import is_review, review_reason
 from ra_agent.fileio import atomic_write
 from ra_agent.ingest.http import ApiError, failure_level
-from ra_agent.llm.base import BrainError
+from ra_agent.llm.base import BrainError, ReplySchema
 from ra_agent.llm.protocol import repair_messages
+from ra_agent.llm.structured import ask_structured
 from ra_agent.models import Paper
 from ra_agent.store.db import Store
 from ra_agent.topics.view import cluster_row, e_query_vector, set_cluster_metrics
@@ -496,10 +497,16 @@ def _json_object(reply: str, key: str) -> dict[str, Any] | None:
     return None
 
 
-def _ask(brain: Any, messages: list[dict[str, str]], parse) -> tuple[Any, str]:
-    """(parsed, "") from the brain, with one FIX JSON ONLY turn; (None, why) when no usable answer comes."""
+def _ask(brain: Any, messages: list[dict[str, str]], parse, schema: ReplySchema | None = None) -> tuple[Any, str]:
+    """(parsed, "") from the brain, with one FIX JSON ONLY turn; (None, why) when no usable answer comes. With a
+    `schema` the first reply is schema-constrained where the brain can (`ask_structured`), text otherwise."""
     try:
-        reply = brain.chat(messages)
+        if schema is not None:
+            asked = ask_structured(brain, messages, schema)
+            log.info("%s by %s: %s", schema.name, brain.name, asked.note())
+            reply = asked.text
+        else:
+            reply = brain.chat(messages)
         parsed = parse(reply)
         if parsed is None:
             log.warning("%s: reply unusable; asking once to fix the JSON", brain.name)

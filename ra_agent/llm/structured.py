@@ -13,9 +13,9 @@ import json
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from ra_agent.llm.base import Brain, Message, ReplySchema
+from ra_agent.llm.base import Message, ReplySchema
 from ra_agent.llm.protocol import ArgSpec, ToolSpec
 
 MODES = ("json_schema", "text_fallback", "text")
@@ -118,9 +118,11 @@ class StructuredReply:
     stats: dict[str, Any] = field(default_factory=dict)
 
     def figures(self) -> dict[str, Any]:
-        """Mode, tokens, time to first token and total time (None where the server does not say)."""
+        """Mode, tokens, time to first token and total time (None where the server does not say); the
+        response_format form an OpenAI-compatible server took and how its tokens were counted, when known."""
         keys = ("prompt_tokens", "completion_tokens", "ttft_s", "total_s", "tokens_per_s")
-        return {"mode": self.mode, "schema": self.schema, **{k: self.stats.get(k) for k in keys}}
+        known = {k: self.stats[k] for k in ("response_format", "tokens_counted") if self.stats.get(k)}
+        return {"mode": self.mode, "schema": self.schema, **{k: self.stats.get(k) for k in keys}, **known}
 
     def note(self) -> str:
         """One line for the cycle log."""
@@ -131,7 +133,16 @@ class StructuredReply:
         return " ".join(parts)
 
 
-def ask_structured(brain: Brain, messages: list[Message], schema: ReplySchema) -> StructuredReply:
+class ChatBrain(Protocol):
+    """What a structured call needs of a brain: its name and `chat` (a brain that constrains decoding also has
+    `chat_structured` and `last_stats`, which `ask_structured` uses when present)."""
+
+    name: str
+
+    def chat(self, messages: list[Message]) -> str: ...
+
+
+def ask_structured(brain: ChatBrain, messages: list[Message], schema: ReplySchema) -> StructuredReply:
     """Ask `brain` for a reply following `schema`: constrained when the brain can (`chat_structured`), the text
     protocol otherwise. Raises BrainError when no answer comes."""
     constrained = getattr(brain, "chat_structured", None)
@@ -157,6 +168,7 @@ def finish_stats(stats: dict[str, Any], start: float, first: float | None) -> di
 
 __all__ = [
     "MODES",
+    "ChatBrain",
     "StructuredReply",
     "action_reply_text",
     "action_schema",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 
+import jsonschema
 import numpy as np
 import pytest
 
@@ -112,7 +113,9 @@ def test_tool_call_limit_is_respected_then_the_answer_streams(ollama_cfg, store,
     result = ask(ollama_cfg, store, ON_TOPIC, brain=OllamaBrain(ollama_cfg), embedder=embedder,
                  max_tool_calls=3, on_final_token=tokens.append)  # fmt: skip
     assert (result.stop_reason, result.tool_calls, result.turns) == ("tool_limit", 3, 4)
-    assert [r["stream"] for r in ollama_server.chat_requests] == [False] * 4 + [True]
+    # four constrained decide turns (the planner's schema as Ollama's `format`), then the plain streamed answer
+    assert [isinstance(r.get("format"), dict) for r in ollama_server.chat_requests] == [True] * 4 + [False]
+    assert [s.mode for s in result.steps if s.kind == "decide"] == ["json_schema"] * 4
     assert ollama_server.unused_replies == 0
     finalize = ollama_server.chat_requests[-1]["messages"]
     assert '<finalize reason="tool_limit"/>' in finalize[-1]["content"]
@@ -128,8 +131,29 @@ def test_two_iterations_without_new_pmids_stop_the_loop(ollama_cfg, store, embed
     result = ask(ollama_cfg, store, ON_TOPIC, brain=OllamaBrain(ollama_cfg), embedder=embedder, max_tool_calls=5)
     assert (result.stop_reason, result.tool_calls) == ("no_progress", 3)
     assert [s.new_pmids for s in result.steps if s.kind == "tool"] == [5, 0, 0]
-    assert len(ollama_server.chat_requests) == 4 and ollama_server.chat_requests[-1]["stream"] is True
+    assert len(ollama_server.chat_requests) == 4 and "format" not in ollama_server.chat_requests[-1]
     assert '<finalize reason="no_progress"/>' in ollama_server.chat_requests[-1]["messages"][-1]["content"]
+
+
+def test_the_planner_is_constrained_to_the_ask_tools_and_a_final_answer(ollama_cfg, store, embedder, ollama_server):
+    """A constrained reply is JSON: {"reasoning", "action"}, the action a tool call or the final answer."""
+    query = "omeprazole ranitidine"
+    pmid = top_hit(ollama_cfg, store, embedder, query)
+    search = {"tool": "find_similar", "args": {"queries": [query]}}
+    final = {"tool": "final_answer", "args": {"answer": f"Omeprazole healed more patients [PMID:{pmid}]."}}
+    ollama_server.script(json.dumps({"reasoning": "Search first.", "action": search}),
+                         json.dumps({"reasoning": "Enough evidence.", "action": final}))  # fmt: skip
+    result = ask(ollama_cfg, store, ON_TOPIC, brain=OllamaBrain(ollama_cfg), embedder=embedder)
+    schema = ollama_server.chat_requests[0]["format"]
+    tools = [o["properties"]["tool"]["enum"][0] for o in schema["properties"]["action"]["anyOf"]]
+    assert tools == ["find_similar", "read_note", "final_answer"] and schema["additionalProperties"] is False
+    for bad in ({"reasoning": "r", "action": {"tool": "search_pubmed", "args": {"query": "x"}}},
+                {"reasoning": "r", "action": {"tool": "read_note", "args": {"pmid": "12"}}},
+                {"reasoning": "r", "action": final, "note": "x"}):  # fmt: skip
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, schema)
+    assert (result.stop_reason, result.tool_calls, len(ollama_server.chat_requests)) == ("answered", 1, 2)
+    assert result.answer == f"Omeprazole healed more patients [PMID:{pmid}]." and result.citations == [pmid]
 
 
 def test_malformed_json_is_repaired_once(ollama_cfg, store, embedder, ollama_server):

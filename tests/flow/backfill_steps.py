@@ -32,7 +32,8 @@ def write_pico(cfg, store) -> None:
     """PICO of every paper by the configured no-LLM extractor, and its vectors in the active folder (what the pico
     stage does without an LLM)."""
     from ra_agent.embed.embedder import SentenceTransformerEmbedder
-    from ra_agent.evidence.pico.extract import make_extractor, read_pico, run_pico
+    from ra_agent.evidence.pico.extract import read_pico, run_pico
+    from ra_agent.evidence.pico.llm_extract import make_extractor
     from ra_agent.evidence.pico.vectors import embed_pico_families
     from ra_agent.store.vectors import open_active
     from ra_agent.workspace import Workspace

@@ -112,7 +112,8 @@ def test_pause_then_resume(llm, goal, ollama_server):
     assert state.status == "in_progress"
 
 
-@pytest.mark.parametrize(("answer", "requested"), [("Yes, proceed.", ["pico"]), ("No, too costly.", [])])
+@pytest.mark.parametrize(("answer", "requested"), [('{"answer": "yes"}', ["pico"]), ('{"answer": "no"}', []),
+                                                 ("Yes, proceed.", ["pico"]), ("No, too costly.", [])])  # fmt: skip
 def test_run_pico_above_the_guard_asks_are_you_sure(llm, goal, ollama_server, answer, requested):
     cfg, _ = llm
     cfg = cfg.with_overrides(sr={"pico_confirm_above": 50})
@@ -121,6 +122,7 @@ def test_run_pico_above_the_guard_asks_are_you_sure(llm, goal, ollama_server, an
     ollama_server.script(action("run_pico", cluster_id=cid), answer)
     outcome, state, _ = cycle(cfg, goal, OllamaBrain(cfg))
     assert "Are you sure?" in ollama_server.chat_requests[1]["messages"][-1]["content"]
+    assert ollama_server.chat_requests[1]["format"]["properties"]["answer"] == {"enum": ["yes", "no"]}  # constrained
     assert [r.stage for r in outcome.requests] == requested
     assert state.events("tool_call")[0]["result"].get("declined", False) is (not requested)
 

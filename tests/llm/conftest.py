@@ -15,6 +15,23 @@ from replay.openai_server import OpenAIReplayServer
 
 from ra_agent.config import Config
 
+REAL_MODEL_LINES = pytest.StashKey[list[str]]()
+
+
+@pytest.fixture
+def real_model_report(request):
+    """A function that keeps a line for the terminal summary's "real model" section: the real-model tests' figures
+    (cycles, tokens per second, modes) show in `pytest -q` (scripts/test.sh) though passing tests' prints are hidden."""
+    return request.config.stash.setdefault(REAL_MODEL_LINES, []).append
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    lines = config.stash.get(REAL_MODEL_LINES, [])
+    if lines:
+        terminalreporter.section("real model")
+        for line in lines:
+            terminalreporter.write_line(line)
+
 
 @dataclass
 class Loopback:

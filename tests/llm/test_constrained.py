@@ -141,3 +141,145 @@ def test_the_boundary_judge_is_constrained_to_the_candidates_shown(cfg, loopback
     with pytest.raises(jsonschema.ValidationError):  # a PMID it was not shown
         jsonschema.validate({"reasoning": "r", "action": {"tool": "judge_boundary", "args": {"keep_pmids": [1]}}},
                             schema)  # fmt: skip
+
+
+PICO_TRIALS = (10950032, 9354207)  # rabeprazole vs ranitidine (338 patients); pantoprazole vs ranitidine (24)
+
+
+def test_pico_batches_are_constrained_to_the_batch_pmids_and_the_seven_fields(cfg, loopback):
+    from demo_corpus import demo_papers
+
+    from ra_agent.evidence.pico.llm_extract import LlmExtractor
+
+    papers = [p for p in demo_papers() if p.pmid in PICO_TRIALS]
+    reply = {"records": [
+        {"pmid": 10950032, "P": "338 patients with erosive gastroesophageal reflux disease",
+         "I": "rabeprazole 20 mg once daily", "C": "ranitidine 150 mg four times daily",
+         "O": "absence of esophageal erosions or ulcerations", "StudyDesign": "RCT, double-blind",
+         "PopulationAge": "", "SampleSize": "338"},
+        {"pmid": 9354207, "P": "patients with oesophagitis grade II and III", "I": "pantoprazole 40 mg",
+         "C": "ranitidine 150 mg", "O": "healing", "StudyDesign": "RCT", "PopulationAge": "adults",
+         "SampleSize": "24"},
+    ]}  # fmt: skip
+    brain = select_brain(loopback.configure(cfg), RulesBrain)
+    loopback.script(json.dumps(reply))
+    extractor = LlmExtractor.from_config(brain, loopback.configure(cfg))
+    records = extractor.extract(papers)
+    (request,) = loopback.chat_requests
+    schema = sent_schema(loopback.backend, request)
+    assert schema is not None, f"{loopback.backend}: no schema in {sorted(request)}"
+    item = schema["properties"]["records"]["items"]
+    assert sorted(item["properties"]["pmid"]["enum"]) == sorted(PICO_TRIALS)
+    assert item["required"] == ["pmid", "P", "I", "C", "O", "StudyDesign", "PopulationAge", "SampleSize"]
+    assert item["additionalProperties"] is False and schema["properties"]["records"]["minItems"] == 2
+    jsonschema.validate(reply, schema)
+    for bad in ({"records": [{**reply["records"][0], "pmid": 123}, reply["records"][1]]},  # a PMID not in the batch
+                {"records": [{**reply["records"][0], "Notes": "x"}, reply["records"][1]]},  # an extra key
+                {"records": [{**reply["records"][0], "SampleSize": 338}, reply["records"][1]]},  # not a string
+                {"records": reply["records"][:1]}):  # fmt: skip
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, schema)
+    assert [r.extractor for r in records] == [brain.name] * 2
+    assert records[0].SampleSize == "338" and records[1].PopulationAge == "" and "PopulationAge" in records[1].dropped
+    assert extractor.call_summary()["llm_mode"] == "json_schema 1" and extractor.calls[0]["schema"] == "pico_batch"
+
+
+@pytest.mark.parametrize("backend", ["ollama", "openai"])
+def test_a_server_refusing_the_pico_schema_gets_the_text_prompt_and_a_repair_turn(cfg, backend):
+    from demo_corpus import demo_papers
+
+    from ra_agent.evidence.pico.llm_extract import FIX_JSON_PROMPT, LlmExtractor
+
+    papers = [p for p in demo_papers() if p.pmid in PICO_TRIALS]
+    server = OllamaReplayServer(schemas=False) if backend == "ollama" else OpenAIReplayServer(json_mode=False)
+    with server:
+        where = {"ollama_host": server.root_url} if backend == "ollama" else {"openai_base_url": server.base_url}
+        llm_cfg = cfg.with_overrides(llm={"brain": backend, "timeout_s": 10.0, **where})
+        fixed = [{"pmid": p, "I": i} for p, i in zip(PICO_TRIALS, ("rabeprazole", "pantoprazole"), strict=True)]
+        server.script("Sure! Here are the records: [{pmid: 10950032, I: 'rabeprazole',", json.dumps(fixed))
+        extractor = LlmExtractor.from_config(select_brain(llm_cfg, RulesBrain), llm_cfg)
+        records = extractor.extract(papers)
+        requests = server.chat_requests
+    assert [r.I for r in records] == ["rabeprazole", "pantoprazole"]
+    assert sent_schema(backend, requests[0]) is not None  # asked with the schema first, refused
+    assert requests[-1]["messages"][-1]["content"] == FIX_JSON_PROMPT  # then the text protocol's repair turn
+    assert extractor.call_summary()["llm_mode"] == "text_fallback 1"
+
+
+@pytest.mark.parametrize("server_kind", ["ollama", "openai", "llama-cpp-python"])
+def test_the_agent_cycle_run_records_how_the_brain_was_asked(demo_project, monkeypatch, server_kind):
+    """One agent_cycle run through the agent sensor against a recording server: the run's metadata carries the mode,
+    tokens, time to first token and total time. The llama-cpp-python server refuses OpenAI's json_schema form with
+    its 500 and takes json_object+schema; it reports no usage in a stream, so the tokens are the chunks counted."""
+    import dagster as dg
+    from flow.conftest import write_config
+
+    from ra_agent.agent.goal import GoalStore
+    from ra_agent.config import load_config
+    from ra_assets import local
+    from ra_assets.definitions import defs as load
+    from ra_assets.defs.agent.automation import agent_sensor
+
+    server = (OllamaReplayServer() if server_kind == "ollama"
+              else OpenAIReplayServer(llama_cpp_python=server_kind == "llama-cpp-python"))  # fmt: skip
+    with server:
+        llm = {"brain": "ollama", "ollama_host": server.root_url} if server_kind == "ollama" else {
+            "brain": "openai", "openai_base_url": server.base_url, "model": "gemma3n:e4b"}  # fmt: skip
+        config = write_config(demo_project)
+        lines = "\n".join(f"{k} = {json.dumps(v)}" for k, v in llm.items())
+        config.write_text(config.read_text().replace('[llm]\nbrain = "rules"\n', f"[llm]\n{lines}\n"))
+        monkeypatch.setenv("RA_CONFIG", str(config))
+        cfg = load_config(config)
+        with open_store(cfg) as store:
+            goal_id = start_goal(cfg, store, demo_project / HANDBOOK, f"{llm['brain']}:gemma3n:e4b").goal_id
+        server.script(json.dumps(REPLY))
+        with dg.instance_for_test() as instance:
+            result, _ = local.tick(agent_sensor, instance, config, None)
+            (request,) = [r for r in result.run_requests or [] if r.job_name == "agent_cycle_job"]
+            run = local.execute(load(), instance, request, agent_sensor.name)
+            outputs = [e.event_specific_data for e in run.all_events if e.event_type_value == "STEP_OUTPUT"]
+        requests = server.chat_requests
+    values = {k: getattr(v, "value", v) for out in outputs for k, v in (out.metadata or {}).items()}
+    assert run.success and values["event"] == "tool_call" and values["tool"] == "search_pubmed"
+    assert values["brain"] == f"{llm['brain']}:gemma3n:e4b" and values["brain_mode"] == "json_schema"
+    assert values["brain_schema"] == "agent_action"
+    assert 0 <= values["brain_ttft_s"] <= values["brain_total_s"] < 10
+    if server_kind == "llama-cpp-python":
+        assert [r["response_format"]["type"] for r in requests] == ["json_schema", "json_object"]  # refused, taken
+        assert requests[1]["response_format"]["schema"]["required"] == ["reasoning", "action"]
+        assert values["brain_response_format"] == "json_object+schema"
+        assert "brain_prompt_tokens" not in values and values["brain_tokens_counted"] == "stream chunks"
+        assert values["brain_completion_tokens"] == len(json.dumps(REPLY)) // 48 + 1  # one per 48-character chunk
+    else:
+        assert values["brain_prompt_tokens"] > 500 and values["brain_completion_tokens"] == len(json.dumps(REPLY)) // 4
+        assert len(requests) == 1 and sent_schema(server_kind, requests[0]) is not None
+    with open_store(cfg) as store:
+        state = GoalStore(cfg.data_dir, store).load(goal_id)
+    assert [h["event"] for h in state.history if h["event"] == "tool_call"] == ["tool_call"]
+
+
+def test_alternative_pico_and_prisma_verdicts_are_constrained(demo, loopback):
+    from ra_agent.evidence.alternative import propose_alternative_pico
+    from ra_agent.evidence.prisma import prisma_check
+    from ra_agent.topics.view import member_pmids
+
+    cfg = loopback.configure(demo)
+    brain = select_brain(cfg, RulesBrain)
+    with open_store(cfg) as store:
+        cid = store.conn.execute("SELECT cluster_id FROM cluster_manifest WHERE status='active' ORDER BY cluster_id"
+                                 ).fetchone()[0]  # fmt: skip
+        members = member_pmids(store, cid)
+        words = [w for w in store.papers(members[1:2])[0].title.split() if len(w) > 4][:3]
+        theme = f"P: {words[0]}; I: {words[1]}; C: placebo; O: {words[2]}"
+        loopback.script(json.dumps({"new_PICO": theme, "seed_query": f"{words[1]} AND {words[0]}"}),
+                        json.dumps({"compliant": False, "missing_items": [5, 7]}))  # fmt: skip
+        alt = propose_alternative_pico(cfg, store, brain, members[:1], cluster_id=cid)
+        checked = prisma_check(cfg, store, cid, brain, draft_text="A draft without headings.")
+    first, second = (sent_schema(loopback.backend, r) for r in loopback.chat_requests)
+    assert first is not None and second is not None
+    assert first["required"] == ["new_PICO", "seed_query"] and first["additionalProperties"] is False
+    assert second["properties"]["missing_items"]["items"] == {"enum": [4, 5, 6, 7, 8]}  # the items asked about
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"compliant": True, "missing_items": [12]}, second)
+    assert (alt.judged_by, alt.new_PICO) == (brain.name, theme)
+    assert (checked.judged_by, checked.as_dict()) == (brain.name, {"compliant": False, "missing_items": [5, 7]})

@@ -8,7 +8,7 @@ from demo_corpus import demo_papers
 
 from ra_agent.config import Config
 from ra_agent.embed.tokens import count_tokens, prompt_budget
-from ra_agent.evidence.pico.extract import LlmExtractor
+from ra_agent.evidence.pico.llm_extract import LlmExtractor
 from ra_agent.llm.rules_brain import RulesBrain
 
 

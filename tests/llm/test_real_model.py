@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import time
 
 import dagster as dg
@@ -86,7 +87,7 @@ def prompt_tokens(server, messages: list[dict]) -> int:
     return answer.json()["count"]
 
 
-def test_gemma_drives_seek_gap_cycles(gemma, demo, demo_project):
+def test_gemma_drives_seek_gap_cycles(gemma, demo, demo_project, real_model_report):
     cfg = demo.with_overrides(llm=llm_settings(gemma), goal={"max_cycles": 40, "max_tool_calls": 60},
                               tokens={"token_soft_cap": N_CTX - REPLY_TOKENS - 600})  # fmt: skip
     brain = select_brain(cfg, RulesBrain)
@@ -135,8 +136,8 @@ def test_gemma_drives_seek_gap_cycles(gemma, demo, demo_project):
         assert used + REPLY_TOKENS <= N_CTX, f"a prompt of {used} tokens leaves no room for the reply in {N_CTX}"
     tokens = sum(c["stats"].get("completion_tokens") or 0 for c in asked)
     generating = sum((c["stats"]["total_s"] or 0) - (c["stats"]["ttft_s"] or 0) for c in asked)
-    print(
-        f"\nreal model {brain.name}: {len(outcomes)} cycles on {len(goals_run)} goal(s) in {took:.0f} s; "
+    real_model_report(
+        f"real model {brain.name}: {len(outcomes)} cycles on {len(goals_run)} goal(s) in {took:.0f} s; "
         f"{len(asked)} constrained calls, mode json_schema ({asked[0]['stats'].get('response_format')}), prompts "
         f"{min(sizes)}-{max(sizes)} tokens of n_ctx {N_CTX}; "
         f"{tokens} tokens generated at {tokens / max(generating, 1e-6):.1f} tokens/s; "
@@ -144,7 +145,7 @@ def test_gemma_drives_seek_gap_cycles(gemma, demo, demo_project):
     )
 
 
-def test_the_agent_sensor_runs_one_cycle_with_the_real_model(gemma, demo_project, monkeypatch):
+def test_the_agent_sensor_runs_one_cycle_with_the_real_model(gemma, demo_project, monkeypatch, real_model_report):
     from flow.conftest import write_config
 
     from ra_assets import local
@@ -172,6 +173,43 @@ def test_the_agent_sensor_runs_one_cycle_with_the_real_model(gemma, demo_project
         values = {k: getattr(v, "value", v) for out in outputs for k, v in (out.metadata or {}).items()}
     assert values["brain"] == f"openai:{serve.MODEL_ALIAS}" and values["brain_mode"] == "json_schema", values
     assert values["event"] in ("tool_call", "no_action", "stopped") and values["brain_total_s"] > 0, values
+    real_model_report(
+        f"agent_cycle run with {values['brain']}: {values['event']} {values.get('tool', '')}, mode "
+        f"{values['brain_mode']} ({values.get('brain_response_format')}), {values.get('brain_completion_tokens')} "
+        f"tokens ({values.get('brain_tokens_counted')}), ttft {values.get('brain_ttft_s')} s, "
+        f"total {values['brain_total_s']} s"
+    )
     with open_store(cfg) as store:
         state = GoalStore(cfg.data_dir, store).load(goal_id)
     assert state.cycle == 1 and not [h for h in state.history if h["event"] in ("error", "json_error")]
+
+
+def test_gemma_judges_a_trial_for_a_review_question(gemma, real_model_report):
+    """One "is trial T eligible for the topic's question" asked of the real model through the judge seam: a
+    schema-valid judgement quoting one of the record's own sentences, or the rules deciding and saying why; never an
+    unlabelled answer."""
+    from demo_corpus import demo_papers
+
+    from ra_agent.config import Config
+    from ra_agent.evidence.question_judge import LlmQuestionJudge, record_sentences
+    from ra_agent.evidence.questions import RULES, RulesJudge, Topic
+
+    cfg = Config().with_overrides(llm=llm_settings(gemma))
+    scope = demo_papers()[:300]
+    topic = Topic.from_seed_query("proton pump inhibitors AND gastroesophageal reflux").with_corpus(scope)
+    paper = next(p for p in scope if RulesJudge().trial(p, topic).eligible)
+    brain = OpenAIBrain(cfg)
+    judge = LlmQuestionJudge(brain, max_calls=1)
+    answer = judge.trial(paper, topic)
+    (call,) = judge.calls
+    assert call["mode"] == "json_schema" and call["schema"] == "trial_eligibility"
+    if answer.judged_by == brain.name:  # the model's answer was used: it quoted a sentence of the record
+        said = re.search(rf'(not )?eligible by {re.escape(brain.name)}: "(.+)"', answer.reason)
+        assert said and answer.eligible == (said.group(1) is None), answer.reason
+        assert any(s.startswith(said.group(2)) for s in record_sentences(paper)), answer.reason
+    else:  # the rules decided, and say why
+        assert answer.judged_by.startswith(f"{RULES} (fallback: ") and answer.eligible, answer
+    real_model_report(
+        f"question judge {brain.name} on PMID {paper.pmid}: eligible={answer.eligible} by {answer.judged_by}; "
+        f"{call['completion_tokens']} tokens in {call['total_s']} s ({call['mode']}, {call.get('response_format')})"
+    )

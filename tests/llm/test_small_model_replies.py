@@ -34,6 +34,9 @@ def deep(levels: int) -> str:
     return '{"tool": "search_pubmed", "args": {"query": ' + '{"a": ' * levels + '"x"' + "}" * levels + "}}"
 
 
+HUGE = THOUGHT + "x" * 5_000_000 + "\nAction: " + search("huge")  # received whole, refused unread, then repaired
+
+
 @dataclass(frozen=True)
 class Case:
     name: str
@@ -64,8 +67,8 @@ CASES = [
     Case("wrong types", (THOUGHT + 'Action: {"tool": "search_pubmed", "args": {"query": ["GERD"], "retmax": "50"}}',
                          search("GERD maintenance", retmax=50)),
          "tool_call", 2, ("search_pubmed.query must be a non-empty string",)),
-    Case("5 MB reply", (THOUGHT + "x" * 5_000_000 + "\nAction: " + search("huge"), search("omeprazole dose")),
-         "tool_call", 2, ("over the 200,000 the agent reads", "characters omitted")),
+    Case("5 MB reply", (HUGE, search("omeprazole dose")), "tool_call", 2,
+         (f"the reply is {len(HUGE):,} characters, over the 200,000 the agent reads", "characters omitted")),
     Case("repair turn answers HTTP 500", (THOUGHT + "Action: {tool: search_pubmed, args: {", "unused"),
          "json_error", 2, ("the repair turn failed",), (Fault.passthrough(), Fault.http(500, b'{"error": "boom"}'))),
     Case("a '/' inside a query", (THOUGHT + "Action: " + search("HbA1c 7% / 53 mmol/mol"),), "tool_call", 1),

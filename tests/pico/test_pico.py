@@ -14,23 +14,20 @@ from replay.ollama_server import OllamaReplayServer
 from ra_agent.config import Config, PicoConfig
 from ra_agent.embed.tokens import count_tokens
 from ra_agent.evidence.pico.extract import (
-    FIX_JSON_PROMPT,
     SCHEMA_KEYS,
     LearnedExtractor,
-    LlmExtractor,
     PicoFileError,
     PicoRecord,
     RuleExtractor,
     consistency_warnings,
     count_eligible,
     is_eligible_trial,
-    make_extractor,
-    parse_reply,
     pico_texts,
     read_pico,
     run_pico,
 )
 from ra_agent.evidence.pico.learned import model_version
+from ra_agent.evidence.pico.llm_extract import FIX_JSON_PROMPT, LlmExtractor, make_extractor, parse_reply
 from ra_agent.llm.base import BrainError
 from ra_agent.llm.ollama_brain import OllamaBrain
 from ra_agent.llm.rules_brain import RulesBrain
@@ -59,7 +56,7 @@ class ScriptedBrain:
 
 
 class EchoBrain:
-    """Answers every prompt with a valid record per PMID it finds in the prompt (for batching tests)."""
+    """Answers every prompt with a record per PMID it finds in the prompt, its title as P (for batching tests)."""
 
     name = "fake:echo-llm"
 
@@ -69,13 +66,27 @@ class EchoBrain:
     def chat(self, messages: list[dict[str, str]]) -> str:
         prompt = messages[-1]["content"]
         self.prompts.append(prompt)
-        pmids = re.findall(r"^PMID (\d+)$", prompt, re.M)
-        return json.dumps([{"pmid": int(p), "P": "people", "I": "drug", "O": "healing"} for p in pmids])
+        found = re.findall(r"^PMID (\d+)\nTitle: (.*)$", prompt, re.M)
+        return json.dumps([{"pmid": int(p), "P": title} for p, title in found])
+
+
+# What each of TRIALS says, in its abstract's words or close paraphrases (read from data/demo by hand)
+GROUNDED = {
+    10950032: {"P": "338 patients with erosive gastroesophageal reflux disease", "I": "rabeprazole 20 mg once daily",
+               "C": "ranitidine 150 mg four times daily", "O": "healing of esophageal erosions seen at endoscopy",
+               "StudyDesign": "RCT, double-blind", "PopulationAge": "", "SampleSize": "338"},
+    10871975: {"P": "patients with symptomatic GERD without erosive esophagitis",
+               "I": "omeprazole 20 mg once daily; omeprazole 10 mg once daily", "C": "placebo",
+               "O": "complete resolution of heartburn", "StudyDesign": "RCT, double-blind, placebo-controlled",
+               "PopulationAge": "", "SampleSize": "359"},
+    9354207: {"P": "24 patients with reflux oesophagitis grade II and III", "I": "pantoprazole 40 mg o.m.",
+              "C": "ranitidine 150 mg b.d.", "O": "24-hour intragastric and oesophageal pH",
+              "StudyDesign": "randomised double-blind trial", "PopulationAge": "", "SampleSize": "24"},
+}  # fmt: skip
 
 
 def llm_item(pmid: int, **fields: object) -> dict:
-    base = {"pmid": pmid, "P": f"P{pmid}", "I": "omeprazole", "C": "placebo", "O": "healing"}
-    return {**base, "StudyDesign": "RCT", "PopulationAge": "adults", "SampleSize": "100", **fields}
+    return {"pmid": pmid, **GROUNDED[pmid], **fields}
 
 
 @pytest.fixture
@@ -109,7 +120,10 @@ def test_fenced_json5_with_prose(trials):
     brain = ScriptedBrain(reply)
     records = LlmExtractor(brain).extract(trials)
     assert len(brain.calls) == 1
-    assert [r.I for r in records] == ["rabeprazole"] * 3 and all(r.SampleSize == "338" for r in records)
+    # parsed for all three; kept where the abstract says it (only the first trial tests rabeprazole in 338 patients)
+    assert [r.I for r in records] == ["rabeprazole", "", ""] and [r.SampleSize for r in records] == ["338", "", ""]
+    assert [r.O for r in records] == ["healing", "", "healing"]  # the second trial measures heartburn, not healing
+    assert all(r.P == "" and "'adults'" in r.dropped["P"] for r in records)  # "adults" is in none of them
 
 
 def test_one_malformed_reply_then_exactly_one_repair_turn(trials):
@@ -121,13 +135,13 @@ def test_one_malformed_reply_then_exactly_one_repair_turn(trials):
     assert repair[:2] == first
     assert repair[2:] == [{"role": "assistant", "content": broken}, {"role": "user", "content": FIX_JSON_PROMPT}]
     assert all(r.extractor == "fake:scripted-llm" for r in records)
-    assert [r.P for r in records] == [f"P{p}" for p in TRIALS]
+    assert [r.P for r in records] == [GROUNDED[p]["P"] for p in TRIALS]
 
 
 def test_garbage_twice_falls_back_to_the_learned_tagger_for_the_batch(trials, caplog):
     brain = ScriptedBrain("I cannot help with that.", "Sorry, still no JSON here.")
     extractor = LlmExtractor(brain)
-    with caplog.at_level(logging.WARNING, logger="ra_agent.evidence.pico.extract"):
+    with caplog.at_level(logging.WARNING, logger="ra_agent.evidence.pico.llm_extract"):
         records = extractor.extract(trials)
     assert len(brain.calls) == 2  # the prompt and one repair turn, nothing more
     assert [r.pmid for r in records] == TRIALS
@@ -159,7 +173,7 @@ def test_missing_pmids_and_keys_are_empty_and_values_become_strings(trials):
     reply = json.dumps(
         [
             {"pmid": a, "P": None, "I": {"drug": "x"}, "O": ["healing", "relief"], "SampleSize": 338, "extra": 1},
-            {"pmid": str(b), "Population": "adults with GERD", "study_design": "RCT", "age": 45.0},
+            {"pmid": str(b), "Population": "patients with symptomatic GERD", "study_design": "RCT", "age": 45.0},
         ]
     )
     records = LlmExtractor(ScriptedBrain(reply)).extract(trials)
@@ -168,17 +182,19 @@ def test_missing_pmids_and_keys_are_empty_and_values_become_strings(trials):
         "pmid": a, "P": "", "I": "", "C": "", "O": "healing; relief", "StudyDesign": "",
         "PopulationAge": "", "SampleSize": "338", "extractor": "fake:scripted-llm",
     }  # fmt: skip
-    assert (second.pmid, second.P, second.StudyDesign, second.PopulationAge) == (b, "adults with GERD", "RCT", "45")
+    assert (second.pmid, second.P, second.StudyDesign) == (b, "patients with symptomatic GERD", "RCT")
+    assert second.PopulationAge == "" and second.dropped == {"PopulationAge": "'45': 45 not in the text"}
     assert third.pmid == c and third.fields() == dict.fromkeys(SCHEMA_KEYS, "")
     assert third.extractor == "fake:scripted-llm (pmid missing from reply)"
 
 
 def test_extra_and_duplicate_pmids_are_dropped(trials, caplog):
-    items = [llm_item(999), llm_item(TRIALS[1], P="second"), *(llm_item(p.pmid) for p in trials)]
-    with caplog.at_level(logging.WARNING, logger="ra_agent.evidence.pico.extract"):
+    first = "Patients with a history of heartburn"
+    items = [{**llm_item(TRIALS[0]), "pmid": 999}, llm_item(TRIALS[1], P=first), *(llm_item(p.pmid) for p in trials)]
+    with caplog.at_level(logging.WARNING, logger="ra_agent.evidence.pico.llm_extract"):
         records = LlmExtractor(ScriptedBrain(json.dumps(items))).extract(trials)
     assert [r.pmid for r in records] == TRIALS  # input order, one each
-    assert records[1].P == "second"  # the first answer for a PMID wins
+    assert records[1].P == first  # the first answer for a PMID wins
     assert "not in the batch: 999" in caplog.text
 
 
@@ -188,7 +204,22 @@ def test_batches_hold_at_most_batch_size_papers(demo_papers):
     records = LlmExtractor(brain, batch_size=40, token_budget=10**9).extract(papers)
     assert [len(re.findall(r"^PMID \d+$", p, re.M)) for p in brain.prompts] == [40, 40, 10]
     assert [r.pmid for r in records] == [p.pmid for p in papers]
-    assert all(r.extractor == "fake:echo-llm" and r.O == "healing" for r in records)
+    assert all(
+        r.extractor == "fake:echo-llm" and r.P == " ".join(p.title.split())
+        for r, p in zip(records, papers, strict=True)
+    )
+
+
+def test_past_the_cap_papers_go_to_the_fallback_labelled(trials, tmp_path, caplog):
+    """[pico] llm_max_abstracts caps what one run sends to the LLM; the rest are the fallback's, and say so."""
+    brain = ScriptedBrain(json.dumps([llm_item(p.pmid) for p in trials[:2]]))
+    extractor = LlmExtractor(brain, max_papers=2, fallback=RuleExtractor())
+    with caplog.at_level(logging.WARNING, logger="ra_agent.evidence.pico.llm_extract"):
+        result = run_pico(trials, extractor, tmp_path / "c.jsonl")
+    assert len(brain.calls) == 1 and all(f"PMID {p.pmid}\n" in brain.calls[0][1]["content"] for p in trials[:2])
+    assert result.extractor_counts == {"fake:scripted-llm": 2,
+                                       "rules:pico-cues-v2 (llm cap: [pico] llm_max_abstracts = 2)": 1}  # fmt: skip
+    assert result.metadata()["llm_papers"] == 2 and "1 papers beyond the cap of 2" in caplog.text
 
 
 def test_batches_stay_inside_the_token_budget(demo_papers):
@@ -208,7 +239,10 @@ def test_make_extractor_picks_the_configured_extractor_without_an_llm():
     rules_cfg = dataclasses.replace(Config(), pico=PicoConfig(extractor="rules"))
     assert isinstance(make_extractor(RulesBrain(), rules_cfg), RuleExtractor)
     llm = make_extractor(ScriptedBrain(), Config())
-    assert isinstance(llm, LlmExtractor) and llm.batch_size == 40 and llm.name == "fake:scripted-llm"
+    assert isinstance(llm, LlmExtractor) and llm.name == "fake:scripted-llm"
+    cfg = Config()  # the reply's room ([llm] reply_tokens, ~90 tokens a record) binds before [sr] pico_batch_size
+    assert llm.batch_size == cfg.llm.reply_tokens // 90 < cfg.sr.pico_batch_size
+    assert llm.max_papers == cfg.pico.llm_max_abstracts
 
 
 def test_parse_reply_reports_why():

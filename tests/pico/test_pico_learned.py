@@ -17,11 +17,11 @@ from ra_agent.evidence.pico.ebmnlp import content_tokens, halves, read_ebmnlp
 from ra_agent.evidence.pico.extract import (
     LearnedExtractor,
     RuleExtractor,
-    make_extractor,
     pico_code_version,
     read_pico,
     run_pico,
 )
+from ra_agent.evidence.pico.llm_extract import make_extractor
 
 EBMNLP = ROOT / "tests" / "fixtures" / "ebmnlp" / "ebmnlp_dev.txt"
 # real demo-corpus trials: five maintenance therapies; two triple regimes; five endoscopic arms; omeprazole 20 / 10 mg

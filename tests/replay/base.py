@@ -6,7 +6,7 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -27,10 +27,32 @@ MAINTENANCE_PAGE = (
 
 @dataclass(frozen=True)
 class Reply:
+    """An answer; with `stream`, the body is written piece by piece as the pieces are made (no Content-Length, the
+    connection closes at its end), as a server streaming a reply sends its first tokens before the last exist."""
+
     status: int
     body: bytes
     content_type: str
     headers: Mapping[str, str] = field(default_factory=dict)
+    stream: Iterable[bytes] | None = None
+
+    def whole(self) -> Reply:
+        """The same answer with its body in one piece (for the faults that cut a body)."""
+        if self.stream is None:
+            return self
+        return Reply(self.status, self.body + b"".join(self.stream), self.content_type, self.headers)
+
+
+def in_batches(pieces: Iterable[bytes], size: int = 256) -> Iterator[bytes]:
+    """`pieces` joined `size` at a time (a streamed reply written in fewer, larger writes)."""
+    batch: list[bytes] = []
+    for piece in pieces:
+        batch.append(piece)
+        if len(batch) == size:
+            yield b"".join(batch)
+            batch = []
+    if batch:
+        yield b"".join(batch)
 
 
 @dataclass(frozen=True)
@@ -250,6 +272,8 @@ class ReplayServer:
             if self._stop.wait(fault.delay_s):
                 return
         reply = self.respond(method, path, params)
+        if fault is not None and fault.kind in ("truncate", "short_read"):
+            reply = reply.whole()
         if fault is not None and fault.kind == "truncate":
             reply = Reply(reply.status, reply.body[: int(len(reply.body) * fault.keep)], reply.content_type,
                           reply.headers)  # fmt: skip
@@ -264,10 +288,19 @@ class ReplayServer:
 
     @staticmethod
     def _write(handler, reply: Reply, body: bytes | None = None) -> None:
+        streamed = reply.stream is not None and body is None
         handler.send_response(reply.status)
         handler.send_header("Content-Type", reply.content_type)
-        handler.send_header("Content-Length", str(len(reply.body)))
+        if not streamed:
+            handler.send_header("Content-Length", str(len(reply.body)))
         for key, value in reply.headers.items():
             handler.send_header(key, value)
         handler.end_headers()
-        handler.wfile.write(reply.body if body is None else body)
+        if not streamed:
+            handler.wfile.write(reply.body if body is None else body)
+            return
+        handler.close_connection = True  # HTTP/1.0 without Content-Length: the body ends with the connection
+        handler.wfile.write(reply.body)
+        for piece in reply.stream or ():
+            handler.wfile.write(piece)
+            handler.wfile.flush()

@@ -15,7 +15,7 @@ import json
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
-from .base import Reply
+from .base import Reply, in_batches
 from .chat import ScriptedChatServer
 
 OLLAMA_VERSION = "0.12.6"
@@ -82,10 +82,11 @@ class OllamaReplayServer(ScriptedChatServer):
         if body.get("stream", True) is False:
             doc = {**head, "message": {"role": "assistant", "content": content}, "done": True, **counters}
             return _json(200, doc)
-        pieces = [content[i : i + 64] for i in range(0, len(content), 64)]
-        chunks = [{**head, "message": {"role": "assistant", "content": p}, "done": False} for p in pieces]
-        chunks.append({**head, "message": {"role": "assistant", "content": ""}, "done": True, **counters})
-        return Reply(200, b"".join(json.dumps(c).encode() + b"\n" for c in chunks), NDJSON_TYPE)
+        pieces = (content[i : i + 64] for i in range(0, len(content), 64))
+        chunks = [({**head, "message": {"role": "assistant", "content": p}, "done": False} for p in pieces),
+                  [{**head, "message": {"role": "assistant", "content": ""}, "done": True, **counters}]]  # fmt: skip
+        lines = (json.dumps(c).encode() + b"\n" for part in chunks for c in part)  # made as they are sent
+        return Reply(200, b"", NDJSON_TYPE, stream=in_batches(lines))
 
     @staticmethod
     def _tag(model: str) -> dict:

@@ -11,26 +11,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-import json5
-
 from ra_agent.config import Config, PicoConfig, SrConfig, TokensConfig
-from ra_agent.embed.tokens import count_tokens, prompt_budget, truncate_tokens
 from ra_agent.evidence.pico import rules as pico_rules
 from ra_agent.evidence.pico.design import NON_TRIAL_CLASSES, design_class, is_rct_design
 from ra_agent.evidence.pico.rules import RULES_NAME
 from ra_agent.fileio import atomic_write
-from ra_agent.llm.base import BrainError
-from ra_agent.llm.protocol import repair_messages
 from ra_agent.models import Paper
 
 log = logging.getLogger(__name__)
 
 SCHEMA_KEYS = ("P", "I", "C", "O", "StudyDesign", "PopulationAge", "SampleSize")
 RCT_PUB_TYPES = frozenset({"Randomized Controlled Trial", "Randomized Controlled Trial, Veterinary"})
-FIX_JSON_PROMPT = "FIX JSON ONLY: return only the valid JSON array for the previous message"
-MAX_FIELD_CHARS = 600
-ABSTRACT_TOKEN_CAP = 800  # one abstract never takes more of a batch prompt than this
-REPLY_TOKENS_PER_RECORD = 90  # reply room reserved per abstract inside the token budget
 
 _SR = SrConfig()
 _TOKENS = TokensConfig()
@@ -53,6 +44,7 @@ class PicoRecord:
     SampleSize: str = ""
     extractor: str = ""
     evidence: dict[str, str] = field(default_factory=dict)
+    dropped: dict[str, str] = field(default_factory=dict)  # LLM values the grounding rule blanked: field -> why
 
     @classmethod
     def of(
@@ -66,8 +58,10 @@ class PicoRecord:
         return {k: getattr(self, k) for k in SCHEMA_KEYS}
 
     def to_json(self) -> dict[str, Any]:
-        """The JSONL line form: pmid, the seven schema strings and the extractor label."""
-        return {"pmid": self.pmid, **self.fields(), "extractor": self.extractor}
+        """The JSONL line form: pmid, the seven schema strings, the extractor label, and `dropped` (field -> why)
+        when the grounding rule blanked an LLM value."""
+        line = {"pmid": self.pmid, **self.fields(), "extractor": self.extractor}
+        return {**line, "dropped": dict(self.dropped)} if self.dropped else line
 
     @classmethod
     def from_json(cls, obj: Any) -> PicoRecord:
@@ -80,13 +74,20 @@ class PicoRecord:
         missing = [k for k in (*SCHEMA_KEYS, "extractor") if k not in obj]
         if missing:
             raise ValueError(f"missing key(s) {', '.join(missing)}")
-        unknown = sorted(set(obj) - {"pmid", *SCHEMA_KEYS, "extractor", "evidence"})
+        unknown = sorted(set(obj) - {"pmid", *SCHEMA_KEYS, "extractor", "evidence", "dropped"})
         if unknown:
             raise ValueError(f"unknown key(s) {', '.join(unknown)}")
         bad = [k for k in (*SCHEMA_KEYS, "extractor") if not isinstance(obj[k], str)]
         if bad:
             raise ValueError(f"key(s) {', '.join(bad)} must be strings")
-        return cls.of(pmid, obj, obj["extractor"])
+        dropped = obj.get("dropped", {})
+        if not isinstance(dropped, dict) or not all(
+            k in SCHEMA_KEYS and isinstance(v, str) for k, v in dropped.items()
+        ):
+            raise ValueError("'dropped' must map schema keys to strings")
+        record = cls.of(pmid, obj, obj["extractor"])
+        record.dropped = dict(dropped)
+        return record
 
 
 def pico_texts(record: PicoRecord) -> dict[str, str]:
@@ -107,14 +108,6 @@ class Extractor(Protocol):
     batch_size: int
 
     def extract(self, papers: Sequence[Paper]) -> list[PicoRecord]: ...
-
-
-class ChatBrain(Protocol):
-    """The part of ra_agent.llm.base.Brain the LLM extractor uses."""
-
-    name: str
-
-    def chat(self, messages: list[dict[str, str]]) -> str: ...
 
 
 class RuleExtractor:
@@ -168,224 +161,6 @@ def pico_code_version() -> str:
     from ra_agent.evidence.pico.learned import model_version, spans_version
 
     return f"{model_version()}+{spans_version()}+{RULES_NAME}"
-
-
-SYSTEM_PROMPT = (
-    "You extract PICO fields from biomedical abstracts for a systematic review. "
-    "You answer with one JSON array and nothing else."
-)
-USER_INSTRUCTIONS = """For each abstract below give one JSON object with exactly these keys:
-"pmid" (the number given), "P" (population: condition, setting, age and number), "I" (intervention incl. dose),
-"C" (comparator; "" if none), "O" (primary outcome), "StudyDesign" ("RCT", "controlled trial", "cohort",
-"case-control", "cross-sectional", "case report", "systematic review", "meta-analysis", "narrative review", ...
-followed by qualifiers such as double-blind, placebo-controlled, crossover, multicentre),
-"PopulationAge" (ages or age group), "SampleSize" (participants randomised or enrolled, digits only).
-All values are strings. Use "" when the abstract does not say; never guess.
-Return ONLY a JSON array with exactly one object per PMID, in the order given."""
-
-
-class LlmExtractor:
-    """Batch PICO extraction through a chat brain, with one JSON repair turn and a labelled rule fallback."""
-
-    def __init__(
-        self,
-        brain: ChatBrain,
-        *,
-        batch_size: int = _SR.pico_batch_size,
-        token_budget: int = _TOKENS.token_soft_cap,
-        fallback: RuleExtractor | LearnedExtractor | None = None,
-    ):
-        self.brain = brain
-        self.name = brain.name
-        self.batch_size = batch_size
-        self.token_budget = token_budget
-        self.fallback = fallback or default_extractor()
-        self.failures: list[str] = []
-
-    @classmethod
-    def from_config(cls, brain: ChatBrain, cfg: Config) -> LlmExtractor:
-        """Batches sized to the prompt budget: token_soft_cap, with the reply's room kept free under num_ctx."""
-        return cls(brain, batch_size=cfg.sr.pico_batch_size, token_budget=prompt_budget(cfg),
-                   fallback=default_extractor(cfg))  # fmt: skip
-
-    def extract(self, papers: Sequence[Paper]) -> list[PicoRecord]:
-        records: list[PicoRecord] = []
-        for batch in self.batches(papers):
-            records.extend(self.extract_batch([p for p, _ in batch], [t for _, t in batch]))
-        return records
-
-    def batches(self, papers: Sequence[Paper]) -> list[list[tuple[Paper, str]]]:
-        """(paper, prompt text) groups of at most batch_size papers whose prompt fits token_budget."""
-        overhead = count_tokens(SYSTEM_PROMPT + USER_INSTRUCTIONS)
-        groups: list[list[tuple[Paper, str]]] = []
-        current: list[tuple[Paper, str]] = []
-        used = overhead
-        for paper in papers:
-            text = truncate_tokens(paper_prompt_text(paper), ABSTRACT_TOKEN_CAP)
-            cost = count_tokens(text) + REPLY_TOKENS_PER_RECORD
-            if current and (len(current) >= self.batch_size or used + cost > self.token_budget):
-                groups.append(current)
-                current, used = [], overhead
-            current.append((paper, text))
-            used += cost
-        if current:
-            groups.append(current)
-        return groups
-
-    def messages(self, texts: Sequence[str]) -> list[dict[str, str]]:
-        user = USER_INSTRUCTIONS + "\n\n" + "\n\n".join(texts)
-        return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
-
-    def extract_batch(self, papers: Sequence[Paper], texts: Sequence[str] | None = None) -> list[PicoRecord]:
-        """One prompt for these papers; a repair turn on unparseable output; rules for the batch if that fails too."""
-        messages = self.messages(texts if texts is not None else [paper_prompt_text(p) for p in papers])
-        wanted = [p.pmid for p in papers]
-        try:
-            reply = self.brain.chat(messages)
-            items, error = parse_reply(reply)
-            if error:
-                log.warning("%s: PICO reply for %d PMIDs unusable (%s); asking once to fix the JSON", self.name,
-                            len(wanted), error)  # fmt: skip
-                messages = repair_messages(messages, reply, FIX_JSON_PROMPT)
-                reply = self.brain.chat(messages)
-                items, error = parse_reply(reply)
-        except BrainError as exc:
-            items, error = None, f"llm brain_error: {exc}"
-        if error or items is None:
-            return self._fall_back(papers, error or "llm json_error")
-        return validate_items(items, wanted, self.name)
-
-    def _fall_back(self, papers: Sequence[Paper], error: str) -> list[PicoRecord]:
-        reason = error.split(":")[0]
-        self.failures.append(f"PMIDs {papers[0].pmid}..{papers[-1].pmid} ({len(papers)}): {error}")
-        log.warning("%s: %s for %d PMIDs; falling back to %s for this batch", self.name, error, len(papers),
-                    self.fallback.name)  # fmt: skip
-        label = f"{self.fallback.name} ({reason})"
-        return [self.fallback.extract_one(p, label=label) for p in papers]
-
-
-def paper_prompt_text(paper: Paper) -> str:
-    abstract = paper.abstract or " ".join(s.text for s in paper.sections)
-    return f"PMID {paper.pmid}\nTitle: {paper.title}\nAbstract: {abstract or '(none)'}"
-
-
-def make_extractor(brain: ChatBrain | None, cfg: Config | None = None) -> Extractor:
-    """The LLM extractor for an LLM brain; `[pico] extractor` (the learned tagger by default, or the rules) when there
-    is none or it is the rules brain."""
-    if brain is None or brain.name.startswith("rules:"):
-        return default_extractor(cfg)
-    return LlmExtractor.from_config(brain, cfg) if cfg else LlmExtractor(brain)
-
-
-# --------------------------------------------------------------------------- reply parsing and validation
-
-_FENCE = re.compile(r"```(?:json5?|javascript)?\s*(.*?)```", re.S | re.I)
-KEY_ALIASES = {
-    "pmid": "pmid",
-    "id": "pmid",
-    "p": "P",
-    "population": "P",
-    "participants": "P",
-    "i": "I",
-    "intervention": "I",
-    "c": "C",
-    "comparator": "C",
-    "comparison": "C",
-    "control": "C",
-    "o": "O",
-    "outcome": "O",
-    "outcomes": "O",
-    "studydesign": "StudyDesign",
-    "study_design": "StudyDesign",
-    "design": "StudyDesign",
-    "populationage": "PopulationAge",
-    "population_age": "PopulationAge",
-    "age": "PopulationAge",
-    "samplesize": "SampleSize",
-    "sample_size": "SampleSize",
-    "n": "SampleSize",
-}
-
-
-def parse_reply(reply: str) -> tuple[list[dict] | None, str]:
-    """The record objects of a model reply (JSON5, code fences tolerated), or (None, "llm json_error: …")."""
-    if not isinstance(reply, str) or not reply.strip():
-        return None, "llm json_error: empty reply"
-    fenced = _FENCE.search(reply)
-    text = fenced.group(1) if fenced else reply
-    for open_, close in (("[", "]"), ("{", "}")):
-        start, end = text.find(open_), text.rfind(close)
-        if start < 0 or end <= start:
-            continue
-        try:
-            data = json5.loads(text[start : end + 1])
-        except ValueError as exc:
-            return None, f"llm json_error: {str(exc)[:120]}"
-        items = _record_list(data)
-        if items:
-            return items, ""
-        return None, "llm schema_error: no record objects with a pmid"
-    return None, "llm json_error: no JSON array or object in the reply"
-
-
-def _record_list(data: Any) -> list[dict]:
-    if isinstance(data, dict):
-        if any(str(k).lower() == "pmid" for k in data):
-            data = [data]
-        else:
-            data = next((v for v in data.values() if isinstance(v, list)), [])
-    if not isinstance(data, list):
-        return []
-    return [d for d in data if isinstance(d, dict) and any(str(k).lower() == "pmid" for k in d)]
-
-
-def _as_text(value: Any) -> str:
-    if isinstance(value, bool) or value is None:
-        return ""
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return str(int(value)) if value.is_integer() else str(value)
-    if isinstance(value, str):
-        return " ".join(value.split())[:MAX_FIELD_CHARS]
-    if isinstance(value, list):
-        return "; ".join(t for t in (_as_text(v) for v in value if not isinstance(v, (dict, list))) if t)[
-            :MAX_FIELD_CHARS
-        ]
-    return ""
-
-
-def _as_pmid(value: Any) -> int | None:
-    text = str(value).strip() if isinstance(value, (int, str)) and not isinstance(value, bool) else ""
-    return int(text) if text.isdigit() and int(text) > 0 else None
-
-
-def validate_items(items: Iterable[dict], wanted: Sequence[int], extractor: str) -> list[PicoRecord]:
-    """One record per wanted PMID, in order: unknown PMIDs dropped, missing PMIDs and keys as "", values as strings."""
-    wanted_set = set(wanted)
-    by_pmid: dict[int, PicoRecord] = {}
-    dropped: list[str] = []
-    for item in items:
-        pmid = _as_pmid(next((v for k, v in item.items() if str(k).lower() in ("pmid", "id")), None))
-        if pmid is None or pmid not in wanted_set:
-            dropped.append(str(item.get("pmid", "?")))
-            continue
-        if pmid in by_pmid:
-            continue
-        values: dict[str, str] = {}
-        for key, value in item.items():
-            name = KEY_ALIASES.get(str(key).strip().lower().replace(" ", ""), None)
-            if name and name != "pmid" and name not in values:
-                values[name] = _as_text(value)
-        by_pmid[pmid] = PicoRecord.of(pmid, values, extractor)
-    if dropped:
-        log.warning("%s: dropped %d record(s) for PMIDs not in the batch: %s", extractor, len(dropped),
-                    ", ".join(dropped[:10]))  # fmt: skip
-    missing = [p for p in wanted if p not in by_pmid]
-    if missing:
-        log.warning("%s: reply lacks %d PMID(s) (kept with empty fields): %s", extractor, len(missing),
-                    ", ".join(map(str, missing[:10])))  # fmt: skip
-    return [by_pmid.get(p) or PicoRecord(pmid=p, extractor=f"{extractor} (pmid missing from reply)") for p in wanted]
 
 
 # --------------------------------------------------------------------------- consistency guard and eligibility
@@ -459,6 +234,8 @@ class PicoRunResult:
     eligible: int = 0
     warnings: list[str] = field(default_factory=list)
     extractor_counts: dict[str, int] = field(default_factory=dict)  # records per extractor label (shows fallbacks)
+    llm: dict[str, Any] = field(default_factory=dict)  # an LLM extractor's calls: mode(s), tokens, seconds, papers
+    dropped_values: int = 0  # LLM values the grounding rule blanked
 
     def metadata(self) -> dict[str, Any]:
         """Flat values for asset metadata and tool results."""
@@ -472,6 +249,7 @@ class PicoRunResult:
             "eligible_trials": self.eligible,
             "warnings": len(self.warnings),
             **{f"fill_{k}": round(v, 3) for k, v in self.fill_rates.items()},
+            **({**self.llm, "llm_values_dropped": self.dropped_values} if self.llm else {}),
         }
 
 
@@ -512,6 +290,8 @@ def run_pico(
     records = _one_per_paper(unique, records, extractor.name)
     write_pico(out_path, records)
     by_pmid = {r.pmid: r for r in records}
+    summary: Any = getattr(extractor, "call_summary", None)  # an LLM extractor says how it asked
+    llm: dict[str, Any] = summary() if summary is not None else {}
     result = PicoRunResult(
         status="ok",
         extractor=extractor.name,
@@ -523,6 +303,8 @@ def run_pico(
         eligible=count_eligible(unique, by_pmid),
         warnings=consistency_warnings(records, unique),
         extractor_counts=dict(Counter(r.extractor for r in records)),
+        llm=llm,
+        dropped_values=sum(len(r.dropped) for r in records),
     )
     log.info("run_pico: %d papers -> %s (%s; %d RCT, %d eligible, %d warnings)", n, out_path, extractor.name,
              result.rct, result.eligible, len(result.warnings))  # fmt: skip
@@ -571,7 +353,6 @@ __all__ = [
     "SCHEMA_KEYS",
     "Extractor",
     "LearnedExtractor",
-    "LlmExtractor",
     "PicoFileError",
     "PicoRecord",
     "PicoRunResult",
@@ -584,12 +365,9 @@ __all__ = [
     "is_eligible_trial",
     "is_rct",
     "is_rct_design",
-    "make_extractor",
-    "parse_reply",
     "pico_code_version",
     "pico_texts",
     "read_pico",
     "run_pico",
-    "validate_items",
     "write_pico",
 ]

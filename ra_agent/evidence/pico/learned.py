@@ -41,9 +41,8 @@ MAX_SPAN_TOKENS = 40
 
 @dataclass(frozen=True)
 class SpanRules:
-    """How the tagger's spans become fields. A span is kept when the tagger's mean marginal probability of its label
-    is at least the field's minimum. The values are scripts/tune_pico_spans.py's picks on its dev part (dev models
-    trained on PMIDs = 0 mod 4 of the training half, scored on PMIDs = 2 mod 4); never on the held-out half."""
+    """A span is kept when the tagger's mean marginal probability of its label reaches the field's minimum, picked by
+    scripts/tune_pico_spans.py (trained on PMIDs = 0, scored on 2 mod 4 of the training half; never the held-out)."""
 
     min_p: float = 0.6
     min_i: float = 0.5
@@ -226,8 +225,7 @@ def _model_files() -> tuple[Path, Path]:
 
 @cache
 def model_version() -> str:
-    """The tagger's name and the first 8 hex digits of the SHA-256 of its two model files
-    ("learned:pico-crf-v2@1a2b3c4d")."""
+    """The tagger's name and the first 8 hex digits of its two model files' SHA-256 ("learned:pico-crf-v2@1a2b3c4d")."""
     digest = hashlib.sha256()
     for path in _model_files():
         try:
@@ -239,9 +237,8 @@ def model_version() -> str:
 
 @cache
 def spans_version() -> str:
-    """The version of how tokens are read and spans become fields: "spans@" and the first 8 hex digits of the SHA-256
-    of this module's source. It goes into `pico_code_version`, so a change to that code (not only a new model file)
-    shows the extractions stale in Dagster."""
+    """How tokens are read and spans become fields: "spans@" + 8 hex digits of this module's SHA-256. It goes into
+    `pico_code_version`, so a change to that code (not only a new model file) shows the extractions stale in Dagster."""
     return "spans@" + hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:8]
 
 
