@@ -164,7 +164,9 @@ def test_ra_run_with_the_served_model_completes_a_goal_and_stop_leaves_nothing(d
         goal = GoalStore(cfg.data_dir, store).load(started_goal.group(1))
     events = [h["event"] for h in goal.history]
     assert goal.status != "in_progress" and goal.brain == "openai:gemma3-270m", (goal.status, events)
-    assert not [e for e in events if e in ("error", "json_error")], events
+    assert not [e for e in events if e in ("error", "json_error")], [
+        h for h in goal.history if h["event"] in ("error", "json_error")
+    ]
     cycles = [line.strip() for line in run.stdout.splitlines() if line.strip().startswith("cycle ")]
     asked = [c for c in cycles if not c.endswith(": stopped -> stopped")]  # the last line: the goal's max_cycles stop
     assert len(asked) == goal.cycle == E2E_CYCLES and all(": error" not in c for c in cycles), cycles
