@@ -27,8 +27,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from ra_agent.agent import GoalStore, spawned_goals, written_reports
-from ra_agent.agent.closing import closing_block, goal_outcome, report_gist  # noqa: F401  (report_gist: for tests)
+from ra_agent.agent import GoalStore, closing_block, goal_outcome, spawned_goals, written_reports
 from ra_agent.config import ConfigError, default_config_path, load_config
 from ra_agent.workspace import open_store
 from ra_assets.local import console_level, drive

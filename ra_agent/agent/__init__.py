@@ -1,5 +1,6 @@
 """The agent: handbooks, goals, actions and tools, the prompt, guards, one cycle, stage requests and the local runner."""
 
+from ra_agent.agent.closing import closing_block, goal_outcome, report_gist
 from ra_agent.agent.cycle import run_cycle
 from ra_agent.agent.goal import GoalStore
 from ra_agent.agent.guards import pause_requested
@@ -23,12 +24,15 @@ __all__ = [
     "GoalStore",
     "HandbookError",
     "StageRequest",
+    "closing_block",
     "cluster_questions",
+    "goal_outcome",
     "load_prisma",
     "mark_crashed",
     "pause_requested",
     "question_file_problems",
     "record_goal_playbook",
+    "report_gist",
     "report_verdict",
     "run_cycle",
     "run_expand",

@@ -10,10 +10,11 @@ import dagster as dg
 import pytest
 from demo_corpus import DEMO, demo_rows
 
+from ra_agent.agent import closing_block, report_gist
 from ra_agent.cli import main
 from ra_assets.defs.ingest.assets import papers
 from ra_assets.defs.ingest.checks import deleted_citations_absent, no_empty_titles
-from ra_assets.demo import check_outcomes, closing_block, report_gist
+from ra_assets.demo import check_outcomes
 from ra_assets.resources import build_resources
 
 
