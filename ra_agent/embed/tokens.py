@@ -80,11 +80,19 @@ def _cut(enc: tiktoken.Encoding, ids: list[int], n: int) -> str:
     return enc.decode(ids[:n]).rstrip("\ufffd")  # a cut inside a multi-byte character decodes to U+FFFD
 
 
+REPAIR_TURN_TOKENS = 128  # the repair instruction and the chat template's joints around two more turns
+
+
 def prompt_budget(cfg: Config | None = None) -> int:
-    """Tokens one prompt may use: [tokens] token_soft_cap, lowered so that [llm] reply_tokens stay free under
-    [llm] num_ctx (Ollama silently drops the start of a prompt that overflows num_ctx: the system prompt)."""
+    """Tokens one prompt may use: [tokens] token_soft_cap, lowered so that a repair turn still fits [llm] num_ctx.
+
+    A structured call may take one repair turn: the prompt, the faulty reply (at most [llm] reply_tokens), the
+    repair instruction, then room for the repaired reply. Without that room the repair itself overflows the
+    context (llama.cpp answers HTTP 400; Ollama silently drops the start of the prompt: the system prompt).
+    """
     cfg = cfg or Config()
-    return max(1, min(cfg.tokens.token_soft_cap, cfg.llm.num_ctx - cfg.llm.reply_tokens))
+    room = cfg.llm.num_ctx - 2 * cfg.llm.reply_tokens - REPAIR_TURN_TOKENS
+    return max(1, min(cfg.tokens.token_soft_cap, room))
 
 
 def cap_tokens(text: str, n: int, enc: tiktoken.Encoding | None = None, what: str = "text") -> str:
@@ -169,6 +177,7 @@ def sample_for_prompt(
 
 
 __all__ = [
+    "REPAIR_TURN_TOKENS",
     "PromptSample",
     "cap_tokens",
     "prompt_budget",

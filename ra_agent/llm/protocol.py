@@ -233,9 +233,10 @@ def _object_end(text: str, max_depth: int) -> tuple[int | None, int]:
 
 
 def _loads(raw: str) -> Any:
-    """Strict JSON first (C parser, fast on big objects), then json5 for the usual small-model slips."""
+    """JSON first (C parser, fast on big objects; a raw newline or tab inside a string, which a grammar-constrained
+    small model writes, is read as that character), then json5 for the usual small-model slips."""
     try:
-        return json.loads(raw)
+        return json.loads(raw, strict=False)
     except ValueError:
         return json5.loads(raw)
 

@@ -97,9 +97,10 @@ def schema_tools(schema: ReplySchema) -> list[str]:
 
 def action_reply_text(content: str) -> str:
     """A schema reply {"reasoning", "action"} in the text protocol ("reasoning", then "Action: {...}"), so one
-    parser, validator and repair turn serve both modes; anything else is returned unchanged."""
+    parser, validator and repair turn serve both modes; anything else is returned unchanged. A raw newline inside
+    the reasoning string (llama-cpp-python's grammar lets one through) is read as a newline, not a fault."""
     try:
-        doc = json.loads(content)
+        doc = json.loads(content, strict=False)
     except ValueError:
         return content
     if not isinstance(doc, dict) or set(doc) != {"reasoning", "action"} or not isinstance(doc["action"], dict):

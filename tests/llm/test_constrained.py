@@ -283,3 +283,25 @@ def test_alternative_pico_and_prisma_verdicts_are_constrained(demo, loopback):
         jsonschema.validate({"compliant": True, "missing_items": [12]}, second)
     assert (alt.judged_by, alt.new_PICO) == (brain.name, theme)
     assert (checked.judged_by, checked.as_dict()) == (brain.name, {"compliant": False, "missing_items": [5, 7]})
+
+
+# Gemma 3 270M's reply under llama-cpp-python's json_object+schema, recorded in a real `ra run` (2026-11-26): the
+# grammar let a raw newline into the reasoning string, which strict JSON refuses; the Action itself is sound.
+GEMMA_RAW_NEWLINE_REPLY = (
+    '{"reasoning": ">(20 of 15 clusters left out of this state block to fit the token budget)\n'
+    '(14 of 15 clusters left out of this state block to fit the token budget) [/INST]{", "action": {"tool": '
+    '"search_pubmed", "args": { "query": "proton pump inhibitors AND gastroesophageal reflux", "retmax": 2000, '
+    '"expand_mode": "semantic"}} }'
+)
+
+
+def test_a_raw_newline_in_a_constrained_reply_is_read_not_a_json_error():
+    from ra_agent.llm.protocol import parse_action
+    from ra_agent.llm.structured import action_reply_text
+
+    with pytest.raises(ValueError):
+        json.loads(GEMMA_RAW_NEWLINE_REPLY)  # strict JSON refuses it: the case is real
+    text = action_reply_text(GEMMA_RAW_NEWLINE_REPLY)
+    assert text.endswith('"expand_mode": "semantic"}}') and "\nAction: " in text
+    parsed = parse_action(text)
+    assert parsed.tool == "search_pubmed" and parsed.args["retmax"] == 2000, parsed

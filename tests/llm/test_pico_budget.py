@@ -7,7 +7,7 @@ import dataclasses
 from demo_corpus import demo_papers
 
 from ra_agent.config import Config
-from ra_agent.embed.tokens import count_tokens, prompt_budget
+from ra_agent.embed.tokens import REPAIR_TURN_TOKENS, count_tokens, prompt_budget
 from ra_agent.evidence.pico.llm_extract import LlmExtractor
 from ra_agent.llm.rules_brain import RulesBrain
 
@@ -15,7 +15,7 @@ from ra_agent.llm.rules_brain import RulesBrain
 def test_pico_batches_fit_a_small_context_window():
     cfg = Config()
     small = dataclasses.replace(cfg, llm=dataclasses.replace(cfg.llm, num_ctx=4096, reply_tokens=700))
-    assert prompt_budget(small) == 4096 - 700 < small.tokens.token_soft_cap  # num_ctx binds, not the soft cap
+    assert prompt_budget(small) == 4096 - 2 * 700 - REPAIR_TURN_TOKENS < small.tokens.token_soft_cap  # num_ctx binds
     papers = [p for p in demo_papers() if p.abstract][:120]
     extractor = LlmExtractor.from_config(RulesBrain(), small)
     batches = extractor.batches(papers)

@@ -98,7 +98,8 @@ def test_dossier_and_draft_with_the_default_learned_extractor(demo):
     """The fixture's PICO comes from the rules; redone by the default extractor (no LLM: the learned tagger), the
     dossier's PICO table and the draft's data-collection item name the tagger and list its eligible trials."""
     from ra_agent.evidence.pico import learned
-    from ra_agent.evidence.pico.extract import make_extractor, run_pico
+    from ra_agent.evidence.pico.extract import run_pico
+    from ra_agent.evidence.pico.llm_extract import make_extractor
 
     cid = demo.trials_cluster
     extractor = make_extractor(None, demo.cfg)
