@@ -8,7 +8,7 @@ from ra_agent.agent.goal import GoalStore
 from ra_agent.agent.handbook import load_handbook, parse_handbook
 from ra_agent.agent.prompt import SYSTEM_PROMPT, build_messages, observe, state_block
 from ra_agent.agent.runner import start_goal
-from ra_agent.embed.tokens import count_tokens, encoder_for, prompt_budget
+from ra_agent.embed.tokens import REPAIR_TURN_TOKENS, count_tokens, encoder_for, prompt_budget
 from ra_agent.workspace import open_store
 
 HANDBOOK = "handbooks/seek_gap_ppi_gerd.md"
@@ -48,7 +48,7 @@ def test_200_clusters_and_a_1_mb_handbook_fit_the_budget(demo, demo_project):
         messages = build_messages(demo, store, handbook, observation)
     used = prompt_tokens(demo, messages)
     budget = prompt_budget(demo)
-    assert budget == min(demo.tokens.token_soft_cap, demo.llm.num_ctx - demo.llm.reply_tokens)
+    assert budget == min(demo.tokens.token_soft_cap, demo.llm.num_ctx - 2 * demo.llm.reply_tokens - REPAIR_TURN_TOKENS)
     assert used <= budget, f"{used} tokens > budget {budget}"
     system, user = messages[0]["content"], messages[1]["content"]
     assert system.startswith(SYSTEM_PROMPT.format(tools="").rstrip()) and "search_pubmed(" in system  # whole
