@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
+from ra_agent.evidence.pico.quality import regular_singular
 from ra_agent.evidence.pico.text import NUMBER, parse_number, sentences
 from ra_agent.models import Paper
 
@@ -49,18 +50,14 @@ def _fold(text: str) -> str:
     return " ".join(text.split())
 
 
-def _stem(word: str) -> str:
-    if len(word) > 4 and word.endswith("ies"):
-        return word[:-3] + "y"
-    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        return word[:-1]
-    return word
-
-
 def _words(text: str) -> set[str]:
     """The content-word stems of folded text, hyphenated compounds both whole and in parts."""
     joined = _HYPHENATED.sub(lambda m: f"{m.group(1)} {m.group(1).replace('-', '')}", text)
-    return {_stem(w) for w in _TOKEN.findall(joined) if not w.isdigit() and len(w) > 1 and w not in ENGLISH_STOP_WORDS}
+    return {
+        regular_singular(w)
+        for w in _TOKEN.findall(joined)
+        if not w.isdigit() and len(w) > 1 and w not in ENGLISH_STOP_WORDS
+    }
 
 
 def _value_words(text: str) -> set[str]:

@@ -96,9 +96,12 @@ IRREGULAR_PLURALS = {"children": "child", "women": "woman", "men": "man", "peopl
 
 
 def _stem(token: str) -> str:
-    """Singular form of a plural word token ("patients" → "patient", "therapies" → "therapy")."""
-    if token in IRREGULAR_PLURALS:
-        return IRREGULAR_PLURALS[token]
+    """Singular form of a plural word token ("patients" → "patient", "therapies" → "therapy", "women" → "woman")."""
+    return IRREGULAR_PLURALS.get(token) or regular_singular(token)
+
+
+def regular_singular(token: str) -> str:
+    """The singular of a regular plural ("therapies" → "therapy", "patients" → "patient"); other words unchanged."""
     if len(token) > 4 and token.endswith("ies"):
         return token[:-3] + "y"
     if len(token) > 3 and token.endswith("s") and not token.endswith(("ss", "us", "is")):
@@ -323,6 +326,7 @@ def markdown_report(q: PicoQuality) -> str:
 
 
 __all__ = [
+    "regular_singular",
     "PROXY_NOTE",
     "Detection",
     "GoldRecord",
