@@ -1,6 +1,7 @@
-"""Intervention classes: which agent belongs to which treatment class, by published naming systems.
+"""The class vocabulary: which agent belongs to which treatment class, by published naming systems (the table in
+`table.py`, read here).
 
-Rules, not a model. The table (`evidence.class_table`: about 170 classes over the WHO ATC groups A, B, C, G, H, J, L,
+Rules, not a model. The table (`classes.table`: about 170 classes over the WHO ATC groups A, B, C, G, H, J, L,
 M, N, P, R, S and the psychological therapy families) places an agent in a class by:
 - its WHO International Nonproprietary Name stem (WHO, "The use of stems in the selection of INN for
   pharmaceutical substances", 2018 and later lists): -prazole proton pump inhibitors, -tidine H2-receptor
@@ -18,11 +19,11 @@ M, N, P, R, S and the psychological therapy families) places an agent in a class
   classification: cognitive behavioural, behavioural, third-wave, psychodynamic, humanistic, integrative
   (interpersonal), systemic (family, couples) therapies).
 Brand names are not in the table (INNs only). A word followed by one that makes it a condition or a test
-("opioid use disorder", "steroid-induced", "estrogen receptor") is not an agent (`class_table.CONDITION_AFTER`).
+("opioid use disorder", "steroid-induced", "estrogen receptor") is not an agent (`table.CONDITION_AFTER`).
 When two patterns match the same words, a named member or a class's name wins over an INN stem (ranibizumab is an
 anti-VEGF agent before it is a -mab), a longer stem over a shorter one (aripiprazole is an antipsychotic, not a
 -prazole); a word ending in a stem that is no drug ("cholesterol", "histidine") is not an agent
-(`class_table.NOT_AGENTS`).
+(`table.NOT_AGENTS`).
 MeSH headings of a record (when the store holds them) add agents by the same table: the heading
 "Heparin, Low-Molecular-Weight" names the class itself.
 
@@ -35,7 +36,7 @@ import re
 from dataclasses import dataclass
 from functools import cache
 
-from ra_agent.evidence.class_table import CLASSES, CONDITION_AFTER, NOT_AGENTS, DrugClass
+from ra_agent.evidence.classes.table import CLASSES, CONDITION_AFTER, NOT_AGENTS, DrugClass
 
 __all__ = ["CLASSES", "DrugClass", "Agent", "agents_in", "classes_named", "lineage", "member_pattern"]
 
