@@ -10,6 +10,7 @@ from ra_agent.agent.actions import describe_tools
 from ra_agent.agent.goal import GoalState
 from ra_agent.agent.handbook import Handbook
 from ra_agent.config import Config
+from ra_agent.llm.structured import is_rules_brain
 from ra_agent.store.db import Store
 from ra_agent.workspace import query_key
 
@@ -192,7 +193,7 @@ def playbooks_for(
     from ra_agent.embed.tokens import encoder_for
 
     return playbooks_block(playbooks, query, cfg.mindkb.top_k, cfg.mindkb.token_budget, min_score=cfg.mindkb.min_score,
-                           enc=encoder_for(cfg), exclude_rules=not brain_name.startswith("rules"))  # fmt: skip
+                           enc=encoder_for(cfg), exclude_rules=not is_rules_brain(brain_name))  # fmt: skip
 
 
 STATE_SHARE = 0.4  # part of the prompt budget left after the fixed parts that the <state> block may take

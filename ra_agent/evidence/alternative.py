@@ -8,17 +8,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from ra_agent.config import Config
 from ra_agent.embed.tokens import count_tokens, sample_for_prompt, sample_size
 from ra_agent.evidence.pico.extract import PicoRecord, default_extractor, read_pico
-from ra_agent.evidence.sr_search import QUERY_MAX_CHARS, _ask, _is_rules, _json_object
+from ra_agent.evidence.pico.terms import PICO_FIELDS, has_word, pico_field_terms
+from ra_agent.evidence.sr_search import QUERY_MAX_CHARS
 from ra_agent.llm.base import ReplySchema
+from ra_agent.llm.structured import ask_json, is_rules_brain, json_object
 from ra_agent.models import Paper
 from ra_agent.store.db import Store
-from ra_agent.topics.audit import distinctive_terms
 from ra_agent.topics.view import cluster_row, member_pmids, pico_path
 
 log = logging.getLogger(__name__)
@@ -32,15 +32,6 @@ ALTERNATIVE_SCHEMA = ReplySchema("alternative_pico", {
 
 # ============================================================================ propose_alternative_pico
 
-PICO_FIELDS = ("P", "I", "C", "O")
-# words that name doses, schedules, arms or study mechanics rather than a population, treatment or outcome
-GENERIC_PICO_WORDS = frozenset(
-    "mg mcg µg ml kg daily day days week weeks month months year years twice once dose doses dosing bid od qd tid "
-    "patients patient subjects participants people group groups arm arms randomized randomised study studies trial "
-    "trials mean versus vs compared comparison hours hour h min treatment treated therapy regimen regimens given "
-    "received receiving oral orally intravenous iv total rate rates efficacy effect effects results "
-    "double-blind single-blind open-label placebo-controlled once-daily twice-daily low high".split()
-)
 _CONTENT_WORD = re.compile(r"[a-z][a-z0-9-]{3,}")
 
 
@@ -59,44 +50,6 @@ class AlternativePico:
 
     def as_dict(self) -> dict[str, Any]:
         return {"new_PICO": self.new_PICO, "seed_query": self.seed_query}
-
-
-def _has_word(text: str, term: str) -> bool:
-    return re.search(r"\b" + re.escape(term.lower()) + r"\b", text.lower()) is not None
-
-
-def _share(values: Sequence[str], term: str) -> float:
-    return sum(_has_word(v, term) for v in values) / len(values) if values else 0.0
-
-
-def pico_field_terms(
-    records: Sequence[PicoRecord], contrast: Sequence[PicoRecord], n_terms: int
-) -> dict[str, list[str]]:
-    """Per P/I/C/O field, up to `n_terms` terms frequent in `records` and not dominant in `contrast`.
-
-    Terms are class-based TF-IDF terms of the field values (cluster.distinctive_terms: records vs
-    contrast), without dose/schedule/arm/blinding words (GENERIC_PICO_WORDS), kept only when more of `records`
-    than of `contrast` mention them. With no contrast this is plain document frequency.
-    """
-    out: dict[str, list[str]] = {}
-    for name in PICO_FIELDS:
-        mine = [getattr(r, name) for r in records]
-        theirs = [getattr(r, name) for r in contrast]
-        labels = np.array([0] * len(mine) + [-1] * len(theirs))
-        ranked = distinctive_terms([*mine, *theirs], labels, 1, n_terms * 10)[0] if any(mine) else []
-        picked: list[str] = []
-        for term in ranked:
-            words = term.lower().split()
-            if any(w in GENERIC_PICO_WORDS or len(w) < 3 for w in words):
-                continue
-            share = _share(mine, term)
-            if share * len(mine) < 2 or share <= _share(theirs, term):
-                continue
-            picked.append(term)
-            if len(picked) == n_terms:
-                break
-        out[name] = picked
-    return out
 
 
 def pico_records_for(
@@ -133,7 +86,7 @@ def seed_query_for(terms: Mapping[str, Sequence[str]]) -> str:
     return " AND ".join(groups)
 
 
-def _clean_query(text: Any) -> str | None:
+def clean_query(text: Any) -> str | None:
     """A seed query from an LLM as one line, or None when empty, too long, or shaped like a path or URL."""
     if not isinstance(text, str):
         return None
@@ -176,15 +129,17 @@ def propose_alternative_pico(
         raise ValueError(f"no leftover papers: all {len(pool)} papers of the pool are excluded")
     covered_ids = [p for p in pool if p in exclude] or sorted(exclude)
     leftover, covered = store.papers(leftover_ids), store.papers(covered_ids)
-    if _is_rules(brain):
+    if is_rules_brain(brain):
         return _rule_alternative(cfg, store, leftover, covered, cluster_id)
     label = cluster_row(store, cluster_id)["label"] if cluster_id else "the covered papers"
     messages, sample = _alternative_prompt(cfg, label, leftover)
-    answer, why = _ask(brain, messages, lambda r: _json_object(r, "new_PICO"), ALTERNATIVE_SCHEMA)
+    asked = ask_json(brain, messages, lambda r: (json_object(r, "new_PICO"), "no JSON object with new_PICO"),
+                     ALTERNATIVE_SCHEMA, json_repair=False)  # fmt: skip
+    answer, why = asked.value, asked.failure(brain.name)
     corpus = " ".join(f"{p.title} {p.abstract}" for p in leftover).lower()
     new_pico = " ".join(str(answer.get("new_PICO", "")).split()) if answer else ""
     if answer and new_pico and _grounded(new_pico, corpus):
-        query = _clean_query(answer.get("seed_query"))
+        query = clean_query(answer.get("seed_query"))
         notes = [] if query else ["the LLM's seed query was unusable; the rule seed query is used"]
         if query is None:
             query = _rule_alternative(cfg, store, leftover, covered, cluster_id).seed_query
@@ -226,7 +181,7 @@ def _rule_alternative(
         raise ValueError(f"the {len(leftover)} leftover papers share no PICO term that the covered papers lack")
     anchor = terms["I"] or terms["P"] or terms["O"] or terms["C"]
     key = next(k for k in ("I", "P", "O", "C") if terms[k] == anchor)
-    basis = sorted(r.pmid for r in mine if any(_has_word(getattr(r, key), t) for t in anchor))
+    basis = sorted(r.pmid for r in mine if any(has_word(getattr(r, key), t) for t in anchor))
     extractors = sorted({r.extractor for r in mine})
     return AlternativePico(
         new_PICO=theme_text(terms),

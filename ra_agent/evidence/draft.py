@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from ra_agent.config import Config
-from ra_agent.evidence.alternative import pico_field_terms
 from ra_agent.evidence.checklist import CHECKLIST_MARKER, checklist_markdown, prisma_checklist, prisma_subitems
 from ra_agent.evidence.pico.extract import PicoRecord, is_rct
+from ra_agent.evidence.pico.terms import pico_field_terms
 from ra_agent.evidence.pico.text import sections_of, sentences
 from ra_agent.evidence.prisma import PrismaResult
 from ra_agent.evidence.report_base import (

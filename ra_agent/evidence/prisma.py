@@ -11,8 +11,9 @@ from typing import Any
 from ra_agent.config import Config
 from ra_agent.embed.tokens import count_tokens, truncate_tokens
 from ra_agent.evidence.pico.text import sections_of, sentences
-from ra_agent.evidence.sr_search import SNIPPET_CHARS, _ask, _is_rules, _json_object, load_sr_overlap
+from ra_agent.evidence.sr_search import SNIPPET_CHARS, load_sr_overlap
 from ra_agent.llm.base import ReplySchema
+from ra_agent.llm.structured import ask_json, is_rules_brain, json_object
 from ra_agent.models import Paper
 from ra_agent.store.db import Store
 from ra_agent.topics.view import cluster_row, set_cluster_metrics
@@ -215,7 +216,7 @@ def _prisma_prompt(items: Sequence[int], texts: Sequence[str], draft: bool) -> l
 
 
 def _parse_verdict(reply: str, items: Sequence[int]) -> tuple[bool, list[int]] | None:
-    obj = _json_object(reply, "compliant")
+    obj = json_object(reply, "compliant")
     if obj is None or not isinstance(obj.get("compliant"), bool):
         return None
     raw = obj.get("missing_items", [])
@@ -232,7 +233,7 @@ def _judge(
     """(compliant, missing), judged_by and notes for one text: the rule evidence with the rules brain, else
     the LLM's verdict (the rule verdict, labelled, when the LLM gives none)."""
     rules_verdict = (not doc.missing, list(doc.missing))
-    if _is_rules(brain):
+    if is_rules_brain(brain):
         return rules_verdict, f"{RULES_PRISMA} (rule evidence only; brain {getattr(brain, 'name', 'none')})", []
     verdict, why = _llm_prisma(cfg, brain, items, [text], draft=draft)
     if verdict is None:
@@ -347,7 +348,10 @@ def _llm_prisma(
     overhead = count_tokens(_prisma_prompt(items, [], draft)[1]["content"])
     budget = max(cfg.tokens.token_soft_cap - overhead, 1)
     shown = [truncate_tokens(texts[0], budget)]
-    return _ask(brain, _prisma_prompt(items, shown, draft), lambda r: _parse_verdict(r, items), prisma_schema(items))
+    asked = ask_json(brain, _prisma_prompt(items, shown, draft),
+                     lambda r: (_parse_verdict(r, items), "no usable compliant/missing_items verdict"),
+                     prisma_schema(items), json_repair=False)  # fmt: skip
+    return asked.value, asked.failure(brain.name)
 
 
 def prisma_schema(items: Sequence[int]) -> ReplySchema:

@@ -28,9 +28,8 @@ from ra_agent.evidence.pico.text import sentences
 from ra_agent.evidence.questions import ReviewQuestion, RulesJudge
 from ra_agent.evidence.topic import Topic
 from ra_agent.evidence.trials import Eligibility
-from ra_agent.llm.base import BrainError, ReplySchema
-from ra_agent.llm.protocol import repair_messages
-from ra_agent.llm.structured import ChatBrain, ask_structured
+from ra_agent.llm.base import ReplySchema
+from ra_agent.llm.structured import ChatBrain, ask_json, is_rules_brain
 from ra_agent.models import Paper
 
 log = logging.getLogger(__name__)
@@ -174,18 +173,16 @@ class LlmQuestionJudge:
             verdicts=", ".join(json.dumps(v) for v in verdicts)
         )
         messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
-        try:
-            asked = ask_structured(self.brain, messages, judgement_schema(verdicts, quotable, schema_name))
-            self.calls.append(asked.figures())
-            log.info("%s on PMID %d: %s", schema_name, paper.pmid, asked.note())
-            doc, why = parse_judgement(asked.text, verdicts)
-            if doc is None:
-                chat = getattr(self.brain, "chat_json", None) or self.brain.chat
-                doc, why = parse_judgement(chat(repair_messages(messages, asked.text, FIX_JSON)), verdicts)
-        except BrainError as exc:
-            self.unavailable = f"{self.brain.name} unavailable: {str(exc)[:160]}"
+        asked = ask_json(self.brain, messages, lambda reply: parse_judgement(reply, verdicts),
+                         judgement_schema(verdicts, quotable, schema_name), label=f"{schema_name} on PMID {paper.pmid}",
+                         fix=FIX_JSON)  # fmt: skip
+        if asked.asked is not None:
+            self.calls.append(asked.asked.figures())
+        if asked.error is not None:
+            self.unavailable = f"{self.brain.name} unavailable: {str(asked.error)[:160]}"
             log.warning("question judge: %s; the rules decide", self.unavailable)
             return None, self.unavailable
+        doc, why = asked.value, asked.problem
         if doc is None:
             return None, f"{self.brain.name}'s reply unusable after one repair turn: {why}"
         if doc["verdict"] == "unclear":
@@ -214,7 +211,7 @@ def question_judge_for(cfg: Any, brain: ChatBrain | None = None) -> QuestionJudg
             log.info("review-question judgements by the rules: %s", reason)
             return RulesJudge()
         brain = candidate
-    return RulesJudge() if brain.name.startswith("rules") else LlmQuestionJudge(brain, cfg.llm.judge_max_calls)
+    return RulesJudge() if is_rules_brain(brain) else LlmQuestionJudge(brain, cfg.llm.judge_max_calls)
 
 
 __all__ = [

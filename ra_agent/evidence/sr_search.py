@@ -11,7 +11,6 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
-import json5
 import numpy as np
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
@@ -20,9 +19,6 @@ from ra_agent.embed.embedder import Embedder, encode_batched
 from ra_agent.evidence.reviews import is_review, review_reason
 from ra_agent.fileio import atomic_write
 from ra_agent.ingest.http import ApiError, failure_level
-from ra_agent.llm.base import BrainError, ReplySchema
-from ra_agent.llm.protocol import repair_messages
-from ra_agent.llm.structured import ask_structured
 from ra_agent.models import Paper
 from ra_agent.store.db import Store
 from ra_agent.topics.view import cluster_row, e_query_vector, set_cluster_metrics
@@ -32,13 +28,8 @@ log = logging.getLogger(__name__)
 
 SYSTEMATIC_SUBSET = "systematic[sb]"
 MAX_TERM_WORDS = 4  # a label piece longer than this is free text: its content words become separate terms
-FIX_JSON = "FIX JSON ONLY: reply with only the JSON object asked for, nothing else."
 SNIPPET_CHARS = 200
 QUERY_MAX_CHARS = 300
-
-
-def _is_rules(brain: Any) -> bool:
-    return brain is None or str(getattr(brain, "name", "")).startswith("rules:")
 
 
 # ============================================================================ find_existing_sr
@@ -475,43 +466,3 @@ def find_existing_sr(
         " -> covered, pivot" if result.covered else "",
     )  # fmt: skip
     return result
-
-
-def _json_object(reply: str, key: str) -> dict[str, Any] | None:
-    """The last JSON(5) object in a reply that has `key` (top level, or inside an Action's "args")."""
-    text = reply or ""
-    for start in reversed([m.start() for m in re.finditer(r"\{", text)]):
-        end = text.rfind("}")
-        while end > start:
-            try:
-                obj = json5.loads(text[start : end + 1])
-            except ValueError:
-                end = text.rfind("}", start, end)
-                continue
-            if isinstance(obj, dict):
-                if key in obj:
-                    return obj
-                if isinstance(obj.get("args"), dict) and key in obj["args"]:
-                    return obj["args"]
-            break
-    return None
-
-
-def _ask(brain: Any, messages: list[dict[str, str]], parse, schema: ReplySchema | None = None) -> tuple[Any, str]:
-    """(parsed, "") from the brain, with one FIX JSON ONLY turn; (None, why) when no usable answer comes. With a
-    `schema` the first reply is schema-constrained where the brain can (`ask_structured`), text otherwise."""
-    try:
-        if schema is not None:
-            asked = ask_structured(brain, messages, schema)
-            log.info("%s by %s: %s", schema.name, brain.name, asked.note())
-            reply = asked.text
-        else:
-            reply = brain.chat(messages)
-        parsed = parse(reply)
-        if parsed is None:
-            log.warning("%s: reply unusable; asking once to fix the JSON", brain.name)
-            reply = brain.chat(repair_messages(messages, reply, FIX_JSON))
-            parsed = parse(reply)
-    except BrainError as exc:
-        return None, f"{brain.name} unavailable: {exc}"
-    return (parsed, "") if parsed is not None else (None, f"{brain.name} gave no usable answer after one repair turn")
