@@ -1,4 +1,4 @@
-"""Spawned goals: the new handbook an alternative PICO theme becomes (memo 70 §2.6 follow-up)."""
+"""Spawned goals: the new handbook an alternative PICO theme becomes (docs/architecture.md, Review questions)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ra_agent.config import Config
-from ra_agent.evidence.alternative import clean_query
+from ra_agent.evidence.sr.alternative import clean_query
 from ra_agent.fileio import atomic_write
 
 log = logging.getLogger(__name__)

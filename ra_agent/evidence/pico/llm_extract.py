@@ -190,7 +190,7 @@ def paper_prompt_text(paper: Paper) -> str:
 def make_extractor(brain: ChatBrain | None, cfg: Config | None = None) -> Extractor:
     """The LLM extractor for an LLM brain; `[pico] extractor` (the learned tagger by default, or the rules) when
     there is none or it is the rules brain."""
-    if is_rules_brain(brain):
+    if brain is None or is_rules_brain(brain):  # (None is the rules too: spelled out for the type checker)
         return default_extractor(cfg)
     return LlmExtractor.from_config(brain, cfg) if cfg else LlmExtractor(brain)
 
