@@ -1,4 +1,5 @@
-"""Cluster Audit #1 (memo 40 §3): cluster briefs, distinctive terms, the LLM and term auditors, decision validation."""
+"""Cluster Audit #1: cluster briefs, distinctive terms, the LLM and term auditors, decision validation
+(docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -128,7 +129,7 @@ class AuditDecision:
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any]) -> AuditDecision:
-        """From the memo-40 JSON shape, e.g. {"idx": 1, "action": "merge_into", "target_idx": 0}."""
+        """From the audit's JSON shape, e.g. {"idx": 1, "action": "merge_into", "target_idx": 0}."""
         target = obj.get("target_idx")
         return cls(
             idx=int(obj["idx"]),
@@ -369,7 +370,7 @@ def audit_schema(n_clusters: int) -> ReplySchema:
 
 
 class LLMAuditor:
-    """Cluster Audit #1 by a language model (memo 40 §3): keep / merge_into / discard with labels and summaries.
+    """Cluster Audit #1 by a language model: keep / merge_into / discard with labels and summaries.
 
     The reply is validated (validate_decisions); a faulty one gets one repair turn naming the problem. When
     the brain cannot answer or the repair fails too, the deterministic TermAuditor decides and `name` says so
