@@ -1,6 +1,7 @@
 """The seam between review questions and whoever judges them: "is trial T eligible for question Q" and "does
 review R answer Q", each answered with a verdict, the reason and who judged (the rules today; an LLM judge can
-take the same place and must say so in `judged_by`)."""
+take the same place and must say so in `judged_by`); `RulesJudge` is the rule-based judge (`trials.eligibility`,
+`review_asks.review_answers`)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""Review-question judgements by an LLM, in the judge seam of `evidence.judge` (`QuestionJudge`): "is trial T
+"""Review-question judgements by an LLM, in the judge seam of `judge.py` (`QuestionJudge`): "is trial T
 eligible for the topic's question" (`trial`) and "does review R answer Q" (`review`), each checked against the record;
 the rules decide wherever the LLM cannot, and say so.
 
-`LlmQuestionJudge` puts what the rules (`questions.RulesJudge`) admit, an eligible trial or a review that answers, to
+`LlmQuestionJudge` puts what the rules (`judge.RulesJudge`) admit, an eligible trial or a review that answers, to
 its brain through `ask_structured` for {"verdict", "reason", "quotes"}: the verdict an enum, the quotes an enum of the
 record's sentences (title and abstract) where the server constrains decoding. Every quote must be found in the
 record's text (whitespace and case aside). A yes keeps the rules' answer with the LLM's verdict and first quote added

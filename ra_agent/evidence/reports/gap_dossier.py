@@ -131,7 +131,7 @@ def gap_verdict(
 ) -> Verdict:
     """The verdict from the numbers: trials (never reviews), SR coverage, PRISMA. A covered cluster or question
     with `update_after` or more trials after its covering review is "covered, update warranted" (the same rule as
-    `questions.assess_coverage`; by the review question, its own verdict is taken as it is)."""
+    `questions.build.assess_coverage`; by the review question, its own verdict is taken as it is)."""
     enough = eligible >= need
     rule = (f"judged per trial by {sr.judged_by or 'the review-question rules'} for the question {sr.question}: "
             "randomised, in humans with its condition as the trial's subject, testing its intervention for treatment "

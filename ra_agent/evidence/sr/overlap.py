@@ -196,9 +196,9 @@ def question_coverage(
 ) -> tuple[list[int], list[CoveringReview], list[Paper], dict[str, Any]]:
     """The review-question test for a cluster: its members eligible for the goal's topic form the question's
     trials; the reviews found by the label search and every review of the local corpus whose own question
-    encompasses the topic's (`questions.assess_coverage`) are checked; those holding >= [sr] sr_overlap_pivot
-    of the trials cover it, best match first (`questions.assess_coverage`). Returns (covering PMIDs, their details,
-    the trials, SrOverlap fields)."""
+    encompasses the topic's (`questions.build.assess_coverage`) are checked; those holding >= [sr]
+    sr_overlap_pivot of the trials cover it, best match first. Returns (covering PMIDs, their details, the trials,
+    SrOverlap fields)."""
     from ra_agent.topics.view import member_pmids
 
     members = [p for p in store.papers(member_pmids(store, cluster_id)) if not is_review(p)]
@@ -208,8 +208,8 @@ def question_coverage(
     question = questions[0]
     references = {pmid: cited_by(store, pmid) for pmid in reviews}
     assess_coverage([question], list(reviews.values()), topic, pivot=cfg.sr.sr_overlap_pivot,
-           update_after=cfg.sr.update_after_trials, min_trials=cfg.sr.min_eligible_trials,
-           references={k: v for k, v in references.items() if v})  # fmt: skip
+                    update_after=cfg.sr.update_after_trials, min_trials=cfg.sr.min_eligible_trials,
+                    references={k: v for k, v in references.items() if v})  # fmt: skip
     holding = [r for r in question.reviews if r.share >= cfg.sr.sr_overlap_pivot and question.trials]
     details = [CoveringReview(r.pmid, r.year, r.title, r.basis, r.trials_covered, cosine=cosines.get(r.pmid, 0.0))
                for r in holding]  # fmt: skip

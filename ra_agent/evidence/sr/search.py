@@ -122,7 +122,7 @@ def find_existing_sr(
 ) -> SrOverlap:
     """Overlap of a cluster with prior systematic reviews (docs/architecture.md), written to its latest metrics row.
 
-    With the goal's `topic` (an `evidence.questions.Topic`, from its handbook's seed query) the deciding test
+    With the goal's `topic` (an `evidence.questions.topic.Topic`, from its handbook's seed query) the deciding test
     is the review question, not the title cosine: see `question_coverage` (the cosines are still listed).
 
     1. Terms from the cluster label (`label_terms`, at most [clustering] audit_label_terms).
