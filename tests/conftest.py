@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -118,3 +119,54 @@ def no_server_outlives_the_session():
     if left := spawned.leftovers():
         spawned.kill_leftovers()
         pytest.fail("processes started by the suite are still running at its end:\n" + "\n".join(left))
+
+
+# ---------------------------------------------------------------------------- two workers (pytest-xdist)
+# scripts/test.sh runs the suite on both cores: `-n 2 --dist loadgroup --no-loadscope-reorder`. The tests that start
+# the heaviest servers run as one group per kind on one worker (their module fixtures are built once, and two llama.cpp
+# servers or two `dagster dev` never compete for the same two cores); the groups go first, the longest first, and the
+# other tests fill both workers behind them one at a time. Every server a test starts is on a free loopback port with
+# its own temp folder, so the two workers cannot collide (tests/built_once.py: what both would build, one builds).
+
+HEAVY_GROUPS = {  # group -> the test files whose tests run together on one worker, in file order
+    "dagster_dev": ("ui/test_browser.py", "flow/test_e2e_dagster_dev.py", "flow/test_ui_signals.py"),
+    "real_model": ("llm/test_real_model.py", "llm/test_llm_serve.py"),
+    "celery": ("flow/test_celery.py",),
+}
+
+
+@pytest.hookimpl(wrapper=True)  # the marks before xdist's hook reads them, the order after every other hook
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> Iterator[None]:
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return (yield)  # one process: the file order as it is
+    tests = Path(__file__).parent
+    rank: dict[pytest.Item, int] = {}
+    for item in items:
+        where = item.path.relative_to(tests).as_posix() if item.path.is_relative_to(tests) else ""
+        for order, (group, files) in enumerate(HEAVY_GROUPS.items()):
+            if where in files:
+                item.add_marker(pytest.mark.xdist_group(group))
+                rank[item] = order
+    result = yield
+    items.sort(key=lambda item: rank.get(item, len(HEAVY_GROUPS)))  # stable: the file order within each
+    return result
+
+
+# ---------------------------------------------------------------------------- the "real model" summary
+# The real-model tests (tests/llm) keep their figures (cycles, tokens per second, modes) as the user property
+# "real_model" of their report (the `real_model_report` fixture); the summary shows them, also from xdist workers.
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    lines = [
+        value
+        for reports in terminalreporter.stats.values()
+        for report in reports
+        if getattr(report, "when", None) == "call"
+        for name, value in getattr(report, "user_properties", ())
+        if name == "real_model"
+    ]
+    if lines:
+        terminalreporter.section("real model")
+        for line in lines:
+            terminalreporter.write_line(line)
