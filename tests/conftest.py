@@ -124,9 +124,10 @@ def no_server_outlives_the_session():
 # ---------------------------------------------------------------------------- two workers (pytest-xdist)
 # scripts/test.sh runs the suite on both cores: `-n 2 --dist loadgroup --no-loadscope-reorder`. The tests that start
 # the heaviest servers run as one group per kind on one worker (their module fixtures are built once, and two llama.cpp
-# servers or two `dagster dev` never compete for the same two cores); the groups go first, the longest first, and the
-# other tests fill both workers behind them one at a time. Every server a test starts is on a free loopback port with
-# its own temp folder, so the two workers cannot collide (tests/built_once.py: what both would build, one builds).
+# servers or two `dagster dev` never compete for the same two cores); the groups go first, the longest first, then the
+# other tests marked `slow`, then the rest, one at a time to whichever worker is free (so the last to finish are short).
+# Every server a test starts is on a free loopback port with its own temp folder, so the two workers cannot collide
+# (tests/built_once.py: what both would build, one builds).
 
 HEAVY_GROUPS = {  # group -> the test files whose tests run together on one worker, in file order
     "dagster_dev": ("ui/test_browser.py", "flow/test_e2e_dagster_dev.py", "flow/test_ui_signals.py"),
@@ -143,12 +144,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     rank: dict[pytest.Item, int] = {}
     for item in items:
         where = item.path.relative_to(tests).as_posix() if item.path.is_relative_to(tests) else ""
+        rank[item] = len(HEAVY_GROUPS) + (item.get_closest_marker("slow") is None)
         for order, (group, files) in enumerate(HEAVY_GROUPS.items()):
             if where in files:
                 item.add_marker(pytest.mark.xdist_group(group))
                 rank[item] = order
     result = yield
-    items.sort(key=lambda item: rank.get(item, len(HEAVY_GROUPS)))  # stable: the file order within each
+    items.sort(key=rank.__getitem__)  # stable: the file order within each rank
     return result
 
 
