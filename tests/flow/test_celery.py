@@ -32,7 +32,7 @@ from urllib.parse import urlparse
 
 import numpy as np
 import pytest
-from celery_cluster import CeleryWorker, RedisServer, missing, start_group, stop_group, write_executor_yaml
+from celery_cluster import BIN, CeleryWorker, RedisServer, missing, start_group, stop_group, write_executor_yaml
 from demo_corpus import demo_rows, write_demo_subset
 from spawned import unavailable
 
@@ -75,6 +75,11 @@ def deployment(redis, pg_server, tmp_path):
         "RA_CELERY_YAML": str(ROOT / "scripts" / "dagster-celery.yaml"), "HF_HUB_OFFLINE": "1",
         "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]),
     })  # fmt: skip
+    # docs/deploy.md's "once" step before any worker starts: the instance's tables (workers started together on an
+    # empty database each create them, and all but one died on 'type "alembic_version" already exists')
+    migrated = subprocess.run([str(BIN / "dagster"), "instance", "migrate"], env=env, capture_output=True, text=True,
+                              timeout=300, check=False)  # fmt: skip
+    assert migrated.returncode == 0, migrated.stderr[-3000:]
     return env
 
 

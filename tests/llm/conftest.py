@@ -15,22 +15,13 @@ from replay.openai_server import OpenAIReplayServer
 
 from ra_agent.config import Config
 
-REAL_MODEL_LINES = pytest.StashKey[list[str]]()
-
 
 @pytest.fixture
-def real_model_report(request):
-    """A function that keeps a line for the terminal summary's "real model" section: the real-model tests' figures
-    (cycles, tokens per second, modes) show in `pytest -q` (scripts/test.sh) though passing tests' prints are hidden."""
-    return request.config.stash.setdefault(REAL_MODEL_LINES, []).append
-
-
-def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
-    lines = config.stash.get(REAL_MODEL_LINES, [])
-    if lines:
-        terminalreporter.section("real model")
-        for line in lines:
-            terminalreporter.write_line(line)
+def real_model_report(record_property):
+    """A function that keeps a line for the terminal summary's "real model" section (tests/conftest.py): the
+    real-model tests' figures (cycles, tokens per second, modes) show in `pytest -q` (scripts/test.sh) though passing
+    tests' prints are hidden. The line travels in the test's report, so it reaches the summary from an xdist worker."""
+    return lambda line: record_property("real_model", line)
 
 
 @dataclass

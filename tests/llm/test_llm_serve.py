@@ -117,7 +117,9 @@ def test_a_stale_state_file_never_gets_another_process_killed(tmp_path):
     assert serve.stop(tmp_path) is None  # nothing left to stop
 
 
-E2E_CYCLES = 2  # [goal] max_cycles: a cycle takes 4-10 minutes with Gemma 3 270M on the shared 2-core machine
+# [goal] max_cycles: one cycle shows the served model driving `ra run` to its end (test_real_model.py runs several);
+# a cycle takes 30 s on an idle 2-core machine, 4-10 minutes on a loaded one
+E2E_CYCLES = 1
 E2E_CTX = 4096  # `ra llm serve --n-ctx`: the printed num_ctx keeps prompts near 3,700 tokens (prompt evaluation binds)
 E2E_PICO_ABSTRACTS = 2  # [pico] llm_max_abstracts for the run: one small PICO batch through the LLM, the tagger after
 

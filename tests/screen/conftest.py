@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from built_once import locked
 from demo_corpus import DEMO, demo_rows, write_demo_subset
 from screen_support import screen_cfg
 
@@ -33,7 +34,8 @@ def demo_labelled() -> LabelledSet:
 def demo_features(demo_labelled: LabelledSet, cache_dir: Path) -> Features:
     """Features of all 1,333 demo records (embedding them once takes a minute or two; then cached)."""
     cfg = screen_cfg(cache_dir.parent / "unused")
-    return simulation_features(cfg, demo_labelled, cache=cache_dir)
+    with locked(cache_dir / "demo_features"):  # one xdist worker embeds them, the other then reads its cache
+        return simulation_features(cfg, demo_labelled, cache=cache_dir)
 
 
 @pytest.fixture
