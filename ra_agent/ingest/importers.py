@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import functools
 import gzip
 import logging
 import re
@@ -73,9 +74,14 @@ Record = Paper | ParseProblem
 
 @dataclass(frozen=True)
 class FieldWarning:
-    """A record that loads despite a defect (no title, unreadable year, no closing ER); kept apart from skipped ones."""
+    """A note on the record that follows it in the stream: a defect it loads despite (no title, unreadable year, no
+    closing ER), or, with `defect=False`, a plain fact (loaded under a DOI id); kept apart from skipped ones.
+
+    A record with a defect is loaded as a new record or when it equals the stored one: it never changes a stored
+    record (import_file)."""
 
     problem: ParseProblem
+    defect: bool = True
 
 
 # ---------------------------------------------------------------------------- small normalisers
@@ -132,7 +138,7 @@ def _csv_record(row: dict, columns: dict[str, str], where: str, source: str) -> 
     if pmid is None and not raw_pmid and doi:  # no PMID at all: the DOI-hash id of memo 20 §2.1
         pmid = doi_id(doi)
         reason = f"{where}: field '{columns['pmid']}' is empty; loaded under DOI id {pmid} ({doi})"
-        yield FieldWarning(ParseProblem(pmid, reason, source))
+        yield FieldWarning(ParseProblem(pmid, reason, source), defect=False)
     if pmid is None:
         why = f"{raw_pmid!r} is not a PMID" if raw_pmid else "is empty (and no DOI)"
         yield ParseProblem(None, f"{where}: field '{columns['pmid']}' {why}; row skipped", source)
@@ -243,11 +249,47 @@ def _csv_rows(
             continue
         if not any(c.strip() for c in cells):
             pass  # a blank line
-        elif len(cells) > len(headers):  # more cells than headers: the row is shifted, its fields are unreliable
-            yield ParseProblem(None, f"{name}:{line}: {len(cells) - len(headers)} cells too many; row skipped", source)
+        elif len(cells) != len(headers):  # a quote closed early, a delimiter lost or added: every field is suspect
+            yield ParseProblem(None, f"{name}:{line}: {len(cells)} cells where the header has {len(headers)} (a "
+                                     "quote or delimiter out of place); row skipped", source)  # fmt: skip
+        elif misplaced := _quote_out_of_place(consumed, headers, delimiter):  # cells may be shifted all the same
+            yield ParseProblem(None, f"{name}:{line}: {misplaced}; row skipped", source)
         else:
             yield from _csv_record(dict(zip(headers, cells, strict=False)), columns, f"{name}:{line}", source)
         line += len(consumed)
+
+
+def _quote_out_of_place(consumed: list[str], headers: list[str], delimiter: str) -> str | None:
+    """Where a row's quotes break RFC 4180 (a field that holds a quote is quoted whole, its quotes doubled), or None:
+    text after a quoted field's closing quote (`"Broken title,"Jones B"`), or a quote inside a field that does not
+    start with one. The lenient reader joins the one to the field and keeps the other, and where the text after
+    holds delimiters the row can still have the header's number of cells, shifted."""
+    text = "".join(consumed)
+    if '"' not in text:
+        return None
+    field = _rfc_field(delimiter)
+    at, index = 0, 0
+    while True:
+        match = field.match(text, at)
+        at = match.end() if match else at
+        if at < len(text) and text[at] == delimiter:
+            at, index = at + 1, index + 1
+            continue
+        if text[at:].strip("\r\n") == "":
+            return None
+        column = headers[index] if index < len(headers) else f"cell {index + 1}"
+        if text[at] != '"' and match and match.group().startswith('"'):
+            return f"field '{column}': its quote closes early (text follows the closing quote)"
+        if match and not match.group():
+            return f"field '{column}': its quote is never closed"
+        return f"field '{column}': a quote inside a field that does not start with one"
+
+
+@functools.cache
+def _rfc_field(delimiter: str) -> re.Pattern[str]:
+    """One CSV field as RFC 4180 writes it: quoted whole (quotes doubled, line breaks allowed), or without quotes."""
+    d = re.escape(delimiter)
+    return re.compile(rf'"(?:[^"]|"")*"|[^"{d}\r\n]*')
 
 
 def _open_quote(consumed: list[str], headers: list[str], columns: dict[str, str], delimiter: str) -> str | None:
@@ -287,23 +329,46 @@ def _swallowed_rows(rest: list[str], headers: list[str], columns: dict[str, str]
 
 
 # ---------------------------------------------------------------------------- RIS
-def _ris_chunks(lines: Iterable[str]) -> Iterator[tuple[int, str, bool]]:
-    """(first line, record text, closed by ER) per RIS record; a TY line also ends an open record."""
-    start, buf = 0, []
+_RIS_TAG_LIKE = re.compile(r"^[A-Z][A-Z0-9]\s{0,4}-(\s|$)")  # "TI -  x", "TI- x": a tag line bent out of shape
+
+
+@dataclass(frozen=True)
+class _RisChunk:
+    """One RIS record's lines from its TY line (`start`), and what ended it: "ER", the next "TY", or "EOF"; or,
+    with `orphan`, tag lines no TY line opened (its TY line lost), lines `start`-`end`."""
+
+    start: int
+    end: int
+    lines: list[str]
+    ended_by: str
+    orphan: bool = False
+
+
+def _ris_chunks(lines: Iterable[str]) -> Iterator[_RisChunk]:
+    """The file's records in order, and the runs of tag lines outside any record (a TY line lost)."""
+    start, buf, stray, stray_start = 0, [], 0, 0
+    number = 0
     for number, raw in enumerate(lines, 1):
         line = raw.rstrip("\r\n")
         tag = line[:2] if line[2:5] == "  -" else ""
         if tag == "TY":
             if buf:
-                yield start, "\n".join(buf), False
+                yield _RisChunk(start, number - 1, buf, "TY")
+            if stray:
+                yield _RisChunk(stray_start, stray, [], "", orphan=True)
+                stray = 0
             start, buf = number, [line]
         elif buf:
             buf.append(line)
             if tag == "ER":
-                yield start, "\n".join(buf), True
+                yield _RisChunk(start, number, buf, "ER")
                 buf = []
+        elif tag and tag != "ER" or (not tag and _RIS_TAG_LIKE.match(line)):
+            stray_start, stray = stray_start if stray else number, number
     if buf:
-        yield start, "\n".join(buf), False
+        yield _RisChunk(start, number, buf, "EOF")
+    if stray:
+        yield _RisChunk(stray_start, stray, [], "", orphan=True)
 
 
 def _strings(entry: dict) -> Iterator[str]:
@@ -340,7 +405,7 @@ def _ris_record(entry: dict, where: str, source: str) -> Iterator[Record | Field
     if pmid is None and doi:  # the DOI-hash id of memo 20 §2.1
         pmid = doi_id(doi)
         reason = f"{where}: no PMID (fields AN, ID or a 'PMID:' note); loaded under DOI id {pmid} ({doi})"
-        yield FieldWarning(ParseProblem(pmid, reason, source))
+        yield FieldWarning(ParseProblem(pmid, reason, source), defect=False)
     if pmid is None:
         yield ParseProblem(None, f"{where}: no PMID (fields AN, ID or a 'PMID:' note) and no DOI (DO); record skipped",
                            source)  # fmt: skip
@@ -375,17 +440,38 @@ def _ris_record(entry: dict, where: str, source: str) -> Iterator[Record | Field
 
 
 def iter_ris(path: Path, *, source_name: str) -> Iterator[Record | FieldWarning]:
-    """Records of a RIS export (parsed with rispy) as Papers; records without a PMID as problems."""
-    for start, chunk, closed in _ris_chunks(_lines(path)):
-        where = f"{path.name}:{start}"
+    """Records of a RIS export (parsed with rispy) as Papers; records without a PMID as problems.
+
+    A record is skipped and reported (file:line) when the file ends inside it (no closing ER: cut short?), when one
+    of its lines looks like a tag bent out of shape (rispy would append it to the field before), and the tag lines
+    of a record whose TY line was lost are reported as one; a record closed by the next TY instead of ER loads with a
+    warning."""
+    for chunk in _ris_chunks(_lines(path)):
+        where = f"{path.name}:{chunk.start}"
+        if chunk.orphan:
+            yield ParseProblem(None, f"{where}: lines {chunk.start}-{chunk.end} hold RIS fields outside any record (no "
+                                     "'TY  -' line opens them); skipped", source_name)  # fmt: skip
+            continue
+        if chunk.ended_by == "EOF":
+            yield ParseProblem(None, f"{where}: the file ends inside this record (no closing 'ER  -': cut short?); "
+                                     "record skipped", source_name)  # fmt: skip
+            continue
+        bent = next((n for n, line in enumerate(chunk.lines[1:], chunk.start + 1)
+                     if line[2:5] != "  -" and _RIS_TAG_LIKE.match(line)), None)  # fmt: skip
+        if bent is not None:
+            shown = chunk.lines[bent - chunk.start][:40]
+            yield ParseProblem(None, f"{path.name}:{bent}: {shown!r} is not a RIS tag line (tags read 'XX  - value'); "
+                                     f"record of line {chunk.start} skipped", source_name)  # fmt: skip
+            continue
+        text = "\n".join(chunk.lines)
         try:
-            entries = rispy.loads(chunk if closed else chunk + "\nER  - \n")
+            entries = rispy.loads(text if chunk.ended_by == "ER" else text + "\nER  - \n")
         except Exception as exc:  # one unreadable record must not stop the file
             yield ParseProblem(
                 None, f"{where}: unreadable RIS record ({type(exc).__name__}: {exc}); skipped", source_name
             )
             continue
-        if not closed:
+        if chunk.ended_by == "TY":
             yield FieldWarning(
                 ParseProblem(None, f"{where}: record not closed by 'ER  -'; read up to the next TY", source_name)
             )
@@ -470,7 +556,8 @@ def import_file(
 
     Valid records load even when others are bad: skipped records go to `problems`, records loaded
     with a missing or dropped field (e.g. a PMID-only CSV row) to `warnings`, each naming the file,
-    the line and the field. Unreadable files raise ImportFormatError. `progress(stored, total)` is called as
+    the line and the field. A record with such a defect never changes a stored one: it is a problem then,
+    and the stored record stays as it is. Unreadable files raise ImportFormatError. `progress(stored, total)` is called as
     records are stored, `total` the file's estimated_records (ending at `stored`: problems are not stored).
     """
     path = Path(path)
@@ -483,11 +570,20 @@ def import_file(
     summary = ImportSummary(files=[path.name], format=fmt)
 
     def records_and_problems() -> Iterator[XmlItem]:
+        notes: list[FieldWarning] = []  # the warnings of the record that comes next
         for item in _records(path, fmt, source):
             if isinstance(item, FieldWarning):
-                summary.warnings.append(item.problem)
+                notes.append(item)
+                continue
+            defects = [n.problem.reason for n in notes if n.defect]
+            if isinstance(item, Paper) and defects and store.would_update(item):
+                yield ParseProblem(item.pmid, f"{'; '.join(defects)}; PMID {item.pmid} is stored with other content: "
+                                              "kept as it is, not updated from this record", source)  # fmt: skip
             else:
+                summary.warnings.extend(n.problem for n in notes)
                 yield item
+            notes = []
+        summary.warnings.extend(n.problem for n in notes)
 
     total = estimated_records(path, fmt) if progress else 0
 
