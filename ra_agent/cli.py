@@ -2,7 +2,8 @@
 
 Every error is one line on stderr, `ra: error: <file>[:<line>]: <field>: <what is wrong>`, with exit
 code 2 for bad input and 1 for failures of the outside world (network, server) or of ra itself;
-`--debug` shows the traceback instead.
+`--debug` shows the traceback instead. A reader that leaves early (`ra status | head -1`) ends the command
+quietly with exit 141, as SIGPIPE ends other commands.
 """
 
 from __future__ import annotations
@@ -514,10 +515,16 @@ def run(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> 
         stream=sys.stderr,
     )
     try:
-        return func(args)
+        code = func(args)
+        sys.stdout.flush()  # a reader gone now, not at the interpreter's exit, where no handler would see it
+        return code
     except KeyboardInterrupt:
         print("ra: interrupted; the store keeps every committed batch", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        if not stdout_closed():
+            raise
+        return quiet_exit_on_closed_stdout()
     except Exception as exc:
         if getattr(args, "debug", False):
             raise
@@ -526,8 +533,42 @@ def run(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        try:
+            args = build_parser().parse_args(argv)
+        except SystemExit:  # --help or a usage error, printed: flush while a closed stdout can still be handled
+            sys.stdout.flush()
+            raise
+    except BrokenPipeError:
+        return quiet_exit_on_closed_stdout()
     return run(args.func, args)
+
+
+EXIT_CLOSED_STDOUT = 141  # 128 + SIGPIPE: what `ls | head -1` gives for the command the reader left
+
+
+def stdout_closed() -> bool:
+    """Whether the reader of stdout has gone (a pipe whose read end is closed polls as an error)."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no poll() here, or stdout is no file: assume it was stdout
+        return True
+
+
+def quiet_exit_on_closed_stdout() -> int:
+    """`ra status | head -1`: the reader took what it wanted and left; end quietly, as a command killed by SIGPIPE
+    does (exit 141), with stdout pointed at /dev/null so that the interpreter's last flush finds no broken pipe."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+    return EXIT_CLOSED_STDOUT
 
 
 def status_lines(cfg: Config, store: Store) -> list[str]:
