@@ -291,12 +291,33 @@ def cmd_run(args: argparse.Namespace) -> int:
     check_handbook(cfg, handbook)
     with _store(cfg) as store:
         goal_id = _existing_goal(cfg, store, args.goal) if args.goal else ""
+        if not goal_id and not args.new:
+            goal_id = _interrupted_goal(cfg, store, handbook)
         brain = brain_for(cfg, store)
         if not goal_id:
             goal_id = start_goal(cfg, store, handbook, brain.name).goal_id
             print(f"goal {goal_id} started from {handbook} (brain: {brain.label()})")
         _run_goals(cfg, store, goal_id, brain, args.max_cycles)
     return 0
+
+
+def _interrupted_goal(cfg: Config, store: Store, handbook: Path) -> str:
+    """The latest interrupted goal of this handbook (its process died or was interrupted mid-run), said on stdout, or
+    "" when there is none: `ra run NAME` continues it rather than start a second goal beside it."""
+    from ra_agent.agent.goal import GoalStore
+    from ra_agent.agent.loopguard import goal_activity
+    from ra_agent.agent.runner import handbook_ref
+
+    goals = GoalStore(cfg.data_dir, store)
+    ref = handbook_ref(cfg, handbook)
+    stuck = [s for s in goals.states() if s.handbook_path == ref and goal_activity(goals.goal_dir(s.goal_id), s)
+             == "interrupted"]  # fmt: skip
+    if not stuck:
+        return ""
+    state = max(stuck, key=lambda s: s.updated_ts)
+    print(f"goal {state.goal_id} of {handbook.name} was interrupted after cycle {state.cycle}: continuing it "
+          "(ra run --new starts another goal)")  # fmt: skip
+    return state.goal_id
 
 
 def cmd_control(args: argparse.Namespace) -> int:
@@ -342,12 +363,12 @@ def resolve_handbook(text: str, config_path: str | Path | None = None) -> Path:
 
 def check_handbook(cfg: Config, path: Path) -> None:
     """InputError/HandbookError (one line, file and line) for a handbook that is missing, huge, binary,
-    not UTF-8 or does not parse, before any goal is created."""
-    from ra_agent.agent.handbook import parse_handbook
+    not UTF-8, does not parse or has a Seed_query no search may hold, before any goal is created."""
+    from ra_agent.agent.handbook import check_seed_query, parse_handbook
     from ra_agent.fileio import read_text_capped
 
     text = read_text_capped(path, cfg.goal.handbook_max_bytes, "handbook", "[goal] handbook_max_bytes")
-    parse_handbook(text, path)
+    check_seed_query(parse_handbook(text, path), cfg.llm.max_arg_chars)
 
 
 def _existing_goal(cfg: Config, store: Store, goal_id: str) -> str:
@@ -364,15 +385,30 @@ def _existing_goal(cfg: Config, store: Store, goal_id: str) -> str:
 
 def _resume(cfg: Config, store: Store, goals, args: argparse.Namespace, removed: list[Path]) -> int:
     """`ra resume`: remove the goal's STOP/PAUSE files; a goal in error or crashed goes back to in_progress and
-    is retried now by the local runner (its pending stages first) unless --no-run; say what was done."""
+    is retried now by the local runner (its pending stages first) unless --no-run; an in_progress goal that no live
+    process runs (interrupted: its process was killed) is continued the same way; say what was done."""
+    from ra_agent.agent.loopguard import goal_activity
     from ra_agent.llm.select import brain_for
 
     state = goals.load(args.goal)
     for path in removed:
         print(f"goal {args.goal}: removed {path}")
     old = state.status
-    if old in ("in_progress", "stopped"):
-        print(f"goal {args.goal}: {old}, nothing to resume" + (f" ({state.stop_reason()})" if old == "stopped" else ""))
+    if old == "stopped":
+        print(f"goal {args.goal}: stopped, nothing to resume ({state.stop_reason()})")
+        return 0
+    if old == "in_progress":  # its process died or was interrupted, or nothing runs it: continue it here
+        activity = goal_activity(goals.goal_dir(args.goal), state)
+        if activity.startswith("running"):
+            print(f"goal {args.goal}: {activity}, nothing to resume")
+            return 0
+        print(f"goal {args.goal}: {activity or 'in_progress, run by no process'}; continuing it from its last complete "
+              f"cycle ({state.cycle})")  # fmt: skip
+        if args.no_run:
+            print(f"goal {args.goal}: continues in the process that runs it (ra run --goal {args.goal}, or the agent "
+                  "sensor)")  # fmt: skip
+            return 0
+        _run_goals(cfg, store, args.goal, brain_for(cfg, store), None)
         return 0
     state.set_status("in_progress", reason=f"ra resume (was {old}: {state.stop_reason() or 'no reason recorded'})")
     goals.save(state)
@@ -474,12 +510,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("run", cmd_run, "run a handbook's goal cycle by cycle without Dagster (local runner)")
     p.add_argument("handbook", help="a handbook name as the Launchpad shows it (seek_gap_ppi_gerd) or a file path")
     p.add_argument("--goal", help="continue this existing goal instead of starting a new one")
+    p.add_argument("--new", action="store_true",
+                   help="start a new goal even when one of this handbook was interrupted (it is continued otherwise)")  # fmt: skip
     p.add_argument(
         "--max-cycles", type=int, help="cap on the cycles of this run ([goal] max_cycles caps the goal in total)"
     )
     for name, text in (("stop", "stop a goal after its current cycle (STOP file)"),
                        ("pause", "pause a goal until resumed (PAUSE file)"),
-                       ("resume", "resume a paused or stopped-by-hand goal; retry a goal in error or crashed")):  # fmt: skip
+                       ("resume", "resume a paused or stopped-by-hand goal; retry a goal in error or crashed; "
+                                  "continue an interrupted one")):  # fmt: skip
         p = add(name, cmd_control, text)
         p.add_argument("goal")
         if name == "resume":
@@ -573,6 +612,7 @@ def quiet_exit_on_closed_stdout() -> int:
 
 def status_lines(cfg: Config, store: Store) -> list[str]:
     from ra_agent.agent.goal import GoalStore
+    from ra_agent.agent.loopguard import goal_activity
     from ra_agent.store.vectors import active_index, open_active
     from ra_agent.topics.members import noise_share
 
@@ -589,12 +629,19 @@ def status_lines(cfg: Config, store: Store) -> list[str]:
     pool, clustered = noise_share(store)
     share = f" ({pool / clustered:.0%} of {clustered} clustered papers)" if clustered else ""
     lines.append(f"clusters: {counts.get('active', 0)} active, {sum(counts.values())} in all; {pool} unassigned{share}")
-    states = GoalStore(cfg.data_dir, store).states()
+    goals = GoalStore(cfg.data_dir, store)
+    states = goals.states()
     lines.append(f"goals: {len(states)}")
     for state in states:
         last = state.history[-1] if state.history else {}
-        lines.append(f"  {state.goal_id} {state.primary_goal:<10} {state.status:<14} cycle {state.cycle:<3} "
+        activity = goal_activity(goals.goal_dir(state.goal_id), state)  # an in_progress goal: running or interrupted
+        shown = "interrupted" if activity == "interrupted" else state.status
+        lines.append(f"  {state.goal_id} {state.primary_goal:<10} {shown:<14} cycle {state.cycle:<3} "
                      f"brain {state.brain or '-'} | last: {last.get('event', '-')} | {state.handbook_path}")  # fmt: skip
+        if activity == "interrupted":
+            lines.append(f"    its process stopped after cycle {state.cycle}; ra resume {state.goal_id} continues it")
+        elif activity:
+            lines.append(f"    {activity}")
         if not state.is_active and state.stop_reason():
             lines.append(f"    reason: {state.stop_reason()}")
         if state.parent_goal:
