@@ -141,7 +141,9 @@ def _stream_problem(
         reason = f"{display}: data ends early or is corrupt ({type(stream.error).__name__}: {stream.error})"
     else:
         line, column = xml_error.position
-        reason = f"{display}: not well-formed XML at line {line}, column {column} ({xml_error.msg})"
+        # libxml2's message may end with the position again (", line 5, column 35"): said once
+        detail = re.sub(r",?\s*line \d+, column \d+\s*$", "", xml_error.msg)
+        reason = f"{display}: not well-formed XML at line {line}, column {column} ({detail})"
     log.warning("%s after %d records; rest of the input skipped", reason, count)
     return ParseProblem(None, f"{reason}; {count} records read before it, the rest skipped", source)
 
