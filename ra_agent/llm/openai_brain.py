@@ -93,9 +93,8 @@ def stream_chunks(response: httpx.Response) -> Iterator[dict[str, Any]]:
     `data: [DONE]`). A server that ignored `stream` and sent one JSON completion gives it as one chunk. Anything
     else (a line that is not an event, data that is not a chunk, a stream without a chunk or cut short before
     `data: [DONE]`) is BrainReplyError."""
-    if "json" in response.headers.get("content-type", "") and "event-stream" not in response.headers.get(
-        "content-type", ""
-    ):
+    content_type = response.headers.get("content-type", "")
+    if "json" in content_type and "event-stream" not in content_type:
         doc, choice = completion_content(_read_capped(response))
         yield {**doc, "choices": [{**choice, "delta": choice["message"]}]}
         return
@@ -212,22 +211,19 @@ class OpenAIBrain:
 
     def chat(self, messages: list[Message], *, json_mode: bool = False) -> str:
         body = self._body(messages, False, json_mode)
-        for attempt in (1, 2):
-            with self._stream(body) as response:
-                if response.status_code == 400 and "response_format" in body and attempt == 1:
-                    response.read()  # a server without JSON mode: ask again without it, and never send it again
-                    log.info("%s refused response_format (%s); asking without it", self.base_url, _error_text(response))
-                    self._json_refused = True
-                    body = {k: v for k, v in body.items() if k != "response_format"}
-                    continue
+        with self._stream(body) as response:
+            if not (response.status_code == 400 and "response_format" in body):
                 if response.status_code != 200:
                     raise self._refused(response)
                 doc, choice = completion_content(_read_capped(response))
-            message = choice["message"]
-            self.last_stats = {"done_reason": choice.get("finish_reason"), **(doc.get("usage") or {}),
-                               "thinking": message.get("reasoning_content") or message.get("reasoning")}  # fmt: skip
-            return message.get("content") or ""
-        raise AssertionError("unreachable")
+                message = choice["message"]
+                self.last_stats = {"done_reason": choice.get("finish_reason"), **(doc.get("usage") or {}),
+                                   "thinking": message.get("reasoning_content") or message.get("reasoning")}  # fmt: skip
+                return message.get("content") or ""
+            response.read()  # a server without JSON mode: ask again without it, and never send it again
+            log.info("%s refused response_format (%s); asking without it", self.base_url, _error_text(response))
+            self._json_refused = True
+        return self.chat(messages, json_mode=json_mode)  # _body leaves response_format out from now on
 
     def chat_json(self, messages: list[Message]) -> str:
         """A reply that must be bare JSON (repair turns): response_format json_object when [llm] json_mode."""
