@@ -237,6 +237,7 @@ def cmd_cluster(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from ra_agent.agent.control import status_lines
     from ra_agent.ingest.corpus import corpus_summary
 
     cfg = _config(args)
@@ -283,6 +284,7 @@ def _run_goals(cfg: Config, store: Store, goal_id: str, brain, max_cycles: int |
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from ra_agent.agent.control import interrupted_goal
     from ra_agent.agent.runner import start_goal
     from ra_agent.llm.select import brain_for
 
@@ -291,33 +293,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     check_handbook(cfg, handbook)
     with _store(cfg) as store:
         goal_id = _existing_goal(cfg, store, args.goal) if args.goal else ""
-        if not goal_id and not args.new:
-            goal_id = _interrupted_goal(cfg, store, handbook)
+        if not goal_id and not args.new and (stuck := interrupted_goal(cfg, store, handbook)) is not None:
+            print(f"goal {stuck.goal_id} of {handbook.name} was interrupted after cycle {stuck.cycle}: continuing it "
+                  "(ra run --new starts another goal)")  # fmt: skip
+            goal_id = stuck.goal_id
         brain = brain_for(cfg, store)
         if not goal_id:
             goal_id = start_goal(cfg, store, handbook, brain.name).goal_id
             print(f"goal {goal_id} started from {handbook} (brain: {brain.label()})")
         _run_goals(cfg, store, goal_id, brain, args.max_cycles)
     return 0
-
-
-def _interrupted_goal(cfg: Config, store: Store, handbook: Path) -> str:
-    """The latest interrupted goal of this handbook (its process died or was interrupted mid-run), said on stdout, or
-    "" when there is none: `ra run NAME` continues it rather than start a second goal beside it."""
-    from ra_agent.agent.goal import GoalStore
-    from ra_agent.agent.loopguard import goal_activity
-    from ra_agent.agent.runner import handbook_ref
-
-    goals = GoalStore(cfg.data_dir, store)
-    ref = handbook_ref(cfg, handbook)
-    stuck = [s for s in goals.states() if s.handbook_path == ref and goal_activity(goals.goal_dir(s.goal_id), s)
-             == "interrupted"]  # fmt: skip
-    if not stuck:
-        return ""
-    state = max(stuck, key=lambda s: s.updated_ts)
-    print(f"goal {state.goal_id} of {handbook.name} was interrupted after cycle {state.cycle}: continuing it "
-          "(ra run --new starts another goal)")  # fmt: skip
-    return state.goal_id
 
 
 def cmd_control(args: argparse.Namespace) -> int:
@@ -387,7 +372,7 @@ def _resume(cfg: Config, store: Store, goals, args: argparse.Namespace, removed:
     """`ra resume`: remove the goal's STOP/PAUSE files; a goal in error or crashed goes back to in_progress and
     is retried now by the local runner (its pending stages first) unless --no-run; an in_progress goal that no live
     process runs (interrupted: its process was killed) is continued the same way; say what was done."""
-    from ra_agent.agent.loopguard import goal_activity
+    from ra_agent.agent.control import in_progress_resume
     from ra_agent.llm.select import brain_for
 
     state = goals.load(args.goal)
@@ -398,12 +383,10 @@ def _resume(cfg: Config, store: Store, goals, args: argparse.Namespace, removed:
         print(f"goal {args.goal}: stopped, nothing to resume ({state.stop_reason()})")
         return 0
     if old == "in_progress":  # its process died or was interrupted, or nothing runs it: continue it here
-        activity = goal_activity(goals.goal_dir(args.goal), state)
-        if activity.startswith("running"):
-            print(f"goal {args.goal}: {activity}, nothing to resume")
+        continue_here, said = in_progress_resume(goals, state)
+        print(f"goal {args.goal}: {said}")
+        if not continue_here:
             return 0
-        print(f"goal {args.goal}: {activity or 'in_progress, run by no process'}; continuing it from its last complete "
-              f"cycle ({state.cycle})")  # fmt: skip
         if args.no_run:
             print(f"goal {args.goal}: continues in the process that runs it (ra run --goal {args.goal}, or the agent "
                   "sensor)")  # fmt: skip
@@ -608,49 +591,6 @@ def quiet_exit_on_closed_stdout() -> int:
     except (OSError, ValueError):
         pass
     return EXIT_CLOSED_STDOUT
-
-
-def status_lines(cfg: Config, store: Store) -> list[str]:
-    from ra_agent.agent.goal import GoalStore
-    from ra_agent.agent.loopguard import goal_activity
-    from ra_agent.store.vectors import active_index, open_active
-    from ra_agent.topics.members import noise_share
-
-    lines = []
-    slug = active_index(cfg.data_dir)
-    if slug:
-        vectors = open_active(cfg)
-        lines.append(
-            f"embedding index: {slug} ({len(vectors)} vectors, dim {vectors.dim}, families {vectors.families})"
-        )
-    else:
-        lines.append("embedding index: none yet (ra embed)")
-    counts = dict(store.conn.execute("SELECT status, COUNT(*) FROM cluster_manifest GROUP BY status").fetchall())
-    pool, clustered = noise_share(store)
-    share = f" ({pool / clustered:.0%} of {clustered} clustered papers)" if clustered else ""
-    lines.append(f"clusters: {counts.get('active', 0)} active, {sum(counts.values())} in all; {pool} unassigned{share}")
-    goals = GoalStore(cfg.data_dir, store)
-    states = goals.states()
-    lines.append(f"goals: {len(states)}")
-    for state in states:
-        last = state.history[-1] if state.history else {}
-        activity = goal_activity(goals.goal_dir(state.goal_id), state)  # an in_progress goal: running or interrupted
-        shown = "interrupted" if activity == "interrupted" else state.status
-        lines.append(f"  {state.goal_id} {state.primary_goal:<10} {shown:<14} cycle {state.cycle:<3} "
-                     f"brain {state.brain or '-'} | last: {last.get('event', '-')} | {state.handbook_path}")  # fmt: skip
-        if activity == "interrupted":
-            lines.append(f"    its process stopped after cycle {state.cycle}; ra resume {state.goal_id} continues it")
-        elif activity:
-            lines.append(f"    {activity}")
-        if not state.is_active and state.stop_reason():
-            lines.append(f"    reason: {state.stop_reason()}")
-        if state.parent_goal:
-            lines.append(f"    spawned by {state.parent_goal} (depth {state.spawn_depth})")
-        for h in state.events("report_written"):
-            lines.append(f"    report: {h['path']}")
-    from ra_agent.ask.commands import ask_status_lines
-
-    return lines + ask_status_lines(cfg, store)
 
 
 if __name__ == "__main__":

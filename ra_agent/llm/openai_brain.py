@@ -14,6 +14,7 @@ import httpx
 
 from ra_agent.config import Config
 from ra_agent.llm.base import BrainError, BrainReplyError, Message, ReplySchema, ServerDiedError, one_line
+from ra_agent.llm.server_state import died
 from ra_agent.llm.structured import finish_stats
 
 log = logging.getLogger(__name__)
@@ -187,8 +188,6 @@ class OpenAIBrain:
         return error(f"{self._where}: {one_line(exc)}")
 
     def _died(self, grace_s: float = 0.0) -> str | None:
-        from ra_agent.llm.serve import died
-
         return died(self.data_dir, self.base_url, grace_s=grace_s)
 
     @contextmanager

