@@ -2,7 +2,8 @@
 
 Every error is one line on stderr, `ra: error: <file>[:<line>]: <field>: <what is wrong>`, with exit
 code 2 for bad input and 1 for failures of the outside world (network, server) or of ra itself;
-`--debug` shows the traceback instead.
+`--debug` shows the traceback instead. A reader that leaves early (`ra status | head -1`) ends the command
+quietly with exit 141, as SIGPIPE ends other commands.
 """
 
 from __future__ import annotations
@@ -236,6 +237,7 @@ def cmd_cluster(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from ra_agent.agent.control import status_lines
     from ra_agent.ingest.corpus import corpus_summary
 
     cfg = _config(args)
@@ -282,6 +284,7 @@ def _run_goals(cfg: Config, store: Store, goal_id: str, brain, max_cycles: int |
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from ra_agent.agent.control import interrupted_goal
     from ra_agent.agent.runner import start_goal
     from ra_agent.llm.select import brain_for
 
@@ -290,6 +293,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     check_handbook(cfg, handbook)
     with _store(cfg) as store:
         goal_id = _existing_goal(cfg, store, args.goal) if args.goal else ""
+        if not goal_id and not args.new and (stuck := interrupted_goal(cfg, store, handbook)) is not None:
+            print(f"goal {stuck.goal_id} of {handbook.name} was interrupted after cycle {stuck.cycle}: continuing it "
+                  "(ra run --new starts another goal)")  # fmt: skip
+            goal_id = stuck.goal_id
         brain = brain_for(cfg, store)
         if not goal_id:
             goal_id = start_goal(cfg, store, handbook, brain.name).goal_id
@@ -341,12 +348,12 @@ def resolve_handbook(text: str, config_path: str | Path | None = None) -> Path:
 
 def check_handbook(cfg: Config, path: Path) -> None:
     """InputError/HandbookError (one line, file and line) for a handbook that is missing, huge, binary,
-    not UTF-8 or does not parse, before any goal is created."""
-    from ra_agent.agent.handbook import parse_handbook
+    not UTF-8, does not parse or has a Seed_query no search may hold, before any goal is created."""
+    from ra_agent.agent.handbook import check_seed_query, parse_handbook
     from ra_agent.fileio import read_text_capped
 
     text = read_text_capped(path, cfg.goal.handbook_max_bytes, "handbook", "[goal] handbook_max_bytes")
-    parse_handbook(text, path)
+    check_seed_query(parse_handbook(text, path), cfg.llm.max_arg_chars)
 
 
 def _existing_goal(cfg: Config, store: Store, goal_id: str) -> str:
@@ -363,15 +370,28 @@ def _existing_goal(cfg: Config, store: Store, goal_id: str) -> str:
 
 def _resume(cfg: Config, store: Store, goals, args: argparse.Namespace, removed: list[Path]) -> int:
     """`ra resume`: remove the goal's STOP/PAUSE files; a goal in error or crashed goes back to in_progress and
-    is retried now by the local runner (its pending stages first) unless --no-run; say what was done."""
+    is retried now by the local runner (its pending stages first) unless --no-run; an in_progress goal that no live
+    process runs (interrupted: its process was killed) is continued the same way; say what was done."""
+    from ra_agent.agent.control import in_progress_resume
     from ra_agent.llm.select import brain_for
 
     state = goals.load(args.goal)
     for path in removed:
         print(f"goal {args.goal}: removed {path}")
     old = state.status
-    if old in ("in_progress", "stopped"):
-        print(f"goal {args.goal}: {old}, nothing to resume" + (f" ({state.stop_reason()})" if old == "stopped" else ""))
+    if old == "stopped":
+        print(f"goal {args.goal}: stopped, nothing to resume ({state.stop_reason()})")
+        return 0
+    if old == "in_progress":  # its process died or was interrupted, or nothing runs it: continue it here
+        continue_here, said = in_progress_resume(goals, state)
+        print(f"goal {args.goal}: {said}")
+        if not continue_here:
+            return 0
+        if args.no_run:
+            print(f"goal {args.goal}: continues in the process that runs it (ra run --goal {args.goal}, or the agent "
+                  "sensor)")  # fmt: skip
+            return 0
+        _run_goals(cfg, store, args.goal, brain_for(cfg, store), None)
         return 0
     state.set_status("in_progress", reason=f"ra resume (was {old}: {state.stop_reason() or 'no reason recorded'})")
     goals.save(state)
@@ -474,12 +494,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("run", cmd_run, "run a handbook's goal cycle by cycle without Dagster (local runner)")
     p.add_argument("handbook", help="a handbook name as the Launchpad shows it (seek_gap_ppi_gerd) or a file path")
     p.add_argument("--goal", help="continue this existing goal instead of starting a new one")
+    p.add_argument("--new", action="store_true",
+                   help="start a new goal even when one of this handbook was interrupted (it is continued otherwise)")  # fmt: skip
     p.add_argument(
         "--max-cycles", type=int, help="cap on the cycles of this run ([goal] max_cycles caps the goal in total)"
     )
     for name, text in (("stop", "stop a goal after its current cycle (STOP file)"),
                        ("pause", "pause a goal until resumed (PAUSE file)"),
-                       ("resume", "resume a paused or stopped-by-hand goal; retry a goal in error or crashed")):  # fmt: skip
+                       ("resume", "resume a paused or stopped-by-hand goal; retry a goal in error or crashed; "
+                                  "continue an interrupted one")):  # fmt: skip
         p = add(name, cmd_control, text)
         p.add_argument("goal")
         if name == "resume":
@@ -515,10 +538,16 @@ def run(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> 
         stream=sys.stderr,
     )
     try:
-        return func(args)
+        code = func(args)
+        sys.stdout.flush()  # a reader gone now, not at the interpreter's exit, where no handler would see it
+        return code
     except KeyboardInterrupt:
         print("ra: interrupted; the store keeps every committed batch", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        if not stdout_closed():
+            raise
+        return quiet_exit_on_closed_stdout()
     except Exception as exc:
         if getattr(args, "debug", False):
             raise
@@ -527,43 +556,42 @@ def run(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        try:
+            args = build_parser().parse_args(argv)
+        except SystemExit:  # --help or a usage error, printed: flush while a closed stdout can still be handled
+            sys.stdout.flush()
+            raise
+    except BrokenPipeError:
+        return quiet_exit_on_closed_stdout()
     return run(args.func, args)
 
 
-def status_lines(cfg: Config, store: Store) -> list[str]:
-    from ra_agent.agent.goal import GoalStore
-    from ra_agent.store.vectors import active_index, open_active
-    from ra_agent.topics.members import noise_share
+EXIT_CLOSED_STDOUT = 141  # 128 + SIGPIPE: what `ls | head -1` gives for the command the reader left
 
-    lines = []
-    slug = active_index(cfg.data_dir)
-    if slug:
-        vectors = open_active(cfg)
-        lines.append(
-            f"embedding index: {slug} ({len(vectors)} vectors, dim {vectors.dim}, families {vectors.families})"
-        )
-    else:
-        lines.append("embedding index: none yet (ra embed)")
-    counts = dict(store.conn.execute("SELECT status, COUNT(*) FROM cluster_manifest GROUP BY status").fetchall())
-    pool, clustered = noise_share(store)
-    share = f" ({pool / clustered:.0%} of {clustered} clustered papers)" if clustered else ""
-    lines.append(f"clusters: {counts.get('active', 0)} active, {sum(counts.values())} in all; {pool} unassigned{share}")
-    states = GoalStore(cfg.data_dir, store).states()
-    lines.append(f"goals: {len(states)}")
-    for state in states:
-        last = state.history[-1] if state.history else {}
-        lines.append(f"  {state.goal_id} {state.primary_goal:<10} {state.status:<14} cycle {state.cycle:<3} "
-                     f"brain {state.brain or '-'} | last: {last.get('event', '-')} | {state.handbook_path}")  # fmt: skip
-        if not state.is_active and state.stop_reason():
-            lines.append(f"    reason: {state.stop_reason()}")
-        if state.parent_goal:
-            lines.append(f"    spawned by {state.parent_goal} (depth {state.spawn_depth})")
-        for h in state.events("report_written"):
-            lines.append(f"    report: {h['path']}")
-    from ra_agent.ask.commands import ask_status_lines
 
-    return lines + ask_status_lines(cfg, store)
+def stdout_closed() -> bool:
+    """Whether the reader of stdout has gone (a pipe whose read end is closed polls as an error)."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no poll() here, or stdout is no file: assume it was stdout
+        return True
+
+
+def quiet_exit_on_closed_stdout() -> int:
+    """`ra status | head -1`: the reader took what it wanted and left; end quietly, as a command killed by SIGPIPE
+    does (exit 141), with stdout pointed at /dev/null so that the interpreter's last flush finds no broken pipe."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+    return EXIT_CLOSED_STDOUT
 
 
 if __name__ == "__main__":

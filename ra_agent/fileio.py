@@ -82,8 +82,26 @@ def _not_utf8(path: Path, offset: int, value: int, line: int) -> InputError:
                       field="encoding")  # fmt: skip
 
 
-def _binary(path: Path, offset: int, line: int, what: str) -> InputError:
+def _binary(path: Path, offset: int, line: int, what: str, head: bytes = b"") -> InputError:
+    if utf16 := utf16_kind(head):  # its NUL bytes are the high bytes of its characters: name the encoding
+        return InputError(path, f"{utf16} text, not UTF-8; re-save the file as UTF-8", line=1, field="encoding")
     return InputError(path, f"binary data (NUL byte at offset {offset}), not a text {what}", line=line, field="content")
+
+
+def utf16_kind(head: bytes) -> str | None:
+    """The UTF-16 byte order ("UTF-16 (little-endian)", ...) when the first bytes of a file are UTF-16 text: a
+    byte-order mark, or mostly Latin characters whose other byte is NUL; else None."""
+    if head[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        order = "little" if head[:2] == b"\xff\xfe" else "big"
+        return f"UTF-16 ({order}-endian, with a byte-order mark)"
+    sample = head[: len(head) // 2 * 2][:4096]
+    if len(sample) < 8:
+        return None
+    even, odd = sample[0::2], sample[1::2]
+    for order, zeros, text in (("little", odd, even), ("big", even, odd)):
+        if zeros.count(0) >= 0.9 * len(zeros) and text.count(0) <= 0.1 * len(text):
+            return f"UTF-16 ({order}-endian)"
+    return None
 
 
 def check_text_file(path: Path, what: str = "file") -> int:
@@ -93,8 +111,10 @@ def check_text_file(path: Path, what: str = "file") -> int:
     line, offset = 1, 0
     with path.open("rb") as fh:
         while chunk := fh.read(_CHUNK):
-            if (nul := chunk.find(b"\0")) >= 0:
-                raise _binary(path, offset + nul, line + chunk.count(b"\n", 0, nul), what)
+            if (nul := chunk.find(b"\0")) >= 0 or (offset == 0 and utf16_kind(chunk)):
+                raise _binary(
+                    path, offset + nul, line + chunk.count(b"\n", 0, nul), what, chunk if offset == 0 else b""
+                )
             try:
                 decoder.decode(chunk)
             except UnicodeDecodeError as exc:
@@ -120,8 +140,8 @@ def read_text_capped(path: Path, max_bytes: int, what: str = "file", knob: str =
     if len(data) > max_bytes:
         cap = f"the {max_bytes}-byte cap for a {what}" + (f" ({knob})" if knob else "")
         raise InputError(path, f"{max(size, len(data))} bytes is above {cap}", field="size")
-    if (nul := data.find(b"\0")) >= 0:
-        raise _binary(path, nul, data.count(b"\n", 0, nul) + 1, what)
+    if (nul := data.find(b"\0")) >= 0 or utf16_kind(data):
+        raise _binary(path, nul, data.count(b"\n", 0, nul) + 1, what, data)
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

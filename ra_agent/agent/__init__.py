@@ -5,7 +5,7 @@ from ra_agent.agent.cycle import run_cycle
 from ra_agent.agent.goal import GoalStore
 from ra_agent.agent.guards import pause_requested
 from ra_agent.agent.handbook import HandbookError
-from ra_agent.agent.loopguard import GoalLock, GoalLocked
+from ra_agent.agent.loopguard import GoalLock, GoalLocked, goal_activity, live_holder
 from ra_agent.agent.questions import cluster_questions
 from ra_agent.agent.reporting import record_goal_playbook, report_verdict, workspace_relative
 from ra_agent.agent.runner import mark_crashed, spawned_goals, start_goal, written_reports
@@ -26,7 +26,9 @@ __all__ = [
     "StageRequest",
     "closing_block",
     "cluster_questions",
+    "goal_activity",
     "goal_outcome",
+    "live_holder",
     "mark_crashed",
     "pause_requested",
     "record_goal_playbook",

@@ -32,7 +32,7 @@ from ra_agent.agent.registry import REGISTRY_SPECS
 from ra_agent.agent.stages import StageRequest
 from ra_agent.agent.tools import ToolContext, execute
 from ra_agent.config import Config
-from ra_agent.llm.base import BrainError
+from ra_agent.llm.base import BrainError, ServerDiedError
 from ra_agent.llm.protocol import (
     ActionError,
     NoAction,
@@ -185,7 +185,7 @@ def run_cycle(
 
 def _cycle(cfg, store, goals, state, brain, embedder_factory) -> CycleOutcome:
     apply_finished_requests(state, store)
-    cycle = state.begin_cycle(brain.name)
+    cycle = state.begin_cycle(brain.name, getattr(brain, "fallback_reason", ""))
     handbook = load_handbook(recorded_handbook(cfg, state.handbook_path))
     papers_before = store.counts()["paper"]
     refresh_owned(store, state)
@@ -226,7 +226,11 @@ def _cycle(cfg, store, goals, state, brain, embedder_factory) -> CycleOutcome:
                 except BrainError as exc:
                     state.record("error", error="brain_unavailable", message=str(exc)[:300])
                     reply, outcome = "", None
+                    if isinstance(exc, ServerDiedError):  # no use asking it again: the goal stops, saying why once
+                        state.set_status("error", reason=str(exc))
+                        notes.append(f"brain: {exc}")
                 else:
+                    state.note_brain(brain.name, getattr(brain, "fallback_reason", ""))  # the rules took over
                     reply = _reply_text(asked)
                     notes.append(f"brain call: {asked.note()}")
                     asker = repair_asker(brain, messages, reply)
@@ -275,8 +279,9 @@ def _reply_text(asked: StructuredReply) -> str:
 
 def _act(cfg, store, goals, state, handbook, brain, outcome, reply, key, embedder_factory, notes, digest):
     """Apply the interpreted reply; returns (event, tool, json_status, requests)."""
-    if outcome is None:
-        return "stopped" if _guard_errors(cfg, state, notes) else "error", None, "brain_unavailable", []
+    if outcome is None:  # no reply: the brain failed (a goal stopped on a dead server stays in error)
+        stop = state.is_active and _guard_errors(cfg, state, notes)
+        return "stopped" if stop else "error", None, "brain_unavailable", []
     if isinstance(outcome, NoAction | ActionError):
         result = outcome.outcome
         details = {k: v for k, v in result.log.items()}

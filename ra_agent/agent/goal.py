@@ -151,14 +151,19 @@ class GoalState:
         old, self.status = self.status, status
         return self.record(STATUS_EVENTS[status], old=old, new=status, **details)
 
-    def begin_cycle(self, brain: str) -> int:
+    def begin_cycle(self, brain: str, reason: str = "") -> int:
         """Advance the cycle counter and note the brain that runs it (a brain switch is recorded)."""
         self.cycle += 1
+        self.note_brain(brain, reason)
+        return self.cycle
+
+    def note_brain(self, brain: str, reason: str = "") -> None:
+        """The brain that answers from now on; a switch is recorded (`brain_changed`, with why when known: the
+        rules taking over from an LLM that failed under [llm] brain = "auto")."""
         if brain != self.brain:
             old, self.brain = self.brain, brain
             if old:
-                self.record("brain_changed", old=old, new=brain)
-        return self.cycle
+                self.record("brain_changed", old=old, new=brain, **({"reason": reason} if reason else {}))
 
     def events(self, event: str) -> list[dict[str, Any]]:
         return [h for h in self.history if h["event"] == event]

@@ -305,6 +305,23 @@ def parse_handbook(text: str, path: str | Path = "<handbook>") -> Handbook:
     return Handbook(path=Path(path), prose=prose, **values)
 
 
+def check_seed_query(handbook: Handbook, max_chars: int) -> None:
+    """HandbookError (one line: file, line, key, its size) for a Seed_query longer than a search_pubmed query may be
+    ([llm] max_arg_chars): the goal's first search would be refused, and the query echoed in every log line."""
+    query = handbook.seed_query or ""
+    if len(query) <= max_chars:
+        return
+    try:
+        text = handbook.path.read_text(encoding="utf-8-sig")
+    except OSError:
+        text = ""
+    line = next((n for n, row in enumerate(text.splitlines(), 1) if row.lstrip().startswith("Seed_query")), 1)
+    terms = len(re.split(r"\s+(?:AND|OR|NOT)\s+", query))
+    raise HandbookError(str(handbook.path), line, "Seed_query", f"{len(query):,} characters ({terms:,} terms) is "
+                        f"above the {max_chars:,} a search_pubmed query may hold ([llm] max_arg_chars): narrow it, or "
+                        "import the records of a large search with `ra import`")  # fmt: skip
+
+
 def load_handbook(path: str | Path) -> Handbook:
     """Read and parse a handbook file; any problem is a HandbookError naming file, line and key."""
     try:

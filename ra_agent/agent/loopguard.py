@@ -9,8 +9,9 @@
   proposing it again stops the goal with the stated reason.
 - `error_streak`: how many cycles in a row ended in an error (rejected action, failed tool, brain down);
   at [goal] max_error_cycles the goal stops.
-- `GoalLock`: one process per goal, a `RUNNING.lock` file holding the owner's pid under the goal's
-  folder; a lock left by a dead pid is taken over.
+- `GoalLock`: one process per goal, a `RUNNING.lock` file holding the owner's pid (and its start time) under the
+  goal's folder; a lock left by a dead pid is taken over. `goal_activity`: running, or interrupted (its process
+  died or was interrupted), as `ra status` shows it.
 """
 
 from __future__ import annotations
@@ -100,11 +101,28 @@ class GoalLocked(RuntimeError):
         self.goal_id, self.pid = goal_id, pid
 
 
-def _holder(path: Path) -> int | None:
+def _process_started(pid: int) -> float | None:
     try:
-        return int(path.read_text(encoding="utf-8").split()[0])
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return None
+
+
+def _holder(path: Path) -> int | None:
+    holder = lock_holder(path.parent)
+    return holder[0] if holder else None
+
+
+def lock_holder(goal_dir: Path) -> tuple[int, bool] | None:
+    """(pid, alive) of the process named by the goal's RUNNING.lock, None when there is no lock. A pid that now runs
+    another process (its start time differs from the one the lock recorded) counts as dead: the holder is gone."""
+    try:
+        fields = (Path(goal_dir) / LOCK_FILE).read_text(encoding="utf-8").split()
+        pid = int(fields[0])
+        started = float(fields[1]) if len(fields) > 1 else None
     except (FileNotFoundError, ValueError, IndexError):
         return None
+    return pid, _alive(pid) and (started is None or abs((_process_started(pid) or 0.0) - started) < 1.0)
 
 
 def _alive(pid: int) -> bool:
@@ -114,9 +132,38 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def live_holder(goal_dir: Path) -> str | None:
+    """The holder of the goal's lock while it lives, as "pid N (its command line)"; None otherwise."""
+    holder = lock_holder(goal_dir)
+    if holder is None or not holder[1]:
+        return None
+    try:
+        command = " ".join(psutil.Process(holder[0]).cmdline())
+    except psutil.Error:
+        command = ""
+    shown = " ".join(command.split())
+    return f"pid {holder[0]}" + (f" ({shown[:100]}{'...' if len(shown) > 100 else ''})" if shown else "")
+
+
+def goal_activity(goal_dir: Path, state: GoalState) -> str:
+    """What runs an in_progress goal now: "running (pid N)" while a live process holds its lock, "interrupted" when
+    the process that ran it died (killed: its lock names a dead process) or was interrupted (Ctrl-C: the last event
+    says so), "" otherwise (nothing runs it now, or the goal is not in progress). `ra status` shows it; `ra resume`
+    and `ra run NAME` continue an interrupted goal from its last complete cycle."""
+    if state.status != "in_progress":
+        return ""
+    holder = lock_holder(goal_dir)
+    if holder is not None and holder[1]:
+        return f"running (pid {holder[0]})"
+    if holder is not None or (state.history and state.history[-1]["event"] == "interrupted"):
+        return "interrupted"
+    return ""
+
+
 class GoalLock:
     """`with GoalLock(goal_dir, goal_id):` holds the goal for this process; raises GoalLocked when a live
-    process holds it. Re-entrant within one process (the same pid may take it again)."""
+    process holds it. Re-entrant within one process (the same pid may take it again). The lock file holds the
+    pid and its start time (a pid reused by another process does not hold the goal)."""
 
     def __init__(self, goal_dir: Path, goal_id: str):
         self.path = Path(goal_dir) / LOCK_FILE
@@ -129,16 +176,17 @@ class GoalLock:
             try:
                 fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
             except FileExistsError:
-                pid = _holder(self.path)
+                holder = lock_holder(self.path.parent)
+                pid = holder[0] if holder else None
                 if pid == os.getpid():
                     return self  # this process already holds it (nested use)
-                if pid is not None and _alive(pid):
-                    raise GoalLocked(self.goal_id, pid) from None
-                log.warning("goal %s: taking over the stale lock of pid %s (%s)", self.goal_id, pid, self.path)
+                if holder is not None and holder[1]:
+                    raise GoalLocked(self.goal_id, holder[0]) from None
+                log.warning("goal %s: taking over the lock of pid %s, which is gone (%s)", self.goal_id, pid, self.path)
                 self.path.unlink(missing_ok=True)
                 continue
             with os.fdopen(fd, "w", encoding="utf-8") as out:
-                out.write(f"{os.getpid()}\n")
+                out.write(f"{os.getpid()} {_process_started(os.getpid()) or 0.0:.3f}\n")
             self.taken = True
             return self
         raise GoalLocked(self.goal_id, _holder(self.path) or -1)

@@ -15,8 +15,8 @@ from typing import Any
 from ra_agent.agent.cycle import CycleOutcome, run_cycle
 from ra_agent.agent.goal import GoalState, GoalStore
 from ra_agent.agent.guards import pause_requested, stop_requested
-from ra_agent.agent.handbook import load_handbook
-from ra_agent.agent.loopguard import GoalLock
+from ra_agent.agent.handbook import check_seed_query, load_handbook
+from ra_agent.agent.loopguard import GoalLock, GoalLocked
 from ra_agent.agent.reporting import relative_posix
 from ra_agent.agent.stages import StageRequest, perform, pico_rebuilder
 from ra_agent.config import Config
@@ -37,6 +37,7 @@ def handbook_ref(cfg: Config, handbook: str | Path) -> str:
 def start_goal(cfg: Config, store: Store, handbook: str | Path, brain_name: str = "") -> GoalState:
     """Validate a handbook and create its goal (`goal_state.json` + the goal row)."""
     parsed = load_handbook(handbook)
+    check_seed_query(parsed, cfg.llm.max_arg_chars)
     topic = parsed.seed_query or parsed.name
     return GoalStore(cfg.data_dir, store).create(handbook_ref(cfg, handbook), parsed.primary_goal, topic,
                                                  brain=brain_name)  # fmt: skip
@@ -100,29 +101,52 @@ def run_goal(
     goals = GoalStore(cfg.data_dir, store)
     goal_dir = goals.goal_dir(goal_id)
     with GoalLock(goal_dir, goal_id):
+        try:
+            return _run_locked(cfg, store, goals, goal_id, brain, max_cycles, embedder_factory, on_cycle,
+                               progress_factory)  # fmt: skip
+        except KeyboardInterrupt:  # Ctrl-C: the goal shows as interrupted; `ra resume` or `ra run NAME` continues it
+            note_interrupted(goals, goal_id, "interrupted (Ctrl-C)")
+            raise
+
+
+def note_interrupted(goals: GoalStore, goal_id: str, why: str) -> None:
+    """Record that the process running an in_progress goal stopped mid-run (`interrupted`, after its last complete
+    cycle); nothing when the goal is no longer in progress."""
+    try:
         state = goals.load(goal_id)
-        if state.pending_asset_requests:  # a previous run stopped between a cycle and its stages
-            pending = CycleOutcome(goal_id, state.cycle, state.status, "pending", brain.name,
-                                   requests=[StageRequest.from_dict(r) for r in state.pending_asset_requests])  # fmt: skip
-            if not perform_requests(cfg, store, pending, brain, embedder_factory, progress_factory):
-                return goals.load(goal_id)
-        cycles = 0
-        while max_cycles is None or cycles < max_cycles:
-            outcome = run_cycle(cfg, store, goal_id, brain, embedder_factory=embedder_factory)
-            cycles += outcome.event not in ("paused", "inactive", "stopped_manual")
-            ok = perform_requests(cfg, store, outcome, brain, embedder_factory, progress_factory)
-            if on_cycle:
-                on_cycle(outcome)
-            if outcome.status == "paused":
-                wait_while_paused(cfg, goal_dir)
-                continue
-            if not ok or outcome.status != "in_progress":
-                break
-            if any(r.stage == "search" for r in outcome.requests) and not _offline(store):
-                time.sleep(cfg.goal.loop_delay_s)  # do not hammer the APIs
-        else:
-            log.warning("goal %s: this run stopped at its cycle cap (%d)", goal_id, max_cycles)
-        return goals.load(goal_id)
+        if state.is_active:
+            state.record("interrupted", reason=f"{why} after cycle {state.cycle}")
+            goals.save(state)
+    except Exception:  # never hide the interruption behind a failure to note it
+        log.exception("goal %s: could not record the interruption", goal_id)
+
+
+def _run_locked(cfg, store, goals, goal_id, brain, max_cycles, embedder_factory, on_cycle, progress_factory):
+    """run_goal's cycles, with the goal's lock held."""
+    goal_dir = goals.goal_dir(goal_id)
+    state = goals.load(goal_id)
+    if state.pending_asset_requests:  # a previous run stopped between a cycle and its stages
+        pending = CycleOutcome(goal_id, state.cycle, state.status, "pending", brain.name,
+                               requests=[StageRequest.from_dict(r) for r in state.pending_asset_requests])  # fmt: skip
+        if not perform_requests(cfg, store, pending, brain, embedder_factory, progress_factory):
+            return goals.load(goal_id)
+    cycles = 0
+    while max_cycles is None or cycles < max_cycles:
+        outcome = run_cycle(cfg, store, goal_id, brain, embedder_factory=embedder_factory)
+        cycles += outcome.event not in ("paused", "inactive", "stopped_manual")
+        ok = perform_requests(cfg, store, outcome, brain, embedder_factory, progress_factory)
+        if on_cycle:
+            on_cycle(outcome)
+        if outcome.status == "paused":
+            wait_while_paused(cfg, goal_dir)
+            continue
+        if not ok or outcome.status != "in_progress":
+            break
+        if any(r.stage == "search" for r in outcome.requests) and not _offline(store):
+            time.sleep(cfg.goal.loop_delay_s)  # do not hammer the APIs
+    else:
+        log.warning("goal %s: this run stopped at its cycle cap (%d)", goal_id, max_cycles)
+    return goals.load(goal_id)
 
 
 def spawned_goals(state: GoalState) -> list[str]:
@@ -145,18 +169,33 @@ def run_with_spawned(
     queue: list[tuple[str, GoalState | None]] = [(goal_id, None)]
     done: list[GoalState] = []
     seen: set[str] = set()
-    while queue:
-        current, parent = queue.pop(0)
-        if current in seen:
-            continue
-        seen.add(current)
-        if parent is not None:
-            log.info("goal %s: running goal %s spawned by %s", parent.goal_id, current, parent.goal_id)
-            if on_goal:
-                on_goal(goals.load(current), parent)
-        state = run_goal(cfg, store, current, brain, **run_options)
-        done.append(state)
-        queue += [(child, state) for child in spawned_goals(state) if goals.exists(child)]
+    held: dict[str, GoalLock] = {}  # spawned goals this process runs next: locked before their parent is released
+    try:
+        while queue:
+            current, parent = queue.pop(0)
+            if current in seen:
+                continue
+            seen.add(current)
+            if parent is not None:
+                log.info("goal %s: running goal %s spawned by %s", parent.goal_id, current, parent.goal_id)
+                if on_goal:
+                    on_goal(goals.load(current), parent)
+            state = run_goal(cfg, store, current, brain, **run_options)
+            done.append(state)
+            for child in spawned_goals(state):
+                if child in seen or child in held or not goals.exists(child):
+                    continue
+                try:  # a Dagster agent sensor leaves a goal alone while a live process holds it (or its parent)
+                    held[child] = GoalLock(goals.goal_dir(child), child).acquire()
+                except GoalLocked as exc:
+                    log.warning("goal %s: spawned goal %s is run by another process: %s", current, child, exc)
+                    continue
+                queue.append((child, state))
+            if (lock := held.pop(current, None)) is not None:
+                lock.release()
+    finally:
+        for lock in held.values():
+            lock.release()
     return done
 
 

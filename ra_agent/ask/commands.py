@@ -57,6 +57,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
                      max_tool_calls=args.max_tool_calls, on_final_token=stream)  # fmt: skip
         print()
         print()
+        if getattr(brain, "fallback_reason", ""):  # [llm] brain = "auto": the LLM failed and the rules answered
+            print(f"[brain: {brain.label()}]", file=sys.stderr)
         for line in citation_lines(store, result):
             print(line)
         where = log_telemetry(cfg, result, verbose=getattr(args, "verbose", False))

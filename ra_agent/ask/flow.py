@@ -430,6 +430,7 @@ def ask(
     except BrainError as exc:
         result.stop_reason, result.error = "brain_error", str(exc)
     _finalize(run, draft, on_final_token)
+    result.brain = brain.name  # the brain that answered: the rules, when an LLM failed under [llm] brain = "auto"
     result.latency_ms = _ms(t_start)
     if mindkb is not None and result.success and not result.removed_citations and not result.no_support:
         try:

@@ -1,8 +1,11 @@
-"""Import reviewers' search exports (CSV, RIS, MEDLINE text, PubMed XML) into the store, reporting bad records."""
+"""Import reviewers' search exports (CSV, RIS, MEDLINE text, PubMed XML) into the store, reporting bad records.
+
+The CSV reader is here; RIS is read by `ingest/ris.py`, MEDLINE text and PubMed XML by `ingest/medline.py`."""
 
 from __future__ import annotations
 
 import csv
+import functools
 import gzip
 import logging
 import re
@@ -11,11 +14,10 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import rispy
-
 from ra_agent.config import Config
 from ra_agent.fileio import InputError, check_regular_file, check_text_file
 from ra_agent.ingest.baseline import LoadSummary, store_records
+from ra_agent.ingest.export_fields import FieldWarning, Record, author_name, export_lines, mesh_headings
 from ra_agent.ingest.medline import (
     XmlItem,
     as_pmid,
@@ -25,6 +27,7 @@ from ra_agent.ingest.medline import (
     split_labelled_abstract,
     year_of,
 )
+from ra_agent.ingest.ris import iter_ris
 from ra_agent.models import Paper, ParseProblem, doi_id, normalise_doi
 from ra_agent.store.db import Store
 
@@ -43,17 +46,6 @@ CSV_COLUMNS: dict[str, tuple[str, ...]] = {
     "pub_types": ("publication_types", "publication_type", "pub_types", "pt"),
 }
 FORMATS = {".csv": "csv", ".ris": "ris", ".txt": "medline", ".nbib": "medline", ".medline": "medline", ".xml": "xml"}
-RIS_TYPES = {
-    "JOUR": "Journal Article",
-    "BOOK": "Book",
-    "CHAP": "Book Chapter",
-    "CONF": "Conference Proceeding",
-    "CPAPER": "Conference Paper",
-    "RPRT": "Report",
-    "THES": "Thesis",
-}
-_PMID_MENTION = re.compile(r"\bPMID:?\s*(\d{1,9})\b|pubmed(?:\.ncbi\.nlm\.nih\.gov)?/(\d{1,9})\b", re.IGNORECASE)
-_INITIALS_FIRST = re.compile(r"^((?:[A-Z]\.?\s+)+)(\S.*)$")  # "K D Bardhan", "S. Müller-Lissner"
 
 
 class ImportFormatError(InputError):
@@ -68,37 +60,9 @@ class ImportSummary(LoadSummary):
     warnings: list[ParseProblem] = field(default_factory=list)
 
 
-Record = Paper | ParseProblem
-
-
-@dataclass(frozen=True)
-class FieldWarning:
-    """A record that loads despite a defect (no title, unreadable year, no closing ER); kept apart from skipped ones."""
-
-    problem: ParseProblem
-
-
 # ---------------------------------------------------------------------------- small normalisers
-def author_name(raw: str) -> str:
-    """'K D Bardhan' / 'Bardhan, K. D.' → 'Bardhan KD' (PubMed's "Last Initials"); other shapes unchanged."""
-    name = clean(raw)
-    last, comma, given = name.partition(",")
-    if comma and given.strip():
-        initials = "".join(part[0] for part in re.split(r"[\s.\-]+", given) if part)
-        return f"{last.strip()} {initials.upper()}"
-    if match := _INITIALS_FIRST.match(name):
-        return f"{match.group(2)} {re.sub(r'[^A-Z]', '', match.group(1))}"
-    return name
-
-
 def _header_key(header: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", header.strip().lower()).strip("_")
-
-
-def _lines(path: Path) -> Iterator[str]:
-    """The file's lines, streamed (line endings kept; a BOM dropped). check_text_file has vetted the encoding."""
-    with path.open(encoding="utf-8-sig", newline="") as fh:
-        yield from fh
 
 
 # ---------------------------------------------------------------------------- CSV
@@ -132,7 +96,7 @@ def _csv_record(row: dict, columns: dict[str, str], where: str, source: str) -> 
     if pmid is None and not raw_pmid and doi:  # no PMID at all: the DOI-hash id (models.doi_id)
         pmid = doi_id(doi)
         reason = f"{where}: field '{columns['pmid']}' is empty; loaded under DOI id {pmid} ({doi})"
-        yield FieldWarning(ParseProblem(pmid, reason, source))
+        yield FieldWarning(ParseProblem(pmid, reason, source), defect=False)
     if pmid is None:
         why = f"{raw_pmid!r} is not a PMID" if raw_pmid else "is empty (and no DOI)"
         yield ParseProblem(None, f"{where}: field '{columns['pmid']}' {why}; row skipped", source)
@@ -161,19 +125,13 @@ def _csv_record(row: dict, columns: dict[str, str], where: str, source: str) -> 
     )
 
 
-def mesh_headings(values: Iterable[str]) -> list[str]:
-    """MeSH descriptors of an export's keyword/MH field: "Anticoagulants/*therapeutic use" → "Anticoagulants"
-    (qualifiers and the major-topic star dropped, duplicates once, order kept)."""
-    return list(dict.fromkeys(d for d in (v.strip().lstrip("*").split("/")[0].strip() for v in values) if d))
-
-
 def iter_csv(path: Path, *, source_name: str) -> Iterator[Record | FieldWarning]:
     """Rows of a CSV export (demo-corpus columns or common variants) as Papers; bad rows as problems.
 
     Streams the file line by line (memory flat in file size). A quoted field left open swallows the
     rows after it; such a row is reported (file:line, field) and the rows it swallowed are read again.
     """
-    lines = _lines(path)
+    lines = export_lines(path)
     first = next((line for line in lines if line.strip()), "")
     if not first.strip():
         raise ImportFormatError(path, "empty file (no header row)", line=1, field="header")
@@ -243,11 +201,47 @@ def _csv_rows(
             continue
         if not any(c.strip() for c in cells):
             pass  # a blank line
-        elif len(cells) > len(headers):  # more cells than headers: the row is shifted, its fields are unreliable
-            yield ParseProblem(None, f"{name}:{line}: {len(cells) - len(headers)} cells too many; row skipped", source)
+        elif len(cells) != len(headers):  # a quote closed early, a delimiter lost or added: every field is suspect
+            yield ParseProblem(None, f"{name}:{line}: {len(cells)} cells where the header has {len(headers)} (a "
+                                     "quote or delimiter out of place); row skipped", source)  # fmt: skip
+        elif misplaced := _quote_out_of_place(consumed, headers, delimiter):  # cells may be shifted all the same
+            yield ParseProblem(None, f"{name}:{line}: {misplaced}; row skipped", source)
         else:
             yield from _csv_record(dict(zip(headers, cells, strict=False)), columns, f"{name}:{line}", source)
         line += len(consumed)
+
+
+def _quote_out_of_place(consumed: list[str], headers: list[str], delimiter: str) -> str | None:
+    """Where a row's quotes break RFC 4180 (a field that holds a quote is quoted whole, its quotes doubled), or None:
+    text after a quoted field's closing quote (`"Broken title,"Jones B"`), or a quote inside a field that does not
+    start with one. The lenient reader joins the one to the field and keeps the other, and where the text after
+    holds delimiters the row can still have the header's number of cells, shifted."""
+    text = "".join(consumed)
+    if '"' not in text:
+        return None
+    field = _rfc_field(delimiter)
+    at, index = 0, 0
+    while True:
+        match = field.match(text, at)
+        at = match.end() if match else at
+        if at < len(text) and text[at] == delimiter:
+            at, index = at + 1, index + 1
+            continue
+        if text[at:].strip("\r\n") == "":
+            return None
+        column = headers[index] if index < len(headers) else f"cell {index + 1}"
+        if text[at] != '"' and match and match.group().startswith('"'):
+            return f"field '{column}': its quote closes early (text follows the closing quote)"
+        if match and not match.group():
+            return f"field '{column}': its quote is never closed"
+        return f"field '{column}': a quote inside a field that does not start with one"
+
+
+@functools.cache
+def _rfc_field(delimiter: str) -> re.Pattern[str]:
+    """One CSV field as RFC 4180 writes it: quoted whole (quotes doubled, line breaks allowed), or without quotes."""
+    d = re.escape(delimiter)
+    return re.compile(rf'"(?:[^"]|"")*"|[^"{d}\r\n]*')
 
 
 def _open_quote(consumed: list[str], headers: list[str], columns: dict[str, str], delimiter: str) -> str | None:
@@ -284,113 +278,6 @@ def _swallowed_rows(rest: list[str], headers: list[str], columns: dict[str, str]
         if any(len(cells) >= wanted and as_pmid(cells[pmid_at]) is not None for cells in (quoted, split)):
             whole += 1
     return whole
-
-
-# ---------------------------------------------------------------------------- RIS
-def _ris_chunks(lines: Iterable[str]) -> Iterator[tuple[int, str, bool]]:
-    """(first line, record text, closed by ER) per RIS record; a TY line also ends an open record."""
-    start, buf = 0, []
-    for number, raw in enumerate(lines, 1):
-        line = raw.rstrip("\r\n")
-        tag = line[:2] if line[2:5] == "  -" else ""
-        if tag == "TY":
-            if buf:
-                yield start, "\n".join(buf), False
-            start, buf = number, [line]
-        elif buf:
-            buf.append(line)
-            if tag == "ER":
-                yield start, "\n".join(buf), True
-                buf = []
-    if buf:
-        yield start, "\n".join(buf), False
-
-
-def _strings(entry: dict) -> Iterator[str]:
-    for value in entry.values():
-        if isinstance(value, str):
-            yield value
-        elif isinstance(value, list):
-            yield from (v for v in value if isinstance(v, str))
-        elif isinstance(value, dict):  # rispy's unknown_tag: {tag: [values]}
-            yield from (v for values in value.values() for v in values)
-
-
-def _ris_pmid(entry: dict) -> int | None:
-    """A 'PMID: n' note or PubMed URL anywhere, else a numeric accession number (AN) or ID."""
-    for text in _strings(entry):
-        if match := _PMID_MENTION.search(text):
-            return as_pmid(match.group(1) or match.group(2))
-    return as_pmid(entry.get("accession_number")) or as_pmid(entry.get("id"))
-
-
-def _first(entry: dict, *keys: str) -> str:
-    for key in keys:
-        value = entry.get(key)
-        if isinstance(value, list):
-            value = value[0] if value else ""
-        if value and (text := clean(value)):
-            return text
-    return ""
-
-
-def _ris_record(entry: dict, where: str, source: str) -> Iterator[Record | FieldWarning]:
-    pmid = _ris_pmid(entry)
-    doi = normalise_doi(_first(entry, "doi"))
-    if pmid is None and doi:  # the DOI-hash id (models.doi_id)
-        pmid = doi_id(doi)
-        reason = f"{where}: no PMID (fields AN, ID or a 'PMID:' note); loaded under DOI id {pmid} ({doi})"
-        yield FieldWarning(ParseProblem(pmid, reason, source))
-    if pmid is None:
-        yield ParseProblem(None, f"{where}: no PMID (fields AN, ID or a 'PMID:' note) and no DOI (DO); record skipped",
-                           source)  # fmt: skip
-        return
-    title = _first(entry, "title", "primary_title")
-    if not title:
-        yield FieldWarning(
-            ParseProblem(pmid, f"{where}: field TI/T1 (title) is empty; loaded as a PMID-only record", source)
-        )
-    raw_year = _first(entry, "year", "publication_year", "date")
-    year = year_of(raw_year)
-    if raw_year and year is None:
-        yield FieldWarning(
-            ParseProblem(pmid, f"{where}: field PY/Y1 {raw_year!r} is not a year; loaded without it", source)
-        )
-    abstract = _first(entry, "abstract", "notes_abstract")
-    kind = _first(entry, "type_of_reference")
-    authors = entry.get("authors") or entry.get("first_authors") or []
-    yield Paper(
-        pmid=pmid,
-        title=title,
-        abstract=abstract,
-        doi=doi,
-        journal=_first(entry, "journal_name", "secondary_title", "alternate_title3", "alternate_title1"),
-        year=year,
-        pub_types=[RIS_TYPES.get(kind, kind)] if kind else [],
-        mesh=mesh_headings(entry.get("keywords") or []),
-        sections=split_labelled_abstract(abstract),
-        authors=[author_name(a) for a in authors if clean(a)],
-        source=source,
-    )
-
-
-def iter_ris(path: Path, *, source_name: str) -> Iterator[Record | FieldWarning]:
-    """Records of a RIS export (parsed with rispy) as Papers; records without a PMID as problems."""
-    for start, chunk, closed in _ris_chunks(_lines(path)):
-        where = f"{path.name}:{start}"
-        try:
-            entries = rispy.loads(chunk if closed else chunk + "\nER  - \n")
-        except Exception as exc:  # one unreadable record must not stop the file
-            yield ParseProblem(
-                None, f"{where}: unreadable RIS record ({type(exc).__name__}: {exc}); skipped", source_name
-            )
-            continue
-        if not closed:
-            yield FieldWarning(
-                ParseProblem(None, f"{where}: record not closed by 'ER  -'; read up to the next TY", source_name)
-            )
-        for entry in entries:
-            yield from _ris_record(entry, where, source_name)
 
 
 # ---------------------------------------------------------------------------- dispatch
@@ -470,7 +357,8 @@ def import_file(
 
     Valid records load even when others are bad: skipped records go to `problems`, records loaded
     with a missing or dropped field (e.g. a PMID-only CSV row) to `warnings`, each naming the file,
-    the line and the field. Unreadable files raise ImportFormatError. `progress(stored, total)` is called as
+    the line and the field. A record with such a defect never changes a stored one: it is a problem then,
+    and the stored record stays as it is. Unreadable files raise ImportFormatError. `progress(stored, total)` is called as
     records are stored, `total` the file's estimated_records (ending at `stored`: problems are not stored).
     """
     path = Path(path)
@@ -483,11 +371,20 @@ def import_file(
     summary = ImportSummary(files=[path.name], format=fmt)
 
     def records_and_problems() -> Iterator[XmlItem]:
+        notes: list[FieldWarning] = []  # the warnings of the record that comes next
         for item in _records(path, fmt, source):
             if isinstance(item, FieldWarning):
-                summary.warnings.append(item.problem)
+                notes.append(item)
+                continue
+            defects = [n.problem.reason for n in notes if n.defect]
+            if isinstance(item, Paper) and defects and store.would_update(item):
+                yield ParseProblem(item.pmid, f"{'; '.join(defects)}; PMID {item.pmid} is stored with other content: "
+                                              "kept as it is, not updated from this record", source)  # fmt: skip
             else:
+                summary.warnings.extend(n.problem for n in notes)
                 yield item
+            notes = []
+        summary.warnings.extend(n.problem for n in notes)
 
     total = estimated_records(path, fmt) if progress else 0
 

@@ -141,7 +141,9 @@ def _stream_problem(
         reason = f"{display}: data ends early or is corrupt ({type(stream.error).__name__}: {stream.error})"
     else:
         line, column = xml_error.position
-        reason = f"{display}: not well-formed XML at line {line}, column {column} ({xml_error.msg})"
+        # libxml2's message may end with the position again (", line 5, column 35"): said once
+        detail = re.sub(r",?\s*line \d+, column \d+\s*$", "", xml_error.msg)
+        reason = f"{display}: not well-formed XML at line {line}, column {column} ({detail})"
     log.warning("%s after %d records; rest of the input skipped", reason, count)
     return ParseProblem(None, f"{reason}; {count} records read before it, the rest skipped", source)
 
@@ -414,16 +416,17 @@ def _record_items(rec: etree._Element, label: str) -> Iterator[XmlItem]:
         yield _paper_or_problem(rec, label)
 
 
-def _medline_fields(lines: Iterable[str]) -> Iterator[tuple[int, dict[str, list[str]]]]:
-    """(first line number, tag → values) per record of MEDLINE text; continuation lines joined."""
+def _medline_fields(lines: Iterable[str]) -> Iterator[tuple[int, dict[str, list[str]], int | None]]:
+    """(first line number, tag → values, the first line that is not a field) per record of MEDLINE text;
+    continuation lines joined."""
     fields: dict[str, list[str]] = {}
-    start, last_tag = 0, None
+    start, last_tag, bad = 0, None, None
     for number, line in enumerate(lines, 1):
         line = line.rstrip("\r\n")
         if not line.strip():
             if fields:
-                yield start, fields
-            fields, last_tag = {}, None
+                yield start, fields, bad
+            fields, last_tag, bad = {}, None, None
             continue
         if line[:1].isspace() and last_tag:
             fields[last_tag][-1] += " " + line.strip()
@@ -431,16 +434,17 @@ def _medline_fields(lines: Iterable[str]) -> Iterator[tuple[int, dict[str, list[
         tag, value = line[:4].rstrip(), line[5:].strip()  # "TI  - value": tag padded to 4, then "-"
         if line[4:5] != "-" or not tag.isalnum():
             log.debug("MEDLINE line %d is not a field: %r", number, line[:60])
+            bad = bad or number
             continue
         if tag == "PMID" and "PMID" in fields:
-            yield start, fields
-            fields = {}
+            yield start, fields, bad
+            fields, bad = {}, None
         if not fields:
             start = number
         fields.setdefault(tag, []).append(value)
         last_tag = tag
     if fields:
-        yield start, fields
+        yield start, fields, bad
 
 
 def _medline_paper(fields: dict[str, list[str]], where: str, source: str) -> Paper | ParseProblem:
@@ -481,14 +485,20 @@ def _medline_paper(fields: dict[str, list[str]], where: str, source: str) -> Pap
 def parse_medline_text(source: Source, *, source_name: str | None = None) -> Iterator[Paper | ParseProblem]:
     """Stream the MEDLINE text format (efetch rettype=medline, PubMed .nbib exports) as Papers.
 
-    A record without a PMID or a title becomes a ParseProblem naming its line; parsing goes on.
+    A record without a PMID or a title, or with a line that is not a field, becomes a ParseProblem naming its
+    line; parsing goes on.
     """
     with open_binary(source) as (stream, display):
         label = source_name or _default_source_name(source, "medline")
         text = io.TextIOWrapper(io.BufferedReader(stream), encoding="utf-8-sig", errors="replace", newline=None)
         count = 0
-        for start, fields in _medline_fields(text):
+        for start, fields, bad in _medline_fields(text):
             count += 1
+            if bad is not None:  # its value is lost, or was read into the field before it: nothing of it is stored
+                pmid = as_pmid(clean(fields.get("PMID", [""])[0]))
+                yield ParseProblem(pmid, f"{display}: line {bad} of the record at line {start} is not a MEDLINE "
+                                         "field ('TAG - value'); record skipped", label)  # fmt: skip
+                continue
             yield _medline_paper(fields, f"{display}: record at line {start}", label)
         if stream.error is not None:
             yield _stream_problem(stream, display, count, label)

@@ -14,6 +14,25 @@ class BrainError(RuntimeError):
     """The brain could not answer (server unreachable, timeout, model missing, HTTP error)."""
 
 
+class BrainReplyError(BrainError):
+    """The server answered (HTTP 200) with a body that is not its protocol's reply: not JSON, not a chat completion,
+    far too large. An error of that backend like an unreachable server, never an empty answer."""
+
+
+class ServerDiedError(BrainError):
+    """The LLM server `ra llm serve` started has died (its process is gone): the message says so, with the end of
+    its log. Not worth another try: a goal stops on it with that reason."""
+
+
+SERVER_TEXT_CHARS = 300  # a server's text (error body, model id, reply excerpt) in a message or a log line
+
+
+def one_line(text: object, limit: int = SERVER_TEXT_CHARS) -> str:
+    """A server's text as one short line: whitespace collapsed, cut to `limit` characters (with the size cut)."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else f"{flat[:limit]}... ({len(flat):,} characters)"
+
+
 class BrainUnavailableError(BrainError, ConfigError):
     """An explicitly configured LLM brain does not answer; the message says how to start it.
 
@@ -48,4 +67,13 @@ class Brain(Protocol):
         ...
 
 
-__all__ = ["Brain", "BrainError", "BrainUnavailableError", "Message", "ReplySchema"]
+__all__ = [
+    "Brain",
+    "BrainError",
+    "BrainReplyError",
+    "BrainUnavailableError",
+    "Message",
+    "ReplySchema",
+    "ServerDiedError",
+    "one_line",
+]

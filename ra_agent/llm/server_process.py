@@ -1,12 +1,13 @@
 """The llama.cpp server process `ra llm serve` starts: llama_cpp.server run in-process, removing ra's state file
-when it ends (SIGTERM, SIGINT, SIGHUP or a normal exit), so no state file outlives the server.
+when it is stopped (SIGTERM, SIGINT, SIGHUP), so no state file outlives a server stopped on request. A server that
+dies (a crash, SIGKILL, an illegal instruction) leaves its state file: ra then says it died, with its log's end
+(serve.died), and `ra llm serve` or `ra llm stop` removes the file.
 
 Run as `python -m ra_agent.llm.server_process --ra-state-file PATH <llama_cpp.server arguments>`.
 """
 
 from __future__ import annotations
 
-import atexit
 import json
 import os
 import signal
@@ -41,7 +42,6 @@ def main(argv: list[str] | None = None) -> None:
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, on_signal)
-    atexit.register(remove_own_state, state)
     sys.argv = ["llama_cpp.server", *args]
     from llama_cpp.server.__main__ import main as llama_main
 

@@ -303,6 +303,11 @@ class Store:
             flush()
         return UpsertStats(inserted, updated, unchanged, tuple(batches))
 
+    def would_update(self, paper: Paper) -> bool:
+        """True when a record of `paper.pmid` is stored and upserting `paper` would change it."""
+        before = self._content_hashes([paper.pmid]).get(paper.pmid)
+        return before is not None and before != _content_sha1(paper)
+
     def _content_hashes(self, pmids: list[int]) -> dict[int, str]:
         out: dict[int, str] = {}
         for i in range(0, len(pmids), 500):

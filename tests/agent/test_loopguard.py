@@ -10,7 +10,15 @@ import sys
 import pytest
 
 from ra_agent.agent.goal import GoalStore
-from ra_agent.agent.loopguard import LOCK_FILE, GoalLock, GoalLocked, repeated_noop, state_digest
+from ra_agent.agent.loopguard import (
+    LOCK_FILE,
+    GoalLock,
+    GoalLocked,
+    goal_activity,
+    lock_holder,
+    repeated_noop,
+    state_digest,
+)
 from ra_agent.llm.rules_brain import Decision, without_noop
 from ra_agent.workspace import open_store
 
@@ -29,7 +37,7 @@ def test_lock_holds_the_pid_and_goes_on_release(goal):
     goals, state = goal
     lock = GoalLock(goals.goal_dir(state.goal_id), state.goal_id)
     with lock:
-        assert (goals.goal_dir(state.goal_id) / LOCK_FILE).read_text().split() == [str(os.getpid())]
+        assert (goals.goal_dir(state.goal_id) / LOCK_FILE).read_text().split()[0] == str(os.getpid())
         with GoalLock(goals.goal_dir(state.goal_id), state.goal_id):  # same process: re-entrant
             pass
         assert lock.path.exists()  # the nested use did not release the outer one
@@ -57,8 +65,26 @@ def test_a_stale_lock_of_a_dead_pid_is_taken_over(goal):
     path = goals.goal_dir(state.goal_id) / LOCK_FILE
     path.write_text(f"{dead.pid}\n")
     with GoalLock(goals.goal_dir(state.goal_id), state.goal_id):
-        assert path.read_text().split() == [str(os.getpid())]
+        assert path.read_text().split()[0] == str(os.getpid())
     assert not path.exists()
+
+
+def test_a_lock_whose_pid_now_runs_another_process_is_not_held(goal):
+    """The lock records its holder's start time: after a reboot or pid wrap-around the same pid in another process
+    does not hold the goal (it would have looked alive, and the goal stuck as running)."""
+    goals, state = goal
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        path = goals.goal_dir(state.goal_id) / LOCK_FILE
+        path.write_text(f"{other.pid} 1000.000\n")  # the pid, with the start time of a process long gone
+        assert lock_holder(goals.goal_dir(state.goal_id)) == (other.pid, False)
+        assert goal_activity(goals.goal_dir(state.goal_id), state) == "interrupted"
+        with GoalLock(goals.goal_dir(state.goal_id), state.goal_id):
+            assert path.read_text().split()[0] == str(os.getpid())
+        assert other.poll() is None  # left alone
+    finally:
+        other.kill()
+        other.wait()
 
 
 def test_a_repeat_is_a_noop_only_from_the_same_state(cfg, goal):

@@ -15,7 +15,7 @@ from ra_agent.llm.base import Brain, BrainError
 from ra_agent.llm.ollama_brain import OllamaBrain
 from ra_agent.llm.protocol import REPAIR_PROMPT, ActionError, NoAction, ValidAction, repair_asker
 from ra_agent.llm.rules_brain import RulesBrain
-from ra_agent.llm.select import select_brain
+from ra_agent.llm.select import FallbackBrain, select_brain
 
 PROMPT = [
     {"role": "system", "content": "You are the planner of a literature-review agent."},
@@ -142,9 +142,13 @@ def test_timeout_raises_brain_error(ollama_cfg, ollama_server):
 
 
 def test_select_ollama_when_the_server_has_the_model(ollama_cfg, ollama_server):
-    brain = select_brain(ollama_cfg, RulesBrain)
-    assert isinstance(brain, OllamaBrain)
+    brain = select_brain(ollama_cfg, RulesBrain)  # brain = "auto": the rules stand by in case it fails later
+    assert (
+        isinstance(brain, FallbackBrain) and isinstance(brain.llm, OllamaBrain) and brain.name == "ollama:gemma3n:e4b"
+    )
     assert [r.path for r in ollama_server.requests] == ["/api/tags"]
+    explicit = select_brain(ollama_cfg.with_overrides(llm={"brain": "ollama"}), RulesBrain)
+    assert isinstance(explicit, OllamaBrain)
 
 
 def test_select_rules_when_no_server_answers(cfg, caplog):

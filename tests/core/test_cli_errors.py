@@ -296,3 +296,41 @@ def test_python_m_ra_agent_cli_status_runs(cfg_path):
                           env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
     assert proc.returncode == 0 and "error" not in proc.stderr.lower(), proc.stderr
     assert "papers: 0 (0 with abstract), refs: 0 (+0 unmapped DOIs)" in proc.stdout and "goals: 0" in proc.stdout
+
+
+def test_utf16_exports_xml_errors_and_a_huge_seed_query_are_each_one_plain_line(tmp_path, capsys, cfg_path):
+    """Issue 40 §8: a UTF-16 file was "binary data" without naming the encoding; the XML error said "line 5, line 5";
+    a 10,000-term Seed_query was accepted and echoed whole (238 KB)."""
+    rows = "pubmedID,title\n10024259,Symptomatic gastro-oesophageal reflux disease\n"
+    (tmp_path / "excel_utf16.csv").write_bytes(rows.encode("utf-16"))  # with its byte-order mark, as Excel saves it
+    (tmp_path / "no_bom_utf16.csv").write_bytes(rows.encode("utf-16-be"))
+    code, _, err = ra(capsys, cfg_path, "import", str(tmp_path / "excel_utf16.csv"), str(tmp_path / "no_bom_utf16.csv"))
+    assert code == 2 and error_lines(err) == [
+        f"ra: error: {tmp_path / 'excel_utf16.csv'}:1: encoding: UTF-16 (little-endian, with a byte-order mark) text, "
+        "not UTF-8; re-save the file as UTF-8",
+        f"ra: error: {tmp_path / 'no_bom_utf16.csv'}:1: encoding: UTF-16 (big-endian) text, not UTF-8; re-save the "
+        "file as UTF-8",
+    ]
+
+    real = (FIXTURES / "eutils" / "pubmed1.xml").read_text(encoding="utf-8")
+    cut = real.index("</ArticleTitle>")
+    broken = tmp_path / "mismatch.xml"
+    broken.write_text(real[:cut] + "</Article>" + real[cut + len("</ArticleTitle>") :], encoding="utf-8")
+    code, _, err = ra(capsys, cfg_path, "import", str(broken))
+    (problem,) = [line for line in err.splitlines() if "not well-formed XML" in line]
+    line = real[:cut].count("\n") + 1
+    assert f"not well-formed XML at line {line}, column " in problem
+    assert f"(Opening and ending tag mismatch: ArticleTitle line {line} and Article); 0 records read" in problem
+    assert problem.count(f"line {line}") == 2  # the position once, and the tag's own line in libxml2's message
+
+    terms = " OR ".join(f"omeprazole{i}[tiab]" for i in range(10_000))
+    handbook = tmp_path / "huge_query.md"
+    handbook.write_text(HANDBOOK.read_text().replace("Seed_query:", f'Seed_query: "{terms}"\n# was:', 1))
+    for command in ("run", "questions"):
+        code, out, err = ra(capsys, cfg_path, command, str(handbook))
+        assert code == 2 and len(err) < 600 and "omeprazole9999" not in out + err, err
+        assert error_lines(err) == [
+            f"ra: error: {handbook}:5: Seed_query: {len(terms):,} characters (10,000 terms) is above the 4,000 a "
+            "search_pubmed query may hold ([llm] max_arg_chars): narrow it, or import the records of a large search "
+            "with `ra import`"
+        ]

@@ -271,3 +271,55 @@ def test_the_agent_flow_on_a_postgres_instance_with_the_store_on_postgres(projec
     assert (row["status"], row["cycle"]) == (state.status, state.cycle) == ("stopped", state.cycle)
     assert calls == [h["tool"] for h in state.events("tool_call")] and "search_pubmed" in calls
     assert not (project / "data" / "ra.sqlite").exists()  # nothing fell back to the workspace file
+
+
+HOLD_LOCK = """
+import sys
+from ra_agent.agent.loopguard import GoalLock
+with GoalLock(sys.argv[1], sys.argv[2]):
+    print("held", flush=True)
+    sys.stdin.read()  # until the test closes stdin
+"""
+
+
+def test_sensor_launches_nothing_for_a_goal_a_live_cli_process_runs(project, defs):
+    """Issue 38 §6: with the UI open, `ra run` in a terminal holds the goal (RUNNING.lock) between a cycle and its
+    stages; the sensor launched agent_search_job for the same goal. Now it skips it and the goals it spawned, and
+    takes them up once the process is gone."""
+    import subprocess
+    import sys
+
+    from ra_agent.agent.stages import StageRequest
+
+    goal_id = new_goal(project)
+    cfg = load_config(project / "config.toml")
+    with open_store(cfg) as store:
+        goals = GoalStore(cfg.data_dir, store)
+        state = goals.load(goal_id)
+        state.cycle = 1
+        state.pending_asset_requests = [StageRequest("search", state.topic, "the seed query").to_dict()]
+        goals.save(state)
+        child = goals.create(HANDBOOK, "seek_gap", "esomeprazole AND gastroesophageal reflux")
+        child.parent_goal = goal_id
+        goals.save(child)
+        goal_dir = goals.goal_dir(goal_id)
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(goal_dir), goal_id], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with dg.instance_for_test() as instance:
+            skipped, _ = tick(instance, project)
+            assert isinstance(skipped, dg.SkipReason), skipped.run_requests
+            message = str(skipped.skip_message)
+            assert f"{goal_id}: run by pid {holder.pid} (" in message and "the sensor launches nothing" in message
+            assert f"{child.goal_id}: spawned by {goal_id}, which pid {holder.pid}" in message
+            assert instance.get_runs() == []
+            assert holder.stdin is not None
+            holder.stdin.close()  # the terminal's `ra run` ends: the sensor takes both goals up
+            holder.wait(timeout=30)
+            resumed, _ = tick(instance, project)
+            launched = {(r.tags["ra/goal"], r.job_name) for r in resumed.run_requests}
+            assert launched == {(goal_id, "agent_search_job"), (child.goal_id, "agent_cycle_job")}
+    finally:
+        holder.kill()
+        holder.wait()

@@ -209,3 +209,93 @@ def test_spawned_goals_are_announced_and_run_after_the_parent(demo, demo_project
                     assert report_verdict(own) != report_verdict(cfg.data_dir / parents[(r["cluster_id"], r["kind"])])
     themes = [h["seed_query"] for s in states[1:] for h in s.events("spawned_from")]
     assert len(themes) == len(set(themes))  # one goal per theme
+
+
+def _ra_until_a_cycle_then_kill(project: Path, config: Path, *argv: str) -> tuple[str, list[str]]:
+    """Start `ra <argv>` and SIGKILL it once it has printed a complete cycle; (goal id, the lines it printed)."""
+    import os
+    import signal
+
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("RA_")}, "PYTHONUNBUFFERED": "1",
+           "HF_HUB_OFFLINE": "1"}  # fmt: skip
+    proc = subprocess.Popen([sys.executable, "-m", "ra_agent.cli", "--config", str(config), *argv], cwd=project,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)  # fmt: skip
+    lines: list[str] = []
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line.rstrip("\n"))
+            if line.startswith("  cycle "):  # a cycle is complete; its stages run now
+                os.kill(proc.pid, signal.SIGKILL)
+                break
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL, lines
+    started = next((line.split()[1] for line in lines if line.startswith("goal ")), "")
+    return started, lines
+
+
+def test_a_sigkilled_goal_is_interrupted_and_ra_run_and_ra_resume_continue_it_to_its_end(demo, demo_project, capsys):
+    """Issue 40 §4: a goal whose process was killed stayed in_progress; `ra resume` said "nothing to resume" and
+    `ra run NAME` started a second goal beside it. Now `ra status` shows it interrupted, and `ra run NAME` and `ra
+    resume G` continue it from its last complete cycle: it ends as an uninterrupted run does, each action once."""
+    config = write_config(demo_project)
+    goal_id, printed = _ra_until_a_cycle_then_kill(demo_project, config, "run", "seek_gap_ppi_gerd")
+    assert goal_id and printed[-1] == "  cycle 1: tool_call search_pubmed -> in_progress", printed
+
+    assert main(["--config", str(config), "status"]) == 0
+    out = capsys.readouterr().out
+    assert f"  {goal_id} seek_gap   interrupted    cycle 1 " in out
+    assert f"its process stopped after cycle 1; ra resume {goal_id} continues it" in out
+
+    assert main(["--config", str(config), "run", "seek_gap_ppi_gerd", "--max-cycles", "1"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"goal {goal_id} of seek_gap_ppi_gerd.md was interrupted after cycle 1: continuing it"), out
+    assert "  cycle 2: tool_call run_pico -> in_progress" in out
+
+    assert main(["--config", str(config), "resume", goal_id]) == 0
+    out = capsys.readouterr().out
+    assert f"goal {goal_id}: in_progress, run by no process; continuing it from its last complete cycle (2)" in out
+    with open_store(demo) as store:
+        goals = GoalStore(demo.data_dir, store)
+        assert goals.goal_ids() == [goal_id]  # no second goal beside it
+        state = goals.load(goal_id)
+        calls = store.conn.execute("SELECT tool, status FROM tool_call WHERE goal_id=? ORDER BY cycle",
+                                   (goal_id,)).fetchall()  # fmt: skip
+    assert state.status == "stopped" and state.stop_reason().startswith("success"), state.stop_reason()
+    tools = [h["tool"] for h in state.events("tool_call")]
+    assert tools == ["search_pubmed", "run_pico", "find_existing_sr", "prisma_check"]  # as an uninterrupted run
+    assert [tuple(c) for c in calls] == [(t, "finished") for t in tools]  # each action executed once
+    assert [h["event"] for h in state.history].count("interrupted") == 0  # a kill leaves no event: only the lock
+    assert f"wrote {demo.data_dir / state.events('report_written')[0]['path']}" in out
+
+
+class InterruptedBrain(RulesBrain):
+    """The rules brain, until the user presses Ctrl-C during its second reply."""
+
+    def __init__(self):
+        self.replies = 0
+
+    def chat(self, messages):
+        self.replies += 1
+        if self.replies == 2:
+            raise KeyboardInterrupt
+        return super().chat(messages)
+
+
+def test_ctrl_c_leaves_the_goal_interrupted_after_its_last_complete_cycle(demo, demo_project):
+    with open_store(demo) as store:
+        goals = GoalStore(demo.data_dir, store)
+        goal = start_goal(demo, store, demo_project / GERD, RulesBrain.name)
+        with pytest.raises(KeyboardInterrupt):
+            run_goal(demo, store, goal.goal_id, InterruptedBrain())
+        state = goals.load(goal.goal_id)
+    from ra_agent.agent.loopguard import goal_activity
+
+    assert state.status == "in_progress" and state.cycle == 1  # cycle 2 never completed: nothing of it is saved
+    assert state.history[-1]["event"] == "interrupted" and state.history[-1]["reason"] == (
+        "interrupted (Ctrl-C) after cycle 1"
+    )
+    assert not (goals.goal_dir(goal.goal_id) / LOCK_FILE).exists()
+    assert goal_activity(goals.goal_dir(goal.goal_id), state) == "interrupted"

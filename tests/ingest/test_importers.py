@@ -101,7 +101,7 @@ def test_bad_csv_rows_are_named_by_file_line_and_field_and_good_rows_load(tmp_pa
     assert reasons == [
         "search.csv:3: field 'pubmedID' '1002x259' is not a PMID; row skipped",
         "search.csv:5: field 'pubmedID' is empty (and no DOI); row skipped",
-        "search.csv:9: 2 cells too many; row skipped",
+        "search.csv:9: 8 cells where the header has 6 (a quote or delimiter out of place); row skipped",
     ]
     assert [w.reason for w in summary.warnings] == [
         "search.csv:7: field 'year' 'n.d.' is not a year; loaded without it"
@@ -143,7 +143,7 @@ def ris_record(tags: list[tuple[str, str]], close: bool = True) -> str:
 
 
 def test_ris_export_built_from_real_records(tmp_path, store, cfg, demo_rows):
-    one, two, three, four = demo_rows[0], demo_rows[1], demo_rows[2], demo_rows[5]
+    one, two, three, four, cut = demo_rows[0], demo_rows[1], demo_rows[2], demo_rows[5], demo_rows[6]
     (gut,) = [p for p in iter_pubmed_xml(FIXTURES / "eutils" / "pubmed4.xml") if isinstance(p, Paper)]
     text = "".join(
         [
@@ -153,8 +153,9 @@ def test_ris_export_built_from_real_records(tmp_path, store, cfg, demo_rows):
                         ("N2", two["abstract"])]),
             ris_record([("TY", "JOUR"), ("TI", gut.title), ("DO", "https://doi.org/10.1136/GUTJNL-2016-312510"),
                         ("UR", f"https://pubmed.ncbi.nlm.nih.gov/{gut.pmid}/"), ("JO", "Gut"), ("PY", "2017")]),
-            ris_record([("TY", "JOUR"), ("TI", three["title"]), ("PY", "1999")]),  # no PMID anywhere
             ris_record([("TY", "JOUR"), ("ID", four["pubmedID"]), ("TI", four["title"]), ("PY", "1999")], close=False),
+            ris_record([("TY", "JOUR"), ("TI", three["title"]), ("PY", "1999")]),  # no PMID anywhere
+            ris_record([("TY", "JOUR"), ("AN", cut["pubmedID"]), ("TI", cut["title"][:20])], close=False),  # cut short
         ]
     )  # fmt: skip
     path = tmp_path / "endnote.ris"
@@ -162,10 +163,14 @@ def test_ris_export_built_from_real_records(tmp_path, store, cfg, demo_rows):
 
     summary = import_file(store, path, cfg)
     assert summary.format == "ris" and summary.inserted == 4
-    (skipped,) = summary.problems
-    assert skipped.reason.startswith("endnote.ris:25: no PMID") and "AN, ID or a 'PMID:' note" in skipped.reason
+    skipped, truncated = summary.problems
+    assert skipped.reason.startswith("endnote.ris:30: no PMID") and "AN, ID or a 'PMID:' note" in skipped.reason
+    assert truncated.reason == (
+        "endnote.ris:35: the file ends inside this record (no closing 'ER  -': cut short?); record skipped"
+    )
+    assert store.paper(int(cut["pubmedID"])) is None  # not stored with a title cut in half
     (unclosed,) = summary.warnings
-    assert unclosed.reason.startswith("endnote.ris:30: record not closed by 'ER  -'")
+    assert unclosed.reason.startswith("endnote.ris:25: record not closed by 'ER  -'")
 
     first = store.paper(int(one["pubmedID"]))
     assert (first.title, first.abstract, first.year) == (one["title"], one["abstract"], 1999)
@@ -242,7 +247,7 @@ def test_csv_and_ris_import_memory_stays_flat(tmp_path):
             assert big[i].stat().st_size > 4.5 * small[i].stat().st_size
             peaks = []
             for files in (small, big):
-                run = bench.probe("import", files[i], files[i].with_suffix(".sqlite"))
+                run = bench.probe("import", files[i], files[i].with_name(f"{files[i].name}.sqlite"))  # a store per file
                 assert run["records"] == files[2]
                 peaks.append(run["max_rss_mb"])
             assert peaks[1] < 100 and peaks[1] - peaks[0] < 15, peaks  # 5x the input, (almost) the same peak
@@ -338,7 +343,7 @@ def test_a_stray_closing_quote_on_the_next_row_does_not_merge_the_two(tmp_path, 
     summary = import_file(store, path, cfg)
     assert [p.reason for p in summary.problems] == [
         "t.csv:2: field 'title': quote opened and never closed (swallowed 1 following row); row skipped",
-        "t.csv:3: 1 cells too many; row skipped",
+        "t.csv:3: 4 cells where the header has 3 (a quote or delimiter out of place); row skipped",
     ]
     assert summary.inserted == 1 and store.paper(950000003).title == "Antacids"
     loaded, reported = _rows_loaded_and_reported(store, summary, [950000001, 950000002, 950000003])

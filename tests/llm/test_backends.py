@@ -5,11 +5,12 @@ from __future__ import annotations
 import logging
 
 import pytest
+from replay import Fault
 from replay.ollama_server import OllamaReplayServer
 from replay.openai_server import OpenAIReplayServer
 
 from ra_agent.config import ConfigError
-from ra_agent.llm.base import BrainError
+from ra_agent.llm.base import BrainError, BrainReplyError, ReplySchema
 from ra_agent.llm.openai_brain import OpenAIBrain
 from ra_agent.llm.protocol import ParsedAction, parse_with_repair, repair_asker
 from ra_agent.llm.rules_brain import RulesBrain
@@ -79,8 +80,52 @@ def test_openai_server_without_json_mode_is_asked_again_without_it(cfg):
         assert ["response_format" in r for r in server.chat_requests] == [True, False, False]
 
 
-def test_single_model_server_serves_any_name(cfg, caplog):
-    with OpenAIReplayServer(models=["/models/gemma-3n-E4B-it-Q4_K_M.gguf"]) as server:
-        brain = select_brain(cfg.with_overrides(llm={"brain": "openai", "openai_base_url": server.base_url}),
-                             RulesBrain)  # fmt: skip
-        assert isinstance(brain, OpenAIBrain)
+def test_a_configured_model_the_server_does_not_list_is_a_one_line_error(cfg):
+    """A server that does not list [llm] model is refused, also when it lists one model only (it was accepted
+    without a word); a 5 MB model id is shown cut, a 52 MB listing is not read whole (it was logged whole)."""
+    cases = {("/models/gemma-3n-E4B-it-Q4_K_M.gguf",): "(it lists: '/models/gemma-3n-E4B-it-Q4_K_M.gguf')",
+             ("llama3.2:3b", "m" * 5_000_000): "(it lists: 'llama3.2:3b', 'mmmm",
+             ("m" * 52_000_000,): "answered GET /models with a body of more than 8 MB"}  # fmt: skip
+    for models, shown in cases.items():
+        with OpenAIReplayServer(models=models) as server:
+            base_url = server.base_url
+            with pytest.raises(ConfigError) as refused:
+                select_brain(cfg.with_overrides(llm={"brain": "openai", "openai_base_url": base_url}), RulesBrain)
+        message = str(refused.value)
+        assert "\n" not in message and len(message) < 600 and shown in message, message[:600]
+        if len(models[-1]) < 52_000_000:
+            assert f"the server at {base_url} does not list model 'gemma3n:e4b' {shown}" in message
+            assert "; set [llm] model to one of them (or set brain" in message
+
+
+def test_http_500_from_the_model_list_is_named_as_such(cfg):
+    """A server that answers GET /v1/models with HTTP 500 is not "no server answers"."""
+    with OpenAIReplayServer() as server:
+        server.inject("/v1/models", Fault.http(500, b'{"error": {"message": "out of memory"}}', "application/json"))
+        with pytest.raises(ConfigError, match=r"answered GET /models with HTTP 500: out of memory \(or set brain"):
+            select_brain(cfg.with_overrides(llm={"brain": "openai", "openai_base_url": server.base_url}), RulesBrain)
+
+
+NOT_A_REPLY = {  # HTTP 200 bodies that are not a chat reply of either protocol (content type, body)
+    "invalid JSON": ("application/json", b'{"choices": [{"message": {"content": "Omepra'),
+    "50 MB of another JSON": ("application/json", b'{"object": "list", "data": "' + b"x" * 50_000_000 + b'"}'),
+    "an HTML page": ("text/html", b"<!DOCTYPE html><html><body><h1>Service unavailable</h1></body></html>\n"),
+    "events without JSON": ("text/event-stream", b"data: Omeprazole heals\n\ndata: [DONE]\n\n"),
+    "no events": ("text/event-stream", b"data: [DONE]\n\n"),
+}
+
+
+@pytest.mark.parametrize("what", list(NOT_A_REPLY))
+def test_a_200_body_that_is_not_a_chat_reply_is_an_error_of_the_backend(cfg, loopback, what):
+    """Every way of asking (whole, constrained, streamed) raises BrainReplyError, on both backends: never an empty
+    answer (the OpenAI-compatible backend read such bodies as an empty reply)."""
+    content_type, body = NOT_A_REPLY[what]
+    brain = select_brain(loopback.configure(cfg), RulesBrain)
+    schema = ReplySchema("agent_action", {"type": "object"})
+    for call in (lambda: brain.chat(PROMPT), lambda: brain.chat_structured(PROMPT, schema),
+                 lambda: "".join(brain.chat_stream(PROMPT))):  # fmt: skip
+        loopback.fail_chat(Fault.http(200, body, content_type))
+        with pytest.raises(BrainReplyError) as failed:
+            call()
+        message = str(failed.value)
+        assert "HTTP 200" in message and "\n" not in message and len(message) < 600, message

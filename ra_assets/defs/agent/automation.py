@@ -5,9 +5,10 @@ stage runs the last cycle asked for, one at a time, then one `agent_cycle` run o
 they have finished. `run_key = goal:cycle:request` makes every tick idempotent across
 daemon restarts; the JSON cursor records the last key emitted per goal. Goals are listed
 afresh each tick, so goals spawned by propose_alternative_pico are picked up. A goal with a
-PAUSE file is skipped until the file goes (its next cycle then resumes it); a failed stage
-run marks the goal `crashed` (`ra resume` retries it); [goal] max_cycles stops a goal inside
-its next cycle, as in the local runner.
+PAUSE file is skipped until the file goes (its next cycle then resumes it); a goal that a live
+process runs (`ra run` in a terminal holds its RUNNING.lock) is skipped without launching anything;
+a failed stage run marks the goal `crashed` (`ra resume` retries it); [goal] max_cycles stops a
+goal inside its next cycle, as in the local runner.
 """
 
 import json
@@ -21,6 +22,7 @@ from ra_agent.agent import (
     GoalStore,
     HandbookError,
     StageRequest,
+    live_holder,
     mark_crashed,
     pause_requested,
     run_cycle,
@@ -164,6 +166,8 @@ def next_step(context, cfg, db, state) -> tuple[dg.RunRequest | None, list, str]
     busy = [r.run_id[:8] for r in runs if r.status in IN_FLIGHT]
     if busy:
         return None, [], f"runs in flight ({', '.join(busy)})"
+    if owner := cli_owner(cfg, db, state):  # `ra run` in a terminal runs it: launching its stages would run them twice
+        return None, [], owner
     if state.status == "crashed":
         return None, [], f"crashed ({state.stop_reason()}); `ra resume {state.goal_id}` retries it"
     attempt = str(len(state.events("crashed")))  # `ra resume` after a crash retries the stages afresh
@@ -214,6 +218,17 @@ def next_step(context, cfg, db, state) -> tuple[dg.RunRequest | None, list, str]
         tags={**tags, "ra/cycle": str(state.cycle + 1), "ra/stage": "cycle"},
     )
     return run, [], ""
+
+
+def cli_owner(cfg, db, state) -> str:
+    """Why the sensor leaves a goal alone that another process runs (no run of the sensor's is in flight): a live
+    process holds its lock (`ra run`, `ra resume`), or its parent's, whose `ra run` runs its spawned goals next."""
+    goals = GoalStore(cfg.data_dir, db)
+    if holder := live_holder(goals.goal_dir(state.goal_id)):
+        return f"run by {holder}: the sensor launches nothing for it"
+    if state.parent_goal and (holder := live_holder(goals.goal_dir(state.parent_goal))):
+        return f"spawned by {state.parent_goal}, which {holder} runs (it runs this goal next)"
+    return ""
 
 
 def finished(state, why: str) -> bool:
