@@ -16,6 +16,7 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
+from ra_agent.cliargs import CliError, entrez_date, port_number, positive_int
 from ra_agent.config import Config, ConfigError, default_config_path, load_config
 from ra_agent.fileio import InputError
 from ra_agent.store.db import Store
@@ -23,31 +24,31 @@ from ra_agent.store.db import Store
 log = logging.getLogger("ra")
 
 
-class CliError(Exception):
-    """A user-facing error: printed without a traceback, exit code 2."""
-
-
 EXIT_BAD_INPUT, EXIT_WORLD = 2, 1
 
 
 def error_line(exc: BaseException) -> tuple[int, str]:
     """(exit code, one-line message) for an exception reaching the command line."""
-    from ra_agent.agent.goal import GoalStateError
-    from ra_agent.agent.success import HandbookError
-    from ra_agent.ingest.http import ApiError, ApiRequestError
-
     text = " ".join(str(exc).split())
-    if isinstance(exc, ConfigError | CliError | InputError | HandbookError | GoalStateError):
+    bad_input = (ConfigError, CliError, InputError, *loaded("ra_agent.agent.success", "HandbookError"),
+                 *loaded("ra_agent.agent.goal", "GoalStateError"),
+                 *loaded("ra_agent.ingest.http", "ApiRequestError"))  # the service refused this request  # fmt: skip
+    if isinstance(exc, bad_input):
         return EXIT_BAD_INPUT, text
-    if isinstance(exc, ApiRequestError):  # the service refused this request (e.g. a malformed query)
-        return EXIT_BAD_INPUT, text
-    if isinstance(exc, ApiError):
+    if isinstance(exc, loaded("ra_agent.ingest.http", "ApiError")):
         return EXIT_WORLD, text
     if isinstance(exc, OSError) and exc.filename:
         return EXIT_BAD_INPUT, f"{exc.filename}: {exc.strerror or text}"
     if isinstance(exc, MemoryError):
         return EXIT_WORLD, "out of memory (rerun with --debug for the traceback)"
     return EXIT_WORLD, f"internal error: {type(exc).__name__}: {text} (rerun with --debug for the traceback)"
+
+
+def loaded(module: str, name: str) -> tuple[type, ...]:
+    """The exception class `module.name` when that module is loaded (an error can only be one of its classes
+    then), else (): reporting an error imports nothing, so bad input exits at once."""
+    found = sys.modules.get(module)
+    return (getattr(found, name),) if found is not None else ()
 
 
 def report_error(exc: BaseException) -> int:
@@ -106,6 +107,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     from ra_agent.ingest.pipeline import search_and_ingest
     from ra_agent.workspace import query_key, query_runs, register_query, registered_queries, unregister_query
 
+    if args.query is not None and not args.query.strip():
+        raise CliError("ingest: --query: empty (give a PubMed query, or no --query to refresh the registered ones)")
     cfg = _config(args)
     status = 0
     with _store(cfg) as store:
@@ -450,7 +453,8 @@ def cmd_llm(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ra", description=__doc__)
     parser.add_argument("--config", default=str(default_config_path()), help="config.toml path")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="show ra's progress logs (INFO); -vv: debug logs (default: warnings and errors only)")  # fmt: skip
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -473,9 +477,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("run", cmd_run, "run a handbook's goal cycle by cycle without Dagster (local runner)")
     p.add_argument("handbook", help="a handbook name as the Launchpad shows it (seek_gap_ppi_gerd) or a file path")
     p.add_argument("--goal", help="continue this existing goal instead of starting a new one")
-    p.add_argument(
-        "--max-cycles", type=int, help="cap on the cycles of this run ([goal] max_cycles caps the goal in total)"
-    )
+    p.add_argument("--max-cycles", type=positive_int,
+                   help="cap on the cycles of this run ([goal] max_cycles caps the goal in total)")  # fmt: skip
     for name, text in (("stop", "stop a goal after its current cycle (STOP file)"),
                        ("pause", "pause a goal until resumed (PAUSE file)"),
                        ("resume", "resume a paused or stopped-by-hand goal; retry a goal in error or crashed")):  # fmt: skip
@@ -491,8 +494,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_screen_parser(sub)
     p = add("llm", cmd_llm, "serve a local LLM (llama.cpp, Gemma 3 270M) in the background, or stop it")
     p.add_argument("action", choices=("serve", "stop"))
-    p.add_argument("--n-ctx", type=int, default=8192, help="the model's context in tokens (default 8192)")
-    p.add_argument("--port", type=int, help="port on 127.0.0.1 (default: a free one)")
+    p.add_argument("--n-ctx", type=positive_int, default=8192, help="the model's context in tokens (default 8192)")
+    p.add_argument("--port", type=port_number, help="port on 127.0.0.1 (default: a free one)")
     p = add("questions", cmd_questions, "a handbook's review questions over the corpus: trials, coverage, verdicts")
     p.add_argument("handbook", help="a handbook name from handbooks/ (as ra run takes) or a path")
     p.add_argument("--write", action="store_true", help="write one dossier per question and questions.json")
@@ -503,16 +506,32 @@ def build_parser() -> argparse.ArgumentParser:
 
 def add_ingest_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--query", help="PubMed query; omitted: refresh every registered search")
-    p.add_argument("--since", help="only records entered since this date (YYYY-MM-DD or YYYY/MM/DD)")
-    p.add_argument("--retmax", type=int, help="maximum records to fetch (default [ingest] default_retmax)")
+    p.add_argument("--since", type=entrez_date, help="only records entered since this date (YYYY-MM-DD or YYYY/MM/DD)")
+    p.add_argument("--retmax", type=positive_int, help="maximum records to fetch (default [ingest] default_retmax)")
+
+
+LOG_LEVELS = (logging.WARNING, logging.INFO, logging.DEBUG)  # by the count of -v
+
+
+class QuietFormatter(logging.Formatter):
+    """`ra: warning: <message>`, as the command line's own errors read (`-v` shows time, level and logger)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return f"ra: {record.levelname.lower()}: {record.getMessage()}"
+
+
+def log_handler(verbose: int) -> logging.Handler:
+    """A stderr handler: warnings and errors only, one line each; `-v` INFO, `-vv` DEBUG with time and logger."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(LOG_LEVELS[min(verbose, len(LOG_LEVELS) - 1)])
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s") if verbose
+                         else QuietFormatter())  # fmt: skip
+    return handler
 
 
 def run(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=logging.DEBUG if getattr(args, "verbose", False) else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    verbose = int(getattr(args, "verbose", 0) or 0)
+    logging.basicConfig(level=LOG_LEVELS[min(verbose, len(LOG_LEVELS) - 1)], handlers=[log_handler(verbose)])
     try:
         return func(args)
     except KeyboardInterrupt:

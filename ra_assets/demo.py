@@ -28,6 +28,8 @@ from pathlib import Path
 import dagster as dg
 
 from ra_agent.agent import GoalStore, closing_block, goal_outcome, spawned_goals, written_reports
+from ra_agent.cli import error_line
+from ra_agent.cliargs import CliError
 from ra_agent.config import ConfigError, default_config_path, load_config
 from ra_agent.workspace import open_store
 from ra_assets.local import console_level, drive
@@ -73,7 +75,7 @@ def handbook_choice(handbook: str, choices) -> str:
     """A handbook name of the Launchpad Enum from a name or a path inside handbooks/."""
     name = Path(handbook).stem if handbook.endswith(".md") else handbook
     if name not in choices.names:
-        raise DemoFailed(f"handbook {handbook!r} is not one of {choices.folder}: {', '.join(choices.names)}")
+        raise CliError(f"handbook {handbook!r} is not one of {choices.folder}: {', '.join(choices.names)}")
     return name
 
 
@@ -159,6 +161,17 @@ class OnceFilter(logging.Filter):
         return True
 
 
+def check_input(config: Path, handbook: str) -> None:
+    """Raise a bad-input error (ConfigError, CliError, HandbookError, InputError) for a config that does not
+    load, a handbook that is not one of the Launchpad's choices, or one that does not parse."""
+    from ra_agent.cli import check_handbook
+    from ra_assets.handbooks import handbook_choices
+
+    cfg = load_config(config)
+    choices = handbook_choices(config)
+    check_handbook(cfg, choices.path(handbook_choice(handbook, choices)))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ra_assets.demo", description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--handbook", default="seek_gap_ppi_gerd", help="a handbooks/*.md name or path")
@@ -182,6 +195,12 @@ def main(argv: list[str] | None = None) -> int:
         print("ra demo: DAGSTER_HOME is not set (scripts/demo.sh sets .dagster_home/)", file=sys.stderr)
         return 2
     config = Path(args.config).resolve()
+    try:  # bad input exits 2 before any run: the config, the handbook's name and the handbook itself
+        check_input(config, args.handbook)
+    except Exception as exc:
+        code, message = error_line(exc)
+        print(f"ra demo: {message}", file=sys.stderr)
+        return code
     os.environ["RA_CONFIG"] = str(config)  # the definitions' resources read the same file
     try:
         with dg.DagsterInstance.get() as instance:
