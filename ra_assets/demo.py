@@ -93,6 +93,19 @@ def goal_tree(goals: GoalStore, first: str) -> list:
     return states
 
 
+def brain_line(cfg, goal_id: str) -> str:
+    """Which brain decides the goal's cycles, in words ("brain: rules:... (deterministic rules: no Ollama server answers
+    at ...)"): the demo says it once here instead of the brain selection's warning in every run."""
+    from ra_agent.llm.select import llm_brain
+
+    with open_store(cfg) as store:
+        name = GoalStore(cfg.data_dir, store).load(goal_id).brain
+    if not name.startswith("rules"):
+        return f"brain: {name}"
+    why = 'config.toml [llm] brain = "rules"' if cfg.llm.brain == "rules" else llm_brain(cfg).unavailable_reason()
+    return f"brain: {name} (deterministic rules, no LLM: {why or 'the LLM did not answer'}; docs/llm.md)"
+
+
 def run_demo(config_path: Path, handbook: str, instance: dg.DagsterInstance, say=print,
              found: list[str] | None = None) -> list[str]:  # fmt: skip
     """Run the demo's steps on `instance`; returns the written report paths (the first goal's state when none).
@@ -123,7 +136,7 @@ def run_demo(config_path: Path, handbook: str, instance: dg.DagsterInstance, say
     started = run_job(defs, instance, "handbook_job",
                       run_config={"ops": {"start_goal_op": {"config": {"handbook": choice}}}})  # fmt: skip
     goal_id = started.output_for_node("start_goal_op")
-    say(f"demo: handbook_job {started.run_id[:8]}: goal {goal_id} from {choice}")
+    say(f"demo: handbook_job {started.run_id[:8]}: goal {goal_id} from {choice}; {brain_line(cfg, goal_id)}")
     runs: list[str] = []
 
     def on_run(request: dg.RunRequest, done: dg.ExecuteInProcessResult) -> None:
@@ -144,6 +157,15 @@ def run_demo(config_path: Path, handbook: str, instance: dg.DagsterInstance, say
             say(f"demo: goal {state.goal_id} {state.status} after {state.cycle} cycles: {state.stop_reason() or '-'}")
             found.append(goal_outcome(state))
         return written or [str(goals.state_path(goal_id))]
+
+
+class ProgressFormatter(logging.Formatter):
+    """A long step's progress line under the run it belongs to ("demo:   run 03abe4c9: clusters: step 1/3: ..."):
+    the same step in two runs (each goal's organise) reads as two lines, not one line twice."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        run = getattr(record, "ra_run", "")
+        return f"demo:   {'run ' + run + ': ' if run else ''}{record.getMessage()}"
 
 
 class OnceFilter(logging.Filter):
@@ -183,11 +205,12 @@ def main(argv: list[str] | None = None) -> int:
     LOG_LEVEL = "INFO" if args.verbose else "WARNING"
     if not args.verbose:  # the sensors' context.log lines duplicate the demo's own; a repeated warning shows once
         logging.getLogger("dagster").setLevel(logging.WARNING)
+        logging.getLogger("ra_agent.llm.select").setLevel(logging.ERROR)  # the handbook_job line names the brain
         progress = logging.getLogger("ra_assets.progress")  # long steps say how far they are
         progress.setLevel(logging.INFO)
         progress.propagate = False
         handler = logging.StreamHandler(sys.stdout)
-        handler.setFormatter(logging.Formatter("demo:   %(message)s"))
+        handler.setFormatter(ProgressFormatter())
         progress.addHandler(handler)
         for handler in logging.getLogger().handlers:
             handler.addFilter(OnceFilter())
