@@ -233,8 +233,9 @@ def cmd_cluster(args: argparse.Namespace) -> int:
 
         result = organise(cfg, store, progress=stage)
     print(result.table)
+    seed = f"; UMAP seed {result.reduce_seed} ([clustering] reduce_seed)" if result.reduce_seed is not None else ""
     print(f"{result.active_clusters} active clusters ({result.formed} formed, {result.assigned} assigned, "
-          f"{result.unassigned} unassigned); map: {result.map_png}")  # fmt: skip
+          f"{result.unassigned} unassigned{seed}); map: {result.map_png}")  # fmt: skip
     return 0
 
 
