@@ -17,12 +17,13 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 
 from ra_agent.config import Config, ScreenConfig
 from ra_agent.evidence.pico.design import NON_TRIAL_CLASSES, design_class
+from ra_agent.evidence.pico.rules import RULES_NAME
 from ra_agent.fileio import atomic_write, atomic_writer
 from ra_agent.models import Paper, Reference
 
 log = logging.getLogger(__name__)
 
-FLAGS_RULES = "rules:pico-cues-v2"
+FLAGS_RULES = RULES_NAME  # the rule flags are cached by the rules that made them
 PICO_FIELDS = ("P", "I", "C", "O", "StudyDesign")
 _WORDS = re.compile(r"[a-z][a-z0-9-]+")
 TRIAL = frozenset({"RCT", "controlled trial", "clinical trial"})

@@ -80,7 +80,7 @@ def test_pico_extractions_code_version_names_the_model_the_span_code_and_the_rul
 
     version = defs.resolve_asset_graph().get(dg.AssetKey("pico_extractions")).code_version
     assert version == pico_code_version()
-    assert version == f"{learned.model_version()}+{learned.spans_version()}+rules:pico-cues-v2", version
+    assert version == f"{learned.model_version()}+{learned.spans_version()}+rules:pico-cues-v3", version
     assert version.startswith("learned:pico-crf-v2@") and "+spans@" in version
 
 

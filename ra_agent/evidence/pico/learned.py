@@ -17,14 +17,20 @@ import re
 import string
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache, lru_cache
 from pathlib import Path
 
-from ra_agent.evidence.pico.arms import _DOSE_ONLY, _KEY_STOP, _key_word, _rank_active, find_arms
+from ra_agent.evidence.pico.arms import _DOSE_ONLY, _KEY_STOP, _key_word, _rank_active, comparison_votes, find_arms
 from ra_agent.evidence.pico.design import find_design
 from ra_agent.evidence.pico.ebmnlp import FIELD_LABELS, LabelledAbstract, content_tokens, section_label
-from ra_agent.evidence.pico.population import find_age, find_sample_size
+from ra_agent.evidence.pico.population import (
+    find_age,
+    find_population,
+    find_sample_size,
+    people_phrase,
+    population_phrase,
+)
 from ra_agent.evidence.pico.rules import RULES_NAME
 from ra_agent.evidence.pico.text import Doc, Found, _snippet, sentences
 from ra_agent.models import Paper
@@ -421,10 +427,19 @@ def _cue(rows: Sequence[TaggedSentence], span: Span, name: str) -> str:
     return f"{name} {where}: '{_snippet(row.text, 120)}'"
 
 
-def _population(found: list[Span]) -> Span | None:
-    """The most confident population span outside the title, the earliest on ties; the title's as fallback."""
-    body = [s for s in found if s.sentence > 0] or found
-    return max(body, key=lambda s: (s.confidence, -s.start), default=None)
+def _population(found: list[Span]) -> tuple[Span | None, Span | None]:
+    """(population, bare): the most confident population span outside the title that says who was studied
+    (`population_phrase`: not a setting, a bare count, symbols or an exclusion), the earliest on ties, the title's as
+    fallback; and, when a more confident span counts the people without their condition ("173 patients"), that span
+    and no population: the rules' population phrase ("patients with ...") says more than a less confident span, and
+    the bare span is the last resort."""
+    for span in sorted(found, key=lambda s: (s.sentence == 0, -s.confidence, s.start)):
+        phrase = population_phrase(span.text)
+        if phrase:
+            return replace(span, text=phrase), None
+        if people_phrase(span.text):
+            return None, span
+    return None, None
 
 
 @dataclass(frozen=True)
@@ -469,7 +484,9 @@ def _arms(found: list[Span], hints: ArmHints, rules: SpanRules) -> tuple[list[Sp
     next group named at least COMPARATOR_MENTIONS times (or the rules' I or C), short and sharing no word with the
     intervention, is the comparator."""
     c_key, i_key = _key_word(hints.rules_c), _key_word(hints.rules_i)
-    control_words = set(content_tokens(hints.rules_c)) - _GENERIC
+    # the rules' comparator marks a control only when it is another treatment than their intervention (two doses of
+    # one drug say nothing about which drug the trial tests)
+    control_words = set(content_tokens(hints.rules_c)) - _GENERIC if c_key != i_key else set()
     control, active = [], []
     for span in _distinct(found):
         is_control = _CONTROL.match(span.text) or (control_words and span.key - _GENERIC <= control_words)
@@ -497,10 +514,18 @@ def _arms(found: list[Span], hints: ArmHints, rules: SpanRules) -> tuple[list[Sp
         and len(groups[k][0].key) <= ARM_WORDS
         and not lead_words & set(_KEY_WORD.findall(groups[k][0].text.lower()))
     ]
-    if control:
-        experimental += [s for s in rest if s.confidence >= rules.more_arms][: MAX_ARMS - 1]
-        return sorted(experimental, key=lambda s: s.start), control[:MAX_ARMS]
+    if control:  # another active arm joins the intervention, unless the abstract compares the intervention with it
+        lead = order[0]
+        compared = [s for s in rest if hints.doc is not None and _compared_with(lead, keys[id(s)], hints.doc)]
+        experimental += [s for s in rest if s.confidence >= rules.more_arms and s not in compared][: MAX_ARMS - 1]
+        return sorted(experimental, key=lambda s: s.start), [*control, *compared][:MAX_ARMS]
     return experimental, rest[:1]
+
+
+def _compared_with(lead: str, other: str, doc: Doc) -> bool:
+    """Whether a sentence says the lead arm is superior to / compared with / versus the other ("whether lansoprazole
+    was superior to continued H2-receptor antagonist therapy"): the other is what the trial tests it against."""
+    return comparison_votes([lead, other], doc)[lead] > 0
 
 
 def _names_only_treatments(span: Span, treatment_words: set[str]) -> bool:
@@ -540,9 +565,14 @@ def fields_from_spans(
     outcomes = _outcomes([s for s in found if s.field == "O"], [s for s in found if s.field == "I"], rules)
     values: dict[str, str] = {}
     cues: dict[str, str] = {}
-    population = _population(by_field["P"])
+    population, bare = _population(by_field["P"])
+    rules_p = find_population(hints.doc) if population is None and hints.doc is not None else None
     if population:
         values["P"], cues["P"] = population.text, _cue(rows, population, name)
+    elif rules_p:
+        values["P"], cues["P"] = rules_p.value, f"{RULES_NAME} (no population span) {rules_p.cue}"
+    elif bare:
+        values["P"], cues["P"] = people_phrase(bare.text), _cue(rows, bare, name)
     active, control = _arms(by_field["I"], hints, rules)
     named = [s for s in control if not _CONTROL.match(s.text)]  # comparators only by the rules' hint
     if not active and named:  # the only named arm is the intervention, whatever the rules took it for
