@@ -18,7 +18,7 @@ from ra_agent.evidence.pico.quality import PROXY_NOTE, evaluate, markdown_report
 RCT_VS_SCREENING = {"precision": 0.25, "recall": 0.55, "f1": 0.35}
 MIN_LIFT_OVER_PREVALENCE = 1.3
 RCT_RECALL_ON_INCLUSIONS = 0.70
-# Gold-set token F1 per field, measured (rules:pico-cues-v3): P 0.577, I 0.554, C 0.634, O 0.377, StudyDesign 0.835,
+# Gold-set token F1 per field, measured (rules:pico-cues-v3): P 0.585, I 0.554, C 0.634, O 0.377, StudyDesign 0.835,
 # PopulationAge 0.931, SampleSize 0.862; design class accuracy 0.897; SampleSize exact 0.862. v1 scored I 0.665,
 # C 0.698, O 0.467 on these 29 records it was tuned on; v2 trades that for value precision on the 960 EBM-NLP
 # abstracts (I 0.60 -> 0.72, O 0.53 -> 0.70, see bench/eval_pico.py): it drops dosing parentheses and result
