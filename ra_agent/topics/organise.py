@@ -54,7 +54,7 @@ HEARTBEAT_S = 15.0  # a stage still running is told again this often
 
 class Stages:
     """Tells `progress(step, steps, what)` each stage as it starts (steps 0, 1, ...), again every `every` seconds while
-    it runs ("<what>: still running, N s"), and `progress(steps, steps, "done")` at the end."""
+    it runs ("<what>: still running (N s in this stage)"), and `progress(steps, steps, "done")` at the end."""
 
     def __init__(self, progress: Callable[[int, int, str], None] | None, steps: int, every: float = HEARTBEAT_S):
         self.progress, self.steps, self.every = progress, steps, every
@@ -80,7 +80,7 @@ class Stages:
         while not self.stop.wait(self.every):
             with self.lock:
                 if self.step >= 0:
-                    self._say(f"{self.what}: still running, {time.monotonic() - self.started:.0f} s")
+                    self._say(f"{self.what}: still running ({time.monotonic() - self.started:.0f} s in this stage)")
 
     def __exit__(self, *exc) -> None:
         self.stop.set()

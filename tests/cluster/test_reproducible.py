@@ -54,5 +54,5 @@ def test_a_stage_still_running_is_told_again():
         say("HDBSCAN")
     assert said[0] == (0, 2, "reducing") and said[-1] == (2, 2, "done")
     beats = [w for step, _, w in said if step == 0 and w != "reducing"]
-    assert beats and all(w.startswith("reducing: still running, ") and w.endswith(" s") for w in beats)
+    assert beats and all(w.startswith("reducing: still running (") and w.endswith(" s in this stage)") for w in beats)
     assert (1, 2, "HDBSCAN") in said
