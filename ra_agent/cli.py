@@ -17,15 +17,13 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
+from ra_agent.cliargs import CliError, entrez_date, port_number, positive_int
 from ra_agent.config import Config, ConfigError, default_config_path, load_config
 from ra_agent.fileio import InputError
 from ra_agent.store.db import Store
+from ra_agent.terminal import LOG_LEVELS, log_handler, quiet_exit_on_closed_stdout, stdout_closed
 
 log = logging.getLogger("ra")
-
-
-class CliError(Exception):
-    """A user-facing error: printed without a traceback, exit code 2."""
 
 
 EXIT_BAD_INPUT, EXIT_WORLD = 2, 1
@@ -33,22 +31,26 @@ EXIT_BAD_INPUT, EXIT_WORLD = 2, 1
 
 def error_line(exc: BaseException) -> tuple[int, str]:
     """(exit code, one-line message) for an exception reaching the command line."""
-    from ra_agent.agent.goal import GoalStateError
-    from ra_agent.agent.success import HandbookError
-    from ra_agent.ingest.http import ApiError, ApiRequestError
-
     text = " ".join(str(exc).split())
-    if isinstance(exc, ConfigError | CliError | InputError | HandbookError | GoalStateError):
+    bad_input = (ConfigError, CliError, InputError, *loaded("ra_agent.agent.success", "HandbookError"),
+                 *loaded("ra_agent.agent.goal", "GoalStateError"),
+                 *loaded("ra_agent.ingest.http", "ApiRequestError"))  # the service refused this request  # fmt: skip
+    if isinstance(exc, bad_input):
         return EXIT_BAD_INPUT, text
-    if isinstance(exc, ApiRequestError):  # the service refused this request (e.g. a malformed query)
-        return EXIT_BAD_INPUT, text
-    if isinstance(exc, ApiError):
+    if isinstance(exc, loaded("ra_agent.ingest.http", "ApiError")):
         return EXIT_WORLD, text
     if isinstance(exc, OSError) and exc.filename:
         return EXIT_BAD_INPUT, f"{exc.filename}: {exc.strerror or text}"
     if isinstance(exc, MemoryError):
         return EXIT_WORLD, "out of memory (rerun with --debug for the traceback)"
     return EXIT_WORLD, f"internal error: {type(exc).__name__}: {text} (rerun with --debug for the traceback)"
+
+
+def loaded(module: str, name: str) -> tuple[type, ...]:
+    """The exception class `module.name` when that module is loaded (an error can only be one of its classes
+    then), else (): reporting an error imports nothing, so bad input exits at once."""
+    found = sys.modules.get(module)
+    return (getattr(found, name),) if found is not None else ()
 
 
 def report_error(exc: BaseException) -> int:
@@ -107,6 +109,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     from ra_agent.ingest.pipeline import search_and_ingest
     from ra_agent.workspace import query_key, query_runs, register_query, registered_queries, unregister_query
 
+    if args.query is not None and not args.query.strip():
+        raise CliError("ingest: --query: empty (give a PubMed query, or no --query to refresh the registered ones)")
     cfg = _config(args)
     status = 0
     with _store(cfg) as store:
@@ -231,8 +235,9 @@ def cmd_cluster(args: argparse.Namespace) -> int:
 
         result = organise(cfg, store, progress=stage)
     print(result.table)
+    seed = f"; UMAP seed {result.reduce_seed} ([clustering] reduce_seed)" if result.reduce_seed is not None else ""
     print(f"{result.active_clusters} active clusters ({result.formed} formed, {result.assigned} assigned, "
-          f"{result.unassigned} unassigned); map: {result.map_png}")  # fmt: skip
+          f"{result.unassigned} unassigned{seed}); map: {result.map_png}")  # fmt: skip
     return 0
 
 
@@ -471,7 +476,8 @@ def cmd_llm(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ra", description=__doc__)
     parser.add_argument("--config", default=str(default_config_path()), help="config.toml path")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="show ra's progress logs (INFO); -vv: debug logs (default: warnings and errors only)")  # fmt: skip
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -496,9 +502,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--goal", help="continue this existing goal instead of starting a new one")
     p.add_argument("--new", action="store_true",
                    help="start a new goal even when one of this handbook was interrupted (it is continued otherwise)")  # fmt: skip
-    p.add_argument(
-        "--max-cycles", type=int, help="cap on the cycles of this run ([goal] max_cycles caps the goal in total)"
-    )
+    p.add_argument("--max-cycles", type=positive_int,
+                   help="cap on the cycles of this run ([goal] max_cycles caps the goal in total)")  # fmt: skip
     for name, text in (("stop", "stop a goal after its current cycle (STOP file)"),
                        ("pause", "pause a goal until resumed (PAUSE file)"),
                        ("resume", "resume a paused or stopped-by-hand goal; retry a goal in error or crashed; "
@@ -515,8 +520,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_screen_parser(sub)
     p = add("llm", cmd_llm, "serve a local LLM (llama.cpp, Gemma 3 270M) in the background, or stop it")
     p.add_argument("action", choices=("serve", "stop"))
-    p.add_argument("--n-ctx", type=int, default=8192, help="the model's context in tokens (default 8192)")
-    p.add_argument("--port", type=int, help="port on 127.0.0.1 (default: a free one)")
+    p.add_argument("--n-ctx", type=positive_int, default=8192, help="the model's context in tokens (default 8192)")
+    p.add_argument("--port", type=port_number, help="port on 127.0.0.1 (default: a free one)")
     p = add("questions", cmd_questions, "a handbook's review questions over the corpus: trials, coverage, verdicts")
     p.add_argument("handbook", help="a handbook name from handbooks/ (as ra run takes) or a path")
     p.add_argument("--write", action="store_true", help="write one dossier per question and questions.json")
@@ -527,16 +532,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def add_ingest_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--query", help="PubMed query; omitted: refresh every registered search")
-    p.add_argument("--since", help="only records entered since this date (YYYY-MM-DD or YYYY/MM/DD)")
-    p.add_argument("--retmax", type=int, help="maximum records to fetch (default [ingest] default_retmax)")
+    p.add_argument("--since", type=entrez_date, help="only records entered since this date (YYYY-MM-DD or YYYY/MM/DD)")
+    p.add_argument("--retmax", type=positive_int, help="maximum records to fetch (default [ingest] default_retmax)")
 
 
 def run(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=logging.DEBUG if getattr(args, "verbose", False) else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    verbose = int(getattr(args, "verbose", 0) or 0)
+    logging.basicConfig(level=LOG_LEVELS[min(verbose, len(LOG_LEVELS) - 1)], handlers=[log_handler(verbose)])
     try:
         code = func(args)
         sys.stdout.flush()  # a reader gone now, not at the interpreter's exit, where no handler would see it
@@ -565,33 +567,6 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return quiet_exit_on_closed_stdout()
     return run(args.func, args)
-
-
-EXIT_CLOSED_STDOUT = 141  # 128 + SIGPIPE: what `ls | head -1` gives for the command the reader left
-
-
-def stdout_closed() -> bool:
-    """Whether the reader of stdout has gone (a pipe whose read end is closed polls as an error)."""
-    import select
-
-    try:
-        poller = select.poll()
-        poller.register(sys.stdout.fileno(), select.POLLOUT)
-        return any(events & select.POLLERR for _, events in poller.poll(0))
-    except (AttributeError, OSError, ValueError):  # no poll() here, or stdout is no file: assume it was stdout
-        return True
-
-
-def quiet_exit_on_closed_stdout() -> int:
-    """`ra status | head -1`: the reader took what it wanted and left; end quietly, as a command killed by SIGPIPE
-    does (exit 141), with stdout pointed at /dev/null so that the interpreter's last flush finds no broken pipe."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError):
-        pass
-    return EXIT_CLOSED_STDOUT
 
 
 if __name__ == "__main__":

@@ -28,6 +28,8 @@ from pathlib import Path
 import dagster as dg
 
 from ra_agent.agent import GoalStore, closing_block, goal_outcome, spawned_goals, written_reports
+from ra_agent.cli import error_line
+from ra_agent.cliargs import CliError
 from ra_agent.config import ConfigError, default_config_path, load_config
 from ra_agent.workspace import open_store
 from ra_assets.local import console_level, drive
@@ -73,7 +75,7 @@ def handbook_choice(handbook: str, choices) -> str:
     """A handbook name of the Launchpad Enum from a name or a path inside handbooks/."""
     name = Path(handbook).stem if handbook.endswith(".md") else handbook
     if name not in choices.names:
-        raise DemoFailed(f"handbook {handbook!r} is not one of {choices.folder}: {', '.join(choices.names)}")
+        raise CliError(f"handbook {handbook!r} is not one of {choices.folder}: {', '.join(choices.names)}")
     return name
 
 
@@ -89,6 +91,19 @@ def goal_tree(goals: GoalStore, first: str) -> list:
         states.append(state)
         queue += spawned_goals(state)
     return states
+
+
+def brain_line(cfg, goal_id: str) -> str:
+    """Which brain decides the goal's cycles, in words ("brain: rules:... (deterministic rules: no Ollama server answers
+    at ...)"): the demo says it once here instead of the brain selection's warning in every run."""
+    from ra_agent.llm import llm_brain
+
+    with open_store(cfg) as store:
+        name = GoalStore(cfg.data_dir, store).load(goal_id).brain
+    if not name.startswith("rules"):
+        return f"brain: {name}"
+    why = 'config.toml [llm] brain = "rules"' if cfg.llm.brain == "rules" else llm_brain(cfg).unavailable_reason()
+    return f"brain: {name} (deterministic rules, no LLM: {why or 'the LLM did not answer'}; docs/llm.md)"
 
 
 def run_demo(config_path: Path, handbook: str, instance: dg.DagsterInstance, say=print,
@@ -121,7 +136,7 @@ def run_demo(config_path: Path, handbook: str, instance: dg.DagsterInstance, say
     started = run_job(defs, instance, "handbook_job",
                       run_config={"ops": {"start_goal_op": {"config": {"handbook": choice}}}})  # fmt: skip
     goal_id = started.output_for_node("start_goal_op")
-    say(f"demo: handbook_job {started.run_id[:8]}: goal {goal_id} from {choice}")
+    say(f"demo: handbook_job {started.run_id[:8]}: goal {goal_id} from {choice}; {brain_line(cfg, goal_id)}")
     runs: list[str] = []
 
     def on_run(request: dg.RunRequest, done: dg.ExecuteInProcessResult) -> None:
@@ -144,6 +159,15 @@ def run_demo(config_path: Path, handbook: str, instance: dg.DagsterInstance, say
         return written or [str(goals.state_path(goal_id))]
 
 
+class ProgressFormatter(logging.Formatter):
+    """A long step's progress line under the run it belongs to ("demo:   run 03abe4c9: clusters: step 1/3: ..."):
+    the same step in two runs (each goal's organise) reads as two lines, not one line twice."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        run = getattr(record, "ra_run", "")
+        return f"demo:   {'run ' + run + ': ' if run else ''}{record.getMessage()}"
+
+
 class OnceFilter(logging.Filter):
     """Pass each distinct log message once (the brain selection warns in every run)."""
 
@@ -159,6 +183,17 @@ class OnceFilter(logging.Filter):
         return True
 
 
+def check_input(config: Path, handbook: str) -> None:
+    """Raise a bad-input error (ConfigError, CliError, HandbookError, InputError) for a config that does not
+    load, a handbook that is not one of the Launchpad's choices, or one that does not parse."""
+    from ra_agent.cli import check_handbook
+    from ra_assets.handbooks import handbook_choices
+
+    cfg = load_config(config)
+    choices = handbook_choices(config)
+    check_handbook(cfg, choices.path(handbook_choice(handbook, choices)))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ra_assets.demo", description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--handbook", default="seek_gap_ppi_gerd", help="a handbooks/*.md name or path")
@@ -170,11 +205,12 @@ def main(argv: list[str] | None = None) -> int:
     LOG_LEVEL = "INFO" if args.verbose else "WARNING"
     if not args.verbose:  # the sensors' context.log lines duplicate the demo's own; a repeated warning shows once
         logging.getLogger("dagster").setLevel(logging.WARNING)
+        logging.getLogger("ra_agent.llm.select").setLevel(logging.ERROR)  # the handbook_job line names the brain
         progress = logging.getLogger("ra_assets.progress")  # long steps say how far they are
         progress.setLevel(logging.INFO)
         progress.propagate = False
         handler = logging.StreamHandler(sys.stdout)
-        handler.setFormatter(logging.Formatter("demo:   %(message)s"))
+        handler.setFormatter(ProgressFormatter())
         progress.addHandler(handler)
         for handler in logging.getLogger().handlers:
             handler.addFilter(OnceFilter())
@@ -182,6 +218,12 @@ def main(argv: list[str] | None = None) -> int:
         print("ra demo: DAGSTER_HOME is not set (scripts/demo.sh sets .dagster_home/)", file=sys.stderr)
         return 2
     config = Path(args.config).resolve()
+    try:  # bad input exits 2 before any run: the config, the handbook's name and the handbook itself
+        check_input(config, args.handbook)
+    except Exception as exc:
+        code, message = error_line(exc)
+        print(f"ra demo: {message}", file=sys.stderr)
+        return code
     os.environ["RA_CONFIG"] = str(config)  # the definitions' resources read the same file
     try:
         with dg.DagsterInstance.get() as instance:

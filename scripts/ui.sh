@@ -14,4 +14,5 @@ source scripts/profile.sh
 # `dg dev` supersedes `dagster dev` in Dagster's new CLI; ra keeps the workspace.yaml entry
 # point, so that one notice is silenced (any other warning still shows)
 export PYTHONWARNINGS="ignore:Function \`dev_command\` is superseded:FutureWarning${PYTHONWARNINGS:+,$PYTHONWARNINGS}"
+.venv/bin/python -m ra_assets.lineage "$@"  # the UI opens the lineage with its groups collapsed: this link expands them
 exec .venv/bin/python scripts/supervise.py .venv/bin/dagster dev -w workspace.yaml "$@"

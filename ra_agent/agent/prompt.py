@@ -210,7 +210,7 @@ def _state_order(observation: dict[str, Any]) -> list[dict[str, Any]]:
     rank = {cid: i for i, cid in enumerate(c for c in own if c)}
     return sorted(observation["clusters"], key=lambda c: (
         rank.get(c["cluster_id"], len(rank)), bool(c.get("rejected")), -(c.get("search_hits") or 0),
-        -(c.get("trial_candidates") or 0), -(c.get("mean_year") or 0), -(c.get("size") or 0)))  # fmt: skip
+        -(c.get("trial_candidates") or 0), -(c.get("mean_year") or 0), -(c.get("size") or 0), c["cluster_id"]))  # fmt: skip
 
 
 def state_block(observation: dict[str, Any], budget: int, enc) -> tuple[str, int]:
@@ -290,7 +290,7 @@ def build_messages(
     state, _ = state_block(observation, max(0, int(left * STATE_SHARE)), enc)
     left -= count_tokens(state, enc)
     shown = sorted(observation["clusters"],
-                   key=lambda c: (not c.get("owned"), -(c["trial_candidates"] or 0), -c["size"]))  # fmt: skip
+                   key=lambda c: (not c.get("owned"), -(c["trial_candidates"] or 0), -c["size"], c["cluster_id"]))  # fmt: skip
     blocks: list[str] = []
     shown = shown[:PROMPT_CLUSTERS]
     for i, c in enumerate(shown):

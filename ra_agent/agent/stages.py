@@ -104,12 +104,12 @@ def pico_rebuilder(cfg: Config, embedder=None):
     return pico_family_rebuilder(cfg, lambda: embedder or SentenceTransformerEmbedder(cfg))
 
 
-def run_organise(cfg: Config, store: Store, goal_id: str | None = None, embedder=None):
+def run_organise(cfg: Config, store: Store, embedder=None):
     """Stage `organise`: switch the index when complete (with every vector family), then cluster intake and metrics."""
     from ra_agent.topics.organise import organise
 
     switch_index(cfg, store, embedder)
-    return organise(cfg, store, goal_id=goal_id)
+    return organise(cfg, store)
 
 
 @dataclass
@@ -215,7 +215,7 @@ def perform(cfg: Config, store: Store, request: StageRequest, *, brain=None, emb
             return embed_all(cfg, store, embedder=embedder, before_switch=pico_rebuilder(cfg, embedder),
                              progress=progress)  # fmt: skip
     if request.stage == "organise":
-        return run_organise(cfg, store, goal_id=goal_id, embedder=embedder)
+        return run_organise(cfg, store, embedder=embedder)
     if request.stage == "pico":
         with bar(f"pico {request.key}", unit="paper") as progress:
             return run_pico_stage(cfg, store, request.key, brain=brain, embedder=embedder, progress=progress)

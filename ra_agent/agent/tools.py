@@ -281,7 +281,7 @@ def _cluster_of(cfg: Config, store: Store, pmids: list[int]) -> str | None:
     marks = ",".join("?" * len(pmids))
     row = store.conn.execute(
         f"SELECT m.cluster_id, COUNT(*) n FROM cluster_member m JOIN cluster_manifest c USING (cluster_id) "
-        f"WHERE c.status='active' AND m.pmid IN ({marks}) GROUP BY m.cluster_id ORDER BY n DESC LIMIT 1",
+        f"WHERE c.status='active' AND m.pmid IN ({marks}) GROUP BY m.cluster_id ORDER BY n DESC, m.cluster_id LIMIT 1",
         pmids,
     ).fetchone()
     return row[0] if row else None
@@ -313,7 +313,7 @@ def embed_text(ctx: ToolContext, text: str | list[str]) -> ToolEffect:
 def split_cluster(ctx: ToolContext, cluster_id: str) -> ToolEffect:
     from ra_agent.topics.lifecycle import split_cluster as split
 
-    children = split(ctx.store, cluster_id, _features(ctx), ctx.cfg, goal_id=ctx.goal.goal_id)
+    children = split(ctx.store, cluster_id, _features(ctx), ctx.cfg)
     requests = [StageRequest("organise", reason=f"split {cluster_id}")] if children else []
     return ToolEffect({"cluster_id": cluster_id, "children": children}, requests)
 

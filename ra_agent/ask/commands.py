@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ra_agent.cliargs import CliError, positive_int
 from ra_agent.config import Config, load_config
 from ra_agent.store.db import Store
 
@@ -17,10 +18,9 @@ def add_ask_parser(subparsers: Any) -> argparse.ArgumentParser:
     text = "answer a question from the local corpus (bounded tool loop, cited PMIDs, streamed answer)"
     p = subparsers.add_parser("ask", help=text, description=text)
     p.add_argument("question", help="the question, in quotes")
-    p.add_argument(
-        "--max-tool-calls", type=int, help="tool calls before the answer (1-8; default [ask] max_tool_calls)"
-    )
-    p.add_argument("--k", type=int, help="find_similar results per call (default [ask] k)")
+    p.add_argument("--max-tool-calls", type=positive_int,
+                   help="tool calls before the answer (1-8; default [ask] max_tool_calls)")  # fmt: skip
+    p.add_argument("--k", type=positive_int, help="find_similar results per call (default [ask] k)")
     p.add_argument("--no-embed", action="store_true",
                    help="do not embed papers that lack a vector first (they are then invisible to the search)")  # fmt: skip
     p.set_defaults(func=cmd_ask)
@@ -28,16 +28,17 @@ def add_ask_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
-    from ra_agent.ask.flow import ask, select_ask_brain
-    from ra_agent.embed.embedder import SentenceTransformerEmbedder
-    from ra_agent.workspace import open_store
-
+    if not args.question.strip():  # bad input exits 2 before the store opens or a paper is embedded
+        raise CliError('ask: question: empty; ask one in quotes, e.g. ra ask "Does omeprazole heal esophagitis?"')
+    if args.max_tool_calls is not None and not 1 <= args.max_tool_calls <= 8:
+        raise CliError(f"ask: --max-tool-calls: {args.max_tool_calls} is not within 1-8")
     cfg = load_config(args.config)
     if args.k is not None:
         cfg = cfg.with_overrides(ask={"k": args.k})  # range-checked like config.toml
-    if args.max_tool_calls is not None and not 1 <= args.max_tool_calls <= 8:
-        print("ra: error: --max-tool-calls must be within 1-8", file=sys.stderr)
-        return 2
+
+    from ra_agent.ask.flow import ask, select_ask_brain
+    from ra_agent.embed.embedder import SentenceTransformerEmbedder
+    from ra_agent.workspace import open_store
 
     def stream(piece: str) -> None:
         sys.stdout.write(piece)

@@ -60,7 +60,9 @@ def resolve_model(model_name: str) -> str:
 def load_sentence_transformer(source: str, device: str | None) -> Any:
     """A SentenceTransformer for a hub name or local folder, loaded once per process."""
     from sentence_transformers import SentenceTransformer  # slow import: only when a model is needed
+    from transformers.utils import logging as transformers_logging
 
+    transformers_logging.disable_progress_bar()  # its raw "Loading weights" bar: ra's steps report their own progress
     local = Path(source).is_dir()
     log.info("loading embedding model %s on %s%s", source, device or "auto", " (local files only)" if local else "")
     return SentenceTransformer(source, device=device, local_files_only=local)

@@ -403,7 +403,7 @@ def import_file(
     if progress:
         progress(summary.stored, summary.stored)
     if summary.warnings:
-        log.warning("%s: %d records loaded with a missing or unreadable field", path.name, len(summary.warnings))
+        log.info("%s: %d records loaded with a missing or unreadable field", path.name, len(summary.warnings))
     if not (summary.stored or summary.problems or summary.warnings or summary.deleted or summary.skipped_deleted):
         raise ImportFormatError(path, f"no {fmt} records found (is it an empty or a different export?)",
                                 field="content")  # fmt: skip

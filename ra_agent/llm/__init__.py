@@ -1,5 +1,5 @@
 """LLM brains (Ollama, rules) and the Action protocol every reply follows."""
 
-from ra_agent.llm.select import brain_for
+from ra_agent.llm.select import brain_for, llm_brain
 
-__all__ = ["brain_for"]
+__all__ = ["brain_for", "llm_brain"]

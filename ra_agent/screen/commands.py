@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ra_agent.cliargs import positive_int
 from ra_agent.config import SCREEN_STRATEGIES, Config, load_config
 
 if TYPE_CHECKING:  # the screening modules (scikit-learn) load when a screen command runs, not with the parser
@@ -24,7 +25,7 @@ def add_screen_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--seed-labels", metavar="COLUMN", help="with --from: decisions from this 0/1 CSV column")
     p.add_argument("--decide", nargs=2, metavar=("PMID", "DECISION"), help="record a decision: PMID include|exclude")
     p.add_argument("--reason", default="", help="with --decide: why (kept with the decision)")
-    p.add_argument("--next", type=int, help="records to show (default [screen] show_next)")
+    p.add_argument("--next", type=positive_int, help="records to show (default [screen] show_next)")
     p.add_argument("--strategy", choices=SCREEN_STRATEGIES,
                    help="query strategy (default [screen] query_strategy)")  # fmt: skip
     p.add_argument("-i", "--interactive", action="store_true", help="prompt for decisions one record at a time")
@@ -38,9 +39,11 @@ def add_screen_parser(subparsers: Any) -> argparse.ArgumentParser:
     s = sub.add_parser("simulate", help="replay the labels of a CSV: WSS@95, recall@10%%, ATD, recall curve PNG")
     s.add_argument("csv")
     s.add_argument("--label", required=True, help="the 0/1 label column (e.g. label_included)")
-    s.add_argument("--seeds", type=int, help="replays with different priors (default [screen] sim_seeds)")
+    s.add_argument("--seeds", type=positive_int, help="replays with different priors (default [screen] sim_seeds)")
     s.add_argument(
-        "--retrain-every", type=int, help="retrain after this many decisions (default [screen] sim_retrain_every)"
+        "--retrain-every",
+        type=positive_int,
+        help="retrain after this many decisions (default [screen] sim_retrain_every)",
     )
     s.add_argument("--out", help="recall curve PNG (default <workspace>/plots/screen_simulation_<csv>.png)")
     s.set_defaults(func=cmd_screen)

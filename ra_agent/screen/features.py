@@ -17,12 +17,13 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 
 from ra_agent.config import Config, ScreenConfig
 from ra_agent.evidence.pico.design import NON_TRIAL_CLASSES, design_class
+from ra_agent.evidence.pico.rules import RULES_NAME
 from ra_agent.fileio import atomic_write, atomic_writer
 from ra_agent.models import Paper, Reference
 
 log = logging.getLogger(__name__)
 
-FLAGS_RULES = "rules:pico-cues-v2"
+FLAGS_RULES = RULES_NAME  # the rule flags are cached by the rules that made them
 PICO_FIELDS = ("P", "I", "C", "O", "StudyDesign")
 _WORDS = re.compile(r"[a-z][a-z0-9-]+")
 TRIAL = frozenset({"RCT", "controlled trial", "clinical trial"})
@@ -212,11 +213,30 @@ def rule_matrix(records: Sequence[ScreenRecord], cache_dir: Path | None = None) 
     return flags, pico
 
 
+Lookup = Callable[[list[int]], tuple[np.ndarray, np.ndarray]]  # pmids -> (found mask, vectors of the found)
+
+
+def index_lookup(cfg: Config) -> Lookup:
+    """Vectors the workspace's active index already holds (what `ra embed` and the demo computed), by PMID; none when
+    there is no index yet or it is of another model than [embedding]'s (its vectors live in another space)."""
+    from ra_agent.store.vectors import configured_slug, open_active
+
+    def lookup(pmids: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        try:
+            index = open_active(cfg)
+            found = index.has(pmids) if index.slug == configured_slug(cfg) else np.zeros(len(pmids), dtype=bool)
+        except FileNotFoundError:  # no index yet: everything is embedded here
+            return np.zeros(len(pmids), dtype=bool), np.zeros((0, 1), dtype=np.float32)
+        return found, index.get([p for p, hit in zip(pmids, found, strict=True) if hit]).astype(np.float32)
+
+    return lookup
+
+
 def dense_vectors(
     cfg: Config,
     records: Sequence[ScreenRecord],
     *,
-    lookup: Callable[[list[int]], tuple[np.ndarray, np.ndarray]] | None = None,
+    lookup: Lookup | None = None,
     embedder=None,
     cache_dir: Path | None = None,
 ) -> tuple[np.ndarray, str]:
@@ -236,6 +256,7 @@ def dense_vectors(
             rows = [i for i, hit in zip(todo, found, strict=True) if hit]
             out[rows] = vectors
             todo = [i for i, hit in zip(todo, found, strict=True) if not hit]
+            log.info("screening: %d records' vectors from the index, %d to embed", len(rows), len(todo))
     if todo:
         texts = [records[i].text for i in todo]
         fresh = _cached_encode(embedder, texts, cache_dir)

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from ra_agent.config import Config
-from ra_agent.screen.features import Features, ScreenRecord, build_features, dense_vectors, linked
+from ra_agent.screen.features import Features, ScreenRecord, build_features, dense_vectors, index_lookup, linked
 from ra_agent.screen.model import Fitted, choose, fit, prepare, reasons, spec
 from ra_agent.screen.project import decisions, records
 from ra_agent.screen.stopping import StopStatus, stop_status
@@ -43,19 +43,10 @@ class Step:
 
 def project_features(cfg: Config, recs: list[ScreenRecord]) -> Features:
     """Features of the project's records: vectors from the active index (the rest embedded, cached), TF-IDF, flags."""
-    from ra_agent.store.vectors import open_active
     from ra_agent.workspace import Workspace
 
-    def lookup(pmids: list[int]):
-        try:
-            index = open_active(cfg)
-            found = index.has(pmids)
-        except FileNotFoundError:  # no index yet: everything is embedded here
-            return np.zeros(len(pmids), dtype=bool), np.zeros((0, 1), dtype=np.float32)
-        return found, index.get([p for p, hit in zip(pmids, found, strict=True) if hit]).astype(np.float32)
-
     cache = Workspace.of(cfg).cache_dir / "screen"
-    dense, slug = dense_vectors(cfg, recs, lookup=lookup, cache_dir=cache)
+    dense, slug = dense_vectors(cfg, recs, lookup=index_lookup(cfg), cache_dir=cache)
     return build_features(recs, dense, cfg.screen, embedding=slug, cache_dir=cache)
 
 

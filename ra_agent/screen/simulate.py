@@ -277,14 +277,17 @@ def mean_metrics(runs: Sequence[Metrics]) -> Metrics:
     )
 
 
-def simulation_features(cfg: Config, data: LabelledSet, embedder=None, cache: Path | None = None) -> Features:
-    """Features of a labelled CSV's records: ra's embedder (vectors and rule features cached by content in `cache`,
-    by default the workspace's cache/screen)."""
-    from ra_agent.screen.features import build_features, dense_vectors
+def simulation_features(cfg: Config, data: LabelledSet, embedder=None, cache: Path | None = None, *,
+                        from_index: bool = True) -> Features:  # fmt: skip
+    """Features of a labelled CSV's records: the vectors the workspace's index holds for their PMIDs (`from_index`),
+    the rest from ra's embedder (vectors and rule features cached by content in `cache`, by default the workspace's
+    cache/screen)."""
+    from ra_agent.screen.features import build_features, dense_vectors, index_lookup
     from ra_agent.workspace import Workspace
 
     cache = cache or Workspace.of(cfg).cache_dir / "screen"
-    dense, slug = dense_vectors(cfg, data.records, embedder=embedder, cache_dir=cache)
+    lookup = index_lookup(cfg) if from_index else None
+    dense, slug = dense_vectors(cfg, data.records, lookup=lookup, embedder=embedder, cache_dir=cache)
     return build_features(data.records, dense, cfg.screen, embedding=slug, cache_dir=cache)
 
 

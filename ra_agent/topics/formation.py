@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -136,12 +136,20 @@ def reduce_dimensions(x: np.ndarray, ccfg: ClusteringConfig) -> tuple[np.ndarray
     return umap_rows(x, ccfg), " + ".join(steps)
 
 
-def hdbscan_labels(x: np.ndarray, ccfg: ClusteringConfig, sizes: Sizes) -> tuple[np.ndarray, str]:
-    """HDBSCAN labels (by descending size) of unit rows after the configured reduction, and the reduction used."""
+Stage = Callable[[str], None]  # told the name of each stage of the work as it starts
+
+
+def hdbscan_labels(x: np.ndarray, ccfg: ClusteringConfig, sizes: Sizes,
+                   stage: Stage | None = None) -> tuple[np.ndarray, str]:  # fmt: skip
+    """HDBSCAN labels (by descending size) of unit rows after the configured reduction, and the reduction used;
+    `stage` is told "reducing ..." and "HDBSCAN ..." as each starts."""
+    say = stage or (lambda _what: None)
     n = len(x)
     if n < max(sizes.min_cluster_size, sizes.min_samples + 1):
         return np.full(n, NOISE), "none"
+    say(f"reducing {n} vectors of {x.shape[1]} dimensions ([clustering] reduce_method {ccfg.reduce_method})")
     z, reduction = reduce_dimensions(x, ccfg)
+    say(f"HDBSCAN over {n} points ({reduction})")
     import hdbscan  # slow import: only when clustering
 
     model = hdbscan.HDBSCAN(
@@ -153,15 +161,16 @@ def hdbscan_labels(x: np.ndarray, ccfg: ClusteringConfig, sizes: Sizes) -> tuple
     return _by_size(model.fit_predict(z)), reduction
 
 
-def form_clusters(features: Features, cfg: Config, *, split: bool = False) -> Formation:
+def form_clusters(features: Features, cfg: Config, *, split: bool = False, stage: Stage | None = None) -> Formation:
     """Provisional clusters of `features`, sizes from the number of papers (`cluster_sizes`).
 
-    `split` caps min_cluster_size at split_min_cluster_size (re-clustering one cluster).
+    `split` caps min_cluster_size at split_min_cluster_size (re-clustering one cluster); `stage` is
+    told each stage as it starts (`hdbscan_labels`).
     """
     started = time.perf_counter()
     ccfg = cfg.clustering
     sizes = cluster_sizes(len(features), ccfg, cap=ccfg.split_min_cluster_size if split else None)
-    labels, reduction = hdbscan_labels(features.matrix, ccfg, sizes)
+    labels, reduction = hdbscan_labels(features.matrix, ccfg, sizes, stage)
     formation = Formation(features, labels, reduction, sizes)
     log.info(
         "HDBSCAN (%s, min_cluster_size %d, min_samples %d) over %d %s vectors (reduction: %s): "

@@ -33,7 +33,7 @@ from ra_agent.topics.features import (
     frozen_centroid,
     tau_assign,
 )
-from ra_agent.topics.formation import Formation, form_clusters
+from ra_agent.topics.formation import Formation, Stage, form_clusters
 from ra_agent.topics.members import (
     ACTIVE,
     DROPPED,
@@ -77,14 +77,12 @@ def apply_audit(
     cfg: Config,
     *,
     audit_by: str,
-    goal_id: str | None = None,
     now: datetime | None = None,
     metrics: bool = True,
 ) -> list[str]:
     """Freeze the kept clusters (centroid, tau_assign, members), pool noise and discards, compute metrics."""
     with store.transaction():
-        ids = _freeze(store, formation, decisions, cfg, audit_by=audit_by, goal_id=goal_id, parent_id=None,
-                      noise_reason="noise")  # fmt: skip
+        ids = _freeze(store, formation, decisions, cfg, audit_by=audit_by, parent_id=None, noise_reason="noise")
     if metrics:
         compute_metrics(store, formation.features, cfg, ids, now=now)
     return ids
@@ -110,20 +108,28 @@ def cluster_corpus(
     cfg: Config,
     auditor: ClusterAuditor | None = None,
     *,
-    goal_id: str | None = None,
     now: datetime | None = None,
+    stage: Stage | None = None,
 ) -> ClusteringResult:
     """Form, describe, audit (TermAuditor unless another auditor is given) and freeze clusters of `features`.
 
     Then the formation's noise passes the tau_assign intake and the metrics are computed on the final members.
+    `stage` is told each of the FORMATION_STAGES as it starts.
     """
+    say = stage or (lambda _what: None)
     auditor = auditor or TermAuditor(cfg)
-    formation = form_clusters(features, cfg)
+    formation = form_clusters(features, cfg, stage=say)
+    say(f"describing and auditing {formation.n_clusters} clusters ({auditor.name})")
     decisions = auditor.audit(describe_clusters(store, formation, cfg, now=now))
-    ids = apply_audit(store, formation, decisions, cfg, audit_by=auditor.name, goal_id=goal_id, metrics=False)
+    ids = apply_audit(store, formation, decisions, cfg, audit_by=auditor.name, metrics=False)
+    say(f"offering {len(formation.noise)} noise papers to the {len(ids)} frozen clusters (tau_assign)")
     intake = noise_intake(store, formation, cfg, reason="noise")
+    say(f"metrics of the {len(ids)} clusters")
     compute_metrics(store, features, cfg, ids, now=now)
     return ClusteringResult(formation, decisions, ids, intake)
+
+
+FORMATION_STAGES = 5  # what `cluster_corpus` tells `stage`: reduction, HDBSCAN, audit, noise intake, metrics
 
 
 @dataclass(frozen=True)
@@ -214,7 +220,6 @@ def split_cluster(
     cfg: Config,
     *,
     auditor: ClusterAuditor | None = None,
-    goal_id: str | None = None,
     now: datetime | None = None,
 ) -> list[str]:
     """Re-run the formation inside one cluster (sizes capped at split_min_cluster_size) and freeze the audited children.
@@ -234,7 +239,7 @@ def split_cluster(
     decisions = auditor.audit(describe_clusters(store, formation, cfg, now=now))
     with store.transaction():
         store.conn.execute("UPDATE cluster_manifest SET status=? WHERE cluster_id=?", (SPLIT, cluster_id))
-        children = _freeze(store, formation, decisions, cfg, audit_by=auditor.name, goal_id=goal_id,
+        children = _freeze(store, formation, decisions, cfg, audit_by=auditor.name,
                            parent_id=cluster_id, noise_reason=f"split_noise:{cluster_id}")  # fmt: skip
     noise_intake(store, formation, cfg, reason=f"split_noise:{cluster_id}")
     compute_metrics(store, features, cfg, children, now=now)
@@ -300,7 +305,6 @@ def _freeze(
     cfg: Config,
     *,
     audit_by: str,
-    goal_id: str | None,
     parent_id: str | None,
     noise_reason: str,
 ) -> list[str]:
@@ -315,7 +319,7 @@ def _freeze(
         c = frozen_centroid(feats.matrix[rows])
         distances = cosine_distances(feats.matrix[rows], c)
         decision = by_idx[idx]
-        cid = new_cluster_id(store, decision.label, goal_id)
+        cid = new_cluster_id(store, feats.pmids[rows], feats.space)
         store.conn.execute(
             "INSERT INTO cluster_manifest(cluster_id, label, summary, frozen_centroid, centroid_dim, feature_space, "
             "tau_assign, parent_id, status, audit_by, created_ts) VALUES (?,?,?,?,?,?,?,?,?,?,?)",

@@ -56,14 +56,18 @@ def check_feature_space(row: sqlite3.Row, features: Features) -> None:
         )
 
 
-def new_cluster_id(store: Store, label: str, goal_id: str | None) -> str:
-    """sha1(goal + label + nanosecond timestamp)[:12], bumping the timestamp until the id is unused."""
-    ts = time.time_ns()
-    while True:
-        cid = hashlib.sha1(f"{goal_id or ''}\n{label}\n{ts}".encode()).hexdigest()[:12]
+def new_cluster_id(store: Store, founding: Pmids, feature_space: str) -> str:
+    """A cluster's id from its content: sha1 of the feature space and its founding members (the sorted PMIDs its
+    frozen centroid is the mean of)[:12]. The same data, handbook and config give the same ids in every workspace
+    and on every run; the id never changes after (the tau_assign intake and merges add members, never a new id).
+    When the id is taken (the same founding members frozen again, after a drop or a split), the next of
+    "<content>#2", "#3", ... is used: deterministic too."""
+    content = f"{feature_space}\n" + ",".join(str(p) for p in sorted(pmid_list(founding)))
+    for n in range(1, 10_000):
+        cid = hashlib.sha1((content if n == 1 else f"{content}#{n}").encode()).hexdigest()[:12]
         if not store.conn.execute("SELECT 1 FROM cluster_manifest WHERE cluster_id=?", (cid,)).fetchone():
             return cid
-        ts += 1
+    raise RuntimeError(f"no free cluster id for {content[:80]}...")
 
 
 def write_members(store: Store, cluster_id: str, pmids: Pmids, distances: np.ndarray) -> None:

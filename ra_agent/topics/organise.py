@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -39,6 +41,7 @@ class OrganiseResult:
     noise_share: float = 0.0  # unassigned pool / papers clustered (active members + pool), after the intake
     formation_noise_share: float | None = None  # HDBSCAN noise before the tau_assign intake (first formation only)
     reduction: str = ""  # what HDBSCAN ran on at the first formation, e.g. "umap 5"
+    reduce_seed: int | None = None  # UMAP's random_state at the first formation ([clustering] reduce_seed)
     active_clusters: int = 0
     feature_space: str = ""
     audit_by: str = ""
@@ -46,56 +49,105 @@ class OrganiseResult:
     map_png: str = ""
 
 
+HEARTBEAT_S = 15.0  # a stage still running is told again this often
+
+
+class Stages:
+    """Tells `progress(step, steps, what)` each stage as it starts (steps 0, 1, ...), again every `every` seconds while
+    it runs ("<what>: still running (N s in this stage)"), and `progress(steps, steps, "done")` at the end."""
+
+    def __init__(self, progress: Callable[[int, int, str], None] | None, steps: int, every: float = HEARTBEAT_S):
+        self.progress, self.steps, self.every = progress, steps, every
+        self.step, self.what, self.started = -1, "", time.monotonic()
+        self.lock, self.stop = threading.Lock(), threading.Event()
+        self.ticker = threading.Thread(target=self._tick, name="ra-stages", daemon=True)
+
+    def __enter__(self) -> Stages:
+        if self.progress is not None:
+            self.ticker.start()
+        return self
+
+    def __call__(self, what: str) -> None:
+        with self.lock:
+            self.step, self.what, self.started = min(self.step + 1, self.steps - 1), what, time.monotonic()
+            self._say(what)
+
+    def _say(self, what: str) -> None:
+        if self.progress is not None:
+            self.progress(self.step, self.steps, what)
+
+    def _tick(self) -> None:
+        while not self.stop.wait(self.every):
+            with self.lock:
+                if self.step >= 0:
+                    self._say(f"{self.what}: still running ({time.monotonic() - self.started:.0f} s in this stage)")
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        if self.ticker.is_alive():
+            self.ticker.join()
+        if exc[0] is None and self.progress is not None:
+            self.progress(self.steps, self.steps, "done")
+
+
 def organise(
-    cfg: Config, store: Store, *, auditor=None, goal_id: str | None = None, metrics: bool = True,
+    cfg: Config, store: Store, *, auditor=None, metrics: bool = True,
     progress: Callable[[int, int, str], None] | None = None,
 ) -> OrganiseResult:  # fmt: skip
     """Intake: form and freeze clusters the first time; afterwards admit new papers to the
     frozen centroids (never moving them) and refresh every active cluster's metrics and the map.
 
     `metrics=False` leaves the refresh to `refresh_metrics` (the Dagster `clusters` asset, whose
-    downstream `cluster_metrics` asset does it). `progress(step, steps, what)` is told before each stage."""
-    from ra_agent.topics.lifecycle import assign_papers, cluster_corpus
+    downstream `cluster_metrics` asset does it). `progress(step, steps, what)` is told before each stage, and again
+    every `HEARTBEAT_S` while a stage runs (UMAP alone takes a minute on two busy cores)."""
+    from ra_agent.topics.lifecycle import FORMATION_STAGES, assign_papers
     from ra_agent.topics.members import noise_share
     from ra_agent.topics.metrics import compute_metrics, manifest_table, markdown_table
 
-    steps = 3 if metrics else 2
-    say = progress or (lambda _step, _steps, _what: None)
-    say(0, steps, "reading the vectors")
-    features = load_features(cfg, store)
-    out = OrganiseResult(feature_space=features.space)
-    if len(features) == 0:
-        log.warning("organise: no embedded papers yet")
-        return out
     active = store.conn.execute("SELECT COUNT(*) FROM cluster_manifest WHERE status='active'").fetchone()[0]
-    say(1, steps, f"forming clusters of {len(features)} papers (reduction, HDBSCAN, audit)" if active == 0 else
-        f"assigning {len(features)} papers to the frozen clusters")  # fmt: skip
-    if active == 0:
-        from ra_agent.topics.audit import auditor_for
-
-        auditor = auditor or auditor_for(cfg)
-        result = cluster_corpus(store, features, cfg, auditor, goal_id=goal_id)
-        out.formed = len(result.cluster_ids)
-        out.formation_noise_share = round(result.formation.noise_share, 4)
-        out.reduction = result.formation.reduction
-        out.audit_by = getattr(auditor, "name", "") or "rules:distinctive-terms"
-    else:
-        assignment = assign_papers(store, features, cfg)
-        out.assigned, out.unassigned = len(assignment.assigned), len(assignment.unassigned)
+    steps = 1 + (FORMATION_STAGES if active == 0 else 1) + int(metrics)
+    with Stages(progress, steps) as say:
+        say("reading the vectors")
+        features = load_features(cfg, store)
+        out = OrganiseResult(feature_space=features.space)
+        if len(features) == 0:
+            log.warning("organise: no embedded papers yet")
+            return out
+        if active == 0:
+            out = _form(cfg, store, features, out, auditor, say)
+        else:
+            say(f"assigning {len(features)} papers to the {active} frozen clusters")
+            assignment = assign_papers(store, features, cfg)
+            out.assigned, out.unassigned = len(assignment.assigned), len(assignment.unassigned)
+            if metrics:
+                compute_metrics(store, features, cfg)
+        out.active_clusters = store.conn.execute(
+            "SELECT COUNT(*) FROM cluster_manifest WHERE status='active'"
+        ).fetchone()[0]
+        out.unassigned, clustered = noise_share(store)
+        out.noise_share = round(out.unassigned / clustered, 4) if clustered else 0.0
         if metrics:
-            compute_metrics(store, features, cfg)
-    out.active_clusters = store.conn.execute("SELECT COUNT(*) FROM cluster_manifest WHERE status='active'").fetchone()[
-        0
-    ]
-    out.unassigned, clustered = noise_share(store)
-    out.noise_share = round(out.unassigned / clustered, 4) if clustered else 0.0
-    if metrics:
-        say(2, steps, "cluster metrics and the map")
-        rows, out.map_png = cluster_report(cfg, store, features)
-    else:
-        rows = manifest_table(store)
-    say(steps, steps, "done")
+            say("cluster metrics and the map")
+            rows, out.map_png = cluster_report(cfg, store, features)
+        else:
+            rows = manifest_table(store)
     out.table = markdown_table(rows)
+    return out
+
+
+def _form(cfg: Config, store: Store, features, out: OrganiseResult, auditor,
+          say: Callable[[str], None]) -> OrganiseResult:  # fmt: skip
+    """The first formation (`cluster_corpus`), its stages told to `say`."""
+    from ra_agent.topics.audit import auditor_for
+    from ra_agent.topics.lifecycle import cluster_corpus
+
+    auditor = auditor or auditor_for(cfg)
+    result = cluster_corpus(store, features, cfg, auditor, stage=say)
+    out.formed = len(result.cluster_ids)
+    out.formation_noise_share = round(result.formation.noise_share, 4)
+    out.reduction = result.formation.reduction
+    out.audit_by = getattr(auditor, "name", "") or "rules:distinctive-terms"
+    out.reduce_seed = cfg.clustering.reduce_seed
     return out
 
 

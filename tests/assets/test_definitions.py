@@ -80,5 +80,30 @@ def test_pico_extractions_code_version_names_the_model_the_span_code_and_the_rul
 
     version = defs.resolve_asset_graph().get(dg.AssetKey("pico_extractions")).code_version
     assert version == pico_code_version()
-    assert version == f"{learned.model_version()}+{learned.spans_version()}+rules:pico-cues-v2", version
+    assert version == f"{learned.model_version()}+{learned.spans_version()}+rules:pico-cues-v3", version
     assert version.startswith("learned:pico-crf-v2@") and "+spans@" in version
+
+
+def test_the_instance_config_ra_writes_turns_the_new_user_dialog_off(tmp_path):
+    """scripts/profile.sh seeds $DAGSTER_HOME with scripts/dagster.yaml: no telemetry, and no "Join the Dagster
+    community" dialog over the UI of a fresh instance (`nux`), as the installed Dagster's instance schema reads it."""
+    import shutil
+    from pathlib import Path
+
+    shutil.copy(Path(__file__).resolve().parents[2] / "scripts" / "dagster.yaml", tmp_path / "dagster.yaml")
+    with dg.DagsterInstance.from_config(str(tmp_path)) as instance:
+        assert instance.nux_enabled is False and instance.telemetry_enabled is False
+
+
+def test_the_lineage_link_expands_every_asset_group(defs):
+    """scripts/ui.sh prints the lineage page with every group of the Definitions expanded (the README's picture)."""
+    from urllib.parse import parse_qs, urlparse
+
+    from ra_assets.lineage import GROUPS, lineage_url, main
+
+    groups = {spec.group_name for spec in defs.resolve_all_asset_specs()}
+    assert set(GROUPS) == groups and len(GROUPS) == len(groups)
+    url = urlparse(lineage_url("http://127.0.0.1:3001"))
+    assert (url.netloc, url.path) == ("127.0.0.1:3001", "/asset-groups")
+    assert parse_qs(url.query)["expanded"] == [",".join(f"global@global:{g}" for g in GROUPS)]
+    assert main(["-h", "0.0.0.0", "-p", "3005", "--code-server-log-level", "info"]) == 0

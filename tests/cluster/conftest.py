@@ -79,12 +79,14 @@ def demo_store(path: Path, papers: list[Paper]) -> Store:
 
 
 @pytest.fixture(scope="session")
-def clustered(tmp_path_factory, cfg, demo) -> tuple[Path, ClusteringResult]:
-    """A store holding the demo corpus clustered with the default config and the rule-based auditor."""
+def clustered(tmp_path_factory, cfg, demo) -> tuple[Path, ClusteringResult, list[str]]:
+    """A store holding the demo corpus clustered with the default config and the rule-based auditor, and the stages
+    the clustering told as each started."""
     path = tmp_path_factory.mktemp("clustered") / "ra.sqlite"
+    stages: list[str] = []
     with demo_store(path, demo.papers) as store:
-        result = cluster_corpus(store, demo.features, cfg, now=NOW)
-    return path, result
+        result = cluster_corpus(store, demo.features, cfg, now=NOW, stage=stages.append)
+    return path, result, stages
 
 
 @pytest.fixture

@@ -334,3 +334,45 @@ def test_utf16_exports_xml_errors_and_a_huge_seed_query_are_each_one_plain_line(
             "search_pubmed query may hold ([llm] max_arg_chars): narrow it, or import the records of a large search "
             "with `ra import`"
         ]
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["ask", ""], "ra: error: ask: question: empty"),
+        (["ask", "   "], "ra: error: ask: question: empty"),
+        (["ask", "PPIs for reflux?", "--max-tool-calls", "9"], "ra: error: ask: --max-tool-calls: 9 is not within 1-8"),
+        (["ingest", "--query", " "], "ra: error: ingest: --query: empty"),
+        (["ingest", "--query", "reflux", "--since", "2020-13-45"], "argument --since: '2020-13-45' is not a date"),
+        (["ingest", "--query", "reflux", "--retmax", "0"], "argument --retmax: 0 is not >= 1"),
+        (["run", "seek_gap_ppi_gerd", "--max-cycles", "-1"], "argument --max-cycles: -1 is not >= 1"),
+        (["screen", "simulate", str(DEMO), "--label", "label_included", "--seeds", "0"], "argument --seeds: 0 is not"),
+        (["screen", "--next", "0"], "argument --next: 0 is not >= 1"),
+        (["llm", "serve", "--port", "70000"], "argument --port: 70000 is not a port (1-65535)"),
+    ],
+)
+def test_bad_input_exits_2_before_any_work(capsys, cfg_path, argv, expected):
+    """Refused before the workspace opens: no store, no goal, no paper embedded (`ra ask ""` used to embed the
+    pending papers, then fail with an internal error and exit 1)."""
+    try:
+        code, _, err = ra(capsys, cfg_path, *argv)
+    except SystemExit as exc:  # argparse's own refusal: usage, then `ra <command>: error: ...`
+        code, err = exc.code, capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert expected in err, err
+    assert len([line for line in err.splitlines() if "error:" in line]) == 1, err
+    assert not (cfg_path.parent / "ws").exists()
+
+
+def test_store_copy_refuses_a_missing_source_without_creating_it(tmp_path, capsys):
+    """A mistyped source path used to be created as an empty store and "copied" (0 rows, exit 0)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("store_copy", ROOT / "scripts" / "store_copy.py")
+    assert spec and spec.loader
+    store_copy = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(store_copy)
+    missing, target = tmp_path / "typo.sqlite", tmp_path / "target.sqlite"
+    assert store_copy.main([str(missing), str(target)]) == 2
+    assert capsys.readouterr().err.strip() == f"store_copy: {missing}: source: no such SQLite file"
+    assert not missing.exists() and not target.exists()

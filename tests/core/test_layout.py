@@ -11,7 +11,7 @@ MAX_LINES = 600
 
 # Lower layers never import higher ones. Within a layer, imports stay inside one package.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("config", "models", "fileio", "hardware", "store", "workspace"),
+    ("config", "models", "fileio", "hardware", "store", "workspace", "cliargs", "terminal"),
     ("llm",),
     ("embed",),
     ("ingest",),

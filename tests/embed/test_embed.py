@@ -136,3 +136,13 @@ def test_out_of_memory_recognition():
     assert is_out_of_memory(MemoryError())
     assert not is_out_of_memory(RuntimeError("shape mismatch"))
     assert not is_out_of_memory(ValueError("out of memory"))
+
+
+def test_loading_the_model_draws_no_progress_bar(capfd):
+    """transformers' raw "Loading weights: 100%|███" bar used to show on the demo's console and under `ra ask`."""
+    from ra_agent.embed.embedder import load_sentence_transformer, resolve_model
+
+    model = load_sentence_transformer.__wrapped__(resolve_model("all-MiniLM-L6-v2"), "cpu")  # a fresh load
+    assert model.encode(["omeprazole"]).shape == (1, 384)
+    out, err = capfd.readouterr()
+    assert "Loading weights" not in out + err and "it/s" not in out + err, err

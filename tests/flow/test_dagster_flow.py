@@ -240,6 +240,7 @@ def test_the_agent_flow_on_a_postgres_instance_with_the_store_on_postgres(projec
     from .conftest import store_on_postgres
 
     instance, dagster_db = pg_instance
+    assert instance.nux_enabled is False  # no "Join the Dagster community" dialog on a deployment's UI either
     store_url = pg_server.new_database()
     store_on_postgres(project, store_url)
     config = project / "config.toml"

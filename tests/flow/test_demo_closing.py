@@ -12,6 +12,8 @@ from demo_corpus import DEMO, demo_rows
 
 from ra_agent.agent import closing_block, report_gist
 from ra_agent.cli import main
+from ra_agent.config import load_config
+from ra_agent.workspace import open_store
 from ra_assets.defs.ingest.assets import papers
 from ra_assets.defs.ingest.checks import deleted_citations_absent, no_empty_titles
 from ra_assets.demo import check_outcomes
@@ -46,16 +48,30 @@ def test_ra_demo_ends_with_the_closing_block_read_from_its_own_reports(demo_proj
     assert closing_block([], found)[-3] == "  (no report written: see the goal states above)"
 
 
-def test_an_ingest_check_that_did_not_pass_is_said_in_words(tmp_path):
-    """The bundled export's PMID-only rows: the demo's corpus_job line says how many and why they are kept."""
+def test_the_bundled_corpus_passes_its_own_ingest_checks(tmp_path):
+    """The bundled export's 44 PMID-only rows lost nothing: no_empty_titles passes (its description says how many
+    and why they are kept), so the demo's corpus_job line reports no check that did not pass."""
     config = tmp_path / "config.toml"
     config.write_text(f'[workspace]\ndata_dir = "data"\ndemo_corpus = "{DEMO}"\n[ingest]\noffline = true\n')
     pmid_only = sum(1 for r in demo_rows() if not (r["title"] + r["abstract"]).strip())
     result = dg.materialize([papers, no_empty_titles, deleted_citations_absent], resources=build_resources(str(config)),
                             instance=dg.DagsterInstance.ephemeral())  # fmt: skip
     assert result.success
-    assert check_outcomes(result) == (
-        f"2 checks, not passed: no_empty_titles ({pmid_only} rows carry only a PMID (no title, no abstract, as in the "
-        "bundled Cohen export): kept, never embedded)"
-    )
+    assert check_outcomes(result) == "2 checks"
+    (titles,) = [e for e in result.get_asset_check_evaluations() if e.check_name == "no_empty_titles"]
+    assert titles.passed and f"{pmid_only} rows carry only a PMID" in (titles.description or "")
     assert pmid_only == 44
+
+    with open_store(load_config(config)) as store:  # what an importer that lost a field would leave
+        store.conn.execute(
+            "UPDATE paper SET title = '' WHERE pmid = (SELECT MIN(pmid) FROM paper WHERE abstract != '')"
+        )
+        store.conn.commit()
+    result = dg.materialize([papers, no_empty_titles], resources=build_resources(str(config)),
+                            instance=dg.DagsterInstance.ephemeral(), raise_on_error=False)  # fmt: skip
+    assert not result.success  # a blocking check
+    assert check_outcomes(result) == (
+        "1 checks, not passed: no_empty_titles (1 papers have an abstract but no title (an importer lost the field); "
+        f"{pmid_only} rows carry only a PMID (no title, no abstract, as in the bundled Cohen export): nothing lost, "
+        "kept and never embedded)"
+    )

@@ -59,3 +59,18 @@ def test_handbook_choices_and_a_bad_handbook_fails_in_one_line(tmp_path):
     assert "Primary_goal" in bad["description"] and "seek_gaps" in bad["description"]
     good = out["seek_gap_ppi_gerd"]
     assert good["success"] and (tmp_path / "data" / "goals" / good["goal"] / "goal_state.json").exists()
+
+
+def test_the_demo_refuses_an_unknown_handbook_with_exit_2_before_any_run(tmp_path, monkeypatch, capsys):
+    """`scripts/demo.sh --handbook no_such_handbook` (python -m ra_assets.demo): one line listing the handbooks, exit
+    2 (bad input, as the CLI), and the Dagster instance stays empty: no run was launched."""
+    from ra_assets.demo import main
+
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    monkeypatch.setenv("RA_WORKSPACE__DATA_DIR", str(tmp_path / "data"))
+    assert main(["--handbook", "no_such_handbook", "--config", str(ROOT / "config.toml")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("ra demo: handbook 'no_such_handbook' is not one of ") and "seek_gap_ppi_gerd" in err
+    assert "\n" not in err and not any(home.iterdir()) and not (tmp_path / "data").exists()

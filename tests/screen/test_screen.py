@@ -166,3 +166,46 @@ def test_an_observer_sees_every_model_and_the_replay_goes_on_past_the_last_inclu
     assert sorted(observed.tolist()) == list(range(len(y)))
     assert seen == list(range(2, len(y), 150))  # a model every 150 decisions, past the last include
     assert seen[-1] > last + 1
+
+
+def test_simulate_after_the_demo_embeds_no_record_the_index_holds(tmp_path, demo_labelled, demo_features, capsys):
+    """`ra screen simulate data/demo/*.csv` after the demo used to embed again the 1,289 records the demo had embedded
+    (2 min of silence): the vectors come from the workspace's active index, and only records it lacks are embedded."""
+    from demo_corpus import demo_rows, write_demo_subset
+
+    from ra_agent.embed.embedder import SentenceTransformerEmbedder
+    from ra_agent.screen.simulate import read_labelled_csv, simulation_features
+    from ra_agent.store.vectors import VectorStore, configured_slug, emb_root, switch_active
+
+    cfg = screen_cfg(tmp_path / "data")  # a fresh workspace: no screening cache to explain a missing embedding
+    csv_path = write_demo_subset(tmp_path / "ppi_subset.csv", demo_rows()[:240])
+    data = read_labelled_csv(csv_path, "label_included")
+    rows = [i for i, r in enumerate(demo_labelled.records[:240]) if r.text.strip()]
+    left_out = rows[-3:]  # three records the index lacks (imported after the last embedding)
+    kept = [i for i in rows if i not in left_out]
+    index = VectorStore.create(emb_root(cfg.data_dir) / configured_slug(cfg), model=cfg.embedding.model_name,
+                               version=cfg.embedding.model_version, dim=demo_features.dense.shape[1])  # fmt: skip
+    index.append([demo_labelled.records[i].pmid for i in kept], demo_features.dense[kept])  # the demo's vectors
+    switch_active(cfg.data_dir, configured_slug(cfg))
+    encoded: list[int] = []
+
+    class Counting(SentenceTransformerEmbedder):
+        def encode(self, texts):
+            encoded.append(len(texts))
+            return super().encode(texts)
+
+    features = simulation_features(cfg, data, embedder=Counting(cfg))
+    assert sum(encoded) == 3
+    stored = VectorStore(emb_root(cfg.data_dir) / configured_slug(cfg))
+    pmids = [data.records[i].pmid for i in kept]
+    assert np.array_equal(features.dense[kept], stored.get(pmids).astype(np.float32))
+
+    for path in (cfg.data_dir / "cache" / "screen").glob("screen-E-*"):
+        path.unlink()  # the three embedded above: now every record of the CSV is in the index
+    index.append([data.records[i].pmid for i in left_out], features.dense[left_out])
+    config = tmp_path / "config.toml"
+    config.write_text(f'[workspace]\ndata_dir = "{cfg.data_dir}"\ndemo_corpus = ""\n[ingest]\noffline = true\n')
+    code = main(["--config", str(config), "screen", "simulate", str(csv_path), "--label", "label_included",
+                 "--seeds", "1", "--retrain-every", "40"])  # fmt: skip
+    assert code == 0 and "ppi_subset.csv: 240 records" in capsys.readouterr().out
+    assert not list((cfg.data_dir / "cache" / "screen").glob("screen-E-*"))  # no record was embedded

@@ -220,6 +220,7 @@ def save_picture(page, path: Path, width: int = 900, colours: int = 64) -> Path:
 
     raw = path.with_suffix(".full.png")
     page.keyboard.press("Escape")  # an open menu (the graph's settings) must not cover the graph
+    page.wait_for_load_state("networkidle")  # the nodes' materialisation state (their colour) has arrived
     page.wait_for_timeout(1000)
     page.screenshot(path=raw)
     with Image.open(raw) as shot:

@@ -138,8 +138,14 @@ def _clean_arm(arm: str) -> str:
     return _clip_words(arm, 18)
 
 
+_LATER_PHASE = re.compile(r"\s+(?:then |and then )?followed by\b.*?(?=;|,\s*(?:or|and)\s|$)", re.I | re.S)
+
+
 def _split_arms(text: str, separator: re.Pattern[str] = _ARM_SEP) -> list[str]:
-    """Treatment arms of "A 20 mg or 40 mg, B or placebo" (dose-only pieces rejoin the arm before them)."""
+    """Treatment arms of "A 20 mg or 40 mg, B or placebo" (dose-only pieces rejoin the arm before them). What an arm
+    is "followed by" is a later phase of that arm, not another arm ("B for 4 wk followed by either B 30 mg or B 60
+    mg" is one arm)."""
+    text = _LATER_PHASE.sub("", text)
     arms: list[str] = []
     either = re.search(r"[,;]?\s+(?:and |plus |with )?either\s+", text)
     if either and either.start() > 0:  # "C and A plus either X, Y or Z": the arms are X, Y and Z
@@ -160,8 +166,8 @@ def _key_word(arm: str) -> str:
     return next((w for w in re.findall(r"[a-z][\w-]{3,}", arm.lower()) if w not in _KEY_STOP), "")
 
 
-def _rank_active(active: list[str], doc: Doc) -> list[str]:
-    """Arms ordered experimental-first: sentences saying "A … superior to/than B" vote for A; the title breaks ties."""
+def comparison_votes(active: list[str], doc: Doc) -> dict[str, int]:
+    """Per arm, the sentences saying "A … superior to/than/compared with/versus B" with A this arm and B another."""
     keys = {a: _key_word(a) for a in active}
     votes = dict.fromkeys(active, 0)
     for s in doc.sentences:
@@ -173,6 +179,13 @@ def _rank_active(active: list[str], doc: Doc) -> list[str]:
                 rivals = {keys[b] for b in active if keys[b] and keys[b] != keys[a]}
                 if keys[a] in before and not rivals & before and rivals & after:
                     votes[a] += 1
+    return votes
+
+
+def _rank_active(active: list[str], doc: Doc) -> list[str]:
+    """Arms ordered experimental-first: sentences saying "A … superior to/than B" vote for A; the title breaks ties."""
+    keys = {a: _key_word(a) for a in active}
+    votes = comparison_votes(active, doc)
     title_words = re.findall(r"[a-z][\w-]*", doc.title.lower())
 
     def rank(arm: str) -> tuple[int, int]:

@@ -232,8 +232,8 @@ QUALIFIER_CUES = (
     ("pharmacokinetic", r"\bpharmacokinetic"),
 )
 _QUALIFIER_RES = tuple((name, re.compile(p, re.I)) for name, p in QUALIFIER_CUES)
-_PHASE = re.compile(
-    r"\b(?:a|the|this|in) phase (I{1,3}V?|IV|[1-4])([ab])?\b|\bphase (I{1,3}V?|IV|[1-4])([ab])? (?:\w+ )?(?:trial|study)\b",
+_PHASE = re.compile(  # a development phase ("a phase III trial"), not a period of the trial ("ranitidine in phase I")
+    r"\b(?:a|this) phase (I{1,3}V?|IV|[1-4])([ab])?\b|\bphase (I{1,3}V?|IV|[1-4])([ab])? (?:\w+ )?(?:trial|study)\b",
     re.I,
 )
 
@@ -273,7 +273,25 @@ def design_qualifiers(cls: str, text: str, paper: Paper) -> list[str]:
     unique = list(dict.fromkeys(q for q in found if q.split()[0] not in cls.lower()))
     if "single-centre" in unique and "multicentre" in unique:
         unique.remove("single-centre")
-    return unique
+    masking = comparison_masking([q for q in unique if q in MASKINGS], text, paper)
+    return [q for q in unique if q not in MASKINGS or q == masking]
+
+
+MASKINGS = ("double-blind", "single-blind", "open-label")  # most blinded first
+_RANDOMISED = re.compile(_NOT_RANDOM + r"\brandomi[sz]|\brandomly\b", re.I)
+
+
+def comparison_masking(maskings: list[str], text: str, paper: Paper) -> str:
+    """The one masking of the comparison the trial tests, when the abstract names several (an open-label run-in or
+    extension around a double-blind phase): MeSH's, else the title's, else the one named with the randomisation,
+    else the most blinded. "" when none is named."""
+    if len(maskings) < 2:
+        return maskings[0] if maskings else ""
+    by_mesh = [name for heading, name in MESH_QUALIFIERS if heading in set(paper.mesh) and name in maskings]
+    cues = dict(_QUALIFIER_RES)
+    said = [[m for m in MASKINGS if m in maskings and cues[m].search(where)]
+            for where in (paper.title, *(s for s in sentences(text) if _RANDOMISED.search(s)))]  # fmt: skip
+    return next((named[0] for named in (by_mesh, *said) if named), next(m for m in MASKINGS if m in maskings))
 
 
 def non_trial_kind(title: str, pub_types: Iterable[str]) -> tuple[str, str] | None:

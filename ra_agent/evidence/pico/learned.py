@@ -14,17 +14,23 @@ from __future__ import annotations
 
 import hashlib
 import re
-import string
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from functools import cache, lru_cache
+from dataclasses import dataclass, replace
+from functools import cache
 from pathlib import Path
 
-from ra_agent.evidence.pico.arms import _DOSE_ONLY, _KEY_STOP, _key_word, _rank_active, find_arms
+from ra_agent.evidence.pico.arms import _DOSE_ONLY, _KEY_STOP, _key_word, _rank_active, comparison_votes, find_arms
+from ra_agent.evidence.pico.crf_features import _position, section_kinds, sentence_features, tokenize
 from ra_agent.evidence.pico.design import find_design
 from ra_agent.evidence.pico.ebmnlp import FIELD_LABELS, LabelledAbstract, content_tokens, section_label
-from ra_agent.evidence.pico.population import find_age, find_sample_size
+from ra_agent.evidence.pico.population import (
+    find_age,
+    find_population,
+    find_sample_size,
+    people_phrase,
+    population_phrase,
+)
 from ra_agent.evidence.pico.rules import RULES_NAME
 from ra_agent.evidence.pico.text import Doc, Found, _snippet, sentences
 from ra_agent.models import Paper
@@ -57,17 +63,6 @@ class SpanRules:
 
 SPAN_RULES = SpanRules()
 
-_TOKEN = re.compile(r"\b[A-Z]\.(?=\s+[a-z])|[A-Za-z0-9]+(?:[-'’.,/][A-Za-z0-9]+)*|[^\sA-Za-z0-9]")  # "H. pylori"
-_SECTION_KINDS = (
-    ("bg", re.compile(r"BACKGROUND|INTRODUCTION|CONTEXT|IMPORTANCE|RATIONALE")),
-    ("obj", re.compile(r"OBJECTIVE|AIM|PURPOSE|HYPOTHES|QUESTION")),
-    ("meth", re.compile(r"DESIGN|SETTING|METHOD|MATERIAL|PROCEDURE|STUDY")),
-    ("pop", re.compile(r"PATIENT|PARTICIPANT|SUBJECT|POPULATION|SAMPLE")),
-    ("int", re.compile(r"INTERVENTION|TREATMENT|EXPOSURE")),
-    ("out", re.compile(r"OUTCOME|MEASURE|END ?POINT")),
-    ("res", re.compile(r"RESULT|FINDING")),
-    ("conc", re.compile(r"CONCLUSION|INTERPRETATION|DISCUSSION|SIGNIFICANCE|IMPLICATION|RELEVANCE")),
-)
 _GENERIC = frozenset(
     "treatment treatments therapy therapies group groups arm arms intervention interventions drug drugs study "
     "medication medications regimen regimens both two three all each either active control controls".split()
@@ -90,72 +85,6 @@ _DESIGN_WORDS = frozenset(
 
 class PicoModelError(RuntimeError):
     """The shipped PICO model file is missing or unreadable; the message names the file."""
-
-
-# --------------------------------------------------------------------------- tokens and features
-
-
-def tokenize(text: str) -> list[tuple[str, int, int]]:
-    """(token, start, end) of words (hyphenated, decimals kept whole) and single punctuation marks."""
-    return [(m.group(0), m.start(), m.end()) for m in _TOKEN.finditer(text)]
-
-
-def section_kinds(label: str) -> list[str]:
-    """Coarse kinds of a section label ("DESIGN, SETTING, AND PARTICIPANTS" → meth, pop); "title", "none", "other"."""
-    if label in ("", "title"):
-        return [label or "none"]
-    kinds = [kind for kind, rx in _SECTION_KINDS if rx.search(label.upper())]
-    return kinds or ["other"]
-
-
-# Word shape: upper-case letters X, lower-case letters and digits x (the shipped model was trained so; the "num"
-# feature marks digits), runs cut to two ("Omeprazole" → "Xxx", "20-mg" → "xx-xx").
-_SHAPE = str.maketrans(string.ascii_uppercase + string.ascii_lowercase + string.digits, "X" * 26 + "x" * 26 + "x" * 10)
-_RUNS = re.compile(r"(.)\1+")
-
-
-def _shape(word: str) -> str:
-    return _RUNS.sub(r"\1\1", word.translate(_SHAPE))
-
-
-@lru_cache(maxsize=200_000)
-def _word_features(word: str) -> tuple[str, ...]:
-    """The features of a word on its own (cached: abstracts repeat their words)."""
-    low = word.lower()
-    out = [f"w={low}", f"s3={low[-3:]}", f"s4={low[-4:]}", f"p3={low[:3]}", f"sh={_shape(word)}"]
-    if any(c.isdigit() for c in word):
-        out.append("num")
-    if word[:1].isupper():
-        out.append("cap")
-    if word.isupper() and len(word) > 1:
-        out.append("allcap")
-    if "-" in word:
-        out.append("hyph")
-    return tuple(out)
-
-
-def sentence_features(words: Sequence[str], kinds: Sequence[str], position: str) -> list[list[str]]:
-    """Features of each token of one sentence: the word, its shape and affixes, neighbours, section and position."""
-    base = [_word_features(w) for w in words]
-    lows = [w.lower() for w in words]
-    context = [f"sec={k}" for k in kinds] + [f"pos={position}"]
-    rows = []
-    n = len(words)
-    for i in range(n):
-        row = [*base[i], *context]
-        for off in (-2, -1, 1, 2):
-            j = i + off
-            row.append(f"w{off:+d}={lows[j]}" if 0 <= j < n else f"w{off:+d}=<edge>")
-        row += [f"{f}@-1" for f in base[i - 1][:2]] if i else ["bos"]
-        row += [f"{f}@+1" for f in base[i + 1][:2]] if i + 1 < n else ["eos"]
-        if i:
-            row.append(f"bi={lows[i - 1]}|{lows[i]}")
-        rows.append(row)
-    return rows
-
-
-def _position(index: int, total: int) -> str:
-    return "title" if index == 0 else str(min(4, 5 * index // max(total, 1)))
 
 
 # --------------------------------------------------------------------------- the view both training and tagging read
@@ -237,9 +166,12 @@ def model_version() -> str:
 
 @cache
 def spans_version() -> str:
-    """How tokens are read and spans become fields: "spans@" + 8 hex digits of this module's SHA-256. It goes into
-    `pico_code_version`, so a change to that code (not only a new model file) shows the extractions stale in Dagster."""
-    return "spans@" + hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:8]
+    """How tokens are read and spans become fields: "spans@" + 8 hex digits of the SHA-256 of this module and of the
+    token features (`crf_features`). It goes into `pico_code_version`, so a change to that code (not only a new model
+    file) shows the extractions stale in Dagster."""
+    digest = hashlib.sha256(Path(__file__).read_bytes())
+    digest.update(Path(__file__).with_name("crf_features.py").read_bytes())
+    return "spans@" + digest.hexdigest()[:8]
 
 
 def _open(path: Path):
@@ -421,10 +353,19 @@ def _cue(rows: Sequence[TaggedSentence], span: Span, name: str) -> str:
     return f"{name} {where}: '{_snippet(row.text, 120)}'"
 
 
-def _population(found: list[Span]) -> Span | None:
-    """The most confident population span outside the title, the earliest on ties; the title's as fallback."""
-    body = [s for s in found if s.sentence > 0] or found
-    return max(body, key=lambda s: (s.confidence, -s.start), default=None)
+def _population(found: list[Span]) -> tuple[Span | None, Span | None]:
+    """(population, bare): the most confident population span outside the title that says who was studied
+    (`population_phrase`: not a setting, a bare count, symbols or an exclusion), the earliest on ties, the title's as
+    fallback; and, when a more confident span counts the people without their condition ("173 patients"), that span
+    and no population: the rules' population phrase ("patients with ...") says more than a less confident span, and
+    the bare span is the last resort."""
+    for span in sorted(found, key=lambda s: (s.sentence == 0, -s.confidence, s.start)):
+        phrase = population_phrase(span.text)
+        if phrase:
+            return replace(span, text=phrase), None
+        if people_phrase(span.text):
+            return None, span
+    return None, None
 
 
 @dataclass(frozen=True)
@@ -469,7 +410,9 @@ def _arms(found: list[Span], hints: ArmHints, rules: SpanRules) -> tuple[list[Sp
     next group named at least COMPARATOR_MENTIONS times (or the rules' I or C), short and sharing no word with the
     intervention, is the comparator."""
     c_key, i_key = _key_word(hints.rules_c), _key_word(hints.rules_i)
-    control_words = set(content_tokens(hints.rules_c)) - _GENERIC
+    # the rules' comparator marks a control only when it is another treatment than their intervention (two doses of
+    # one drug say nothing about which drug the trial tests)
+    control_words = set(content_tokens(hints.rules_c)) - _GENERIC if c_key != i_key else set()
     control, active = [], []
     for span in _distinct(found):
         is_control = _CONTROL.match(span.text) or (control_words and span.key - _GENERIC <= control_words)
@@ -497,10 +440,18 @@ def _arms(found: list[Span], hints: ArmHints, rules: SpanRules) -> tuple[list[Sp
         and len(groups[k][0].key) <= ARM_WORDS
         and not lead_words & set(_KEY_WORD.findall(groups[k][0].text.lower()))
     ]
-    if control:
-        experimental += [s for s in rest if s.confidence >= rules.more_arms][: MAX_ARMS - 1]
-        return sorted(experimental, key=lambda s: s.start), control[:MAX_ARMS]
+    if control:  # another active arm joins the intervention, unless the abstract compares the intervention with it
+        lead = order[0]
+        compared = [s for s in rest if hints.doc is not None and _compared_with(lead, keys[id(s)], hints.doc)]
+        experimental += [s for s in rest if s.confidence >= rules.more_arms and s not in compared][: MAX_ARMS - 1]
+        return sorted(experimental, key=lambda s: s.start), [*control, *compared][:MAX_ARMS]
     return experimental, rest[:1]
+
+
+def _compared_with(lead: str, other: str, doc: Doc) -> bool:
+    """Whether a sentence says the lead arm is superior to / compared with / versus the other ("whether lansoprazole
+    was superior to continued H2-receptor antagonist therapy"): the other is what the trial tests it against."""
+    return comparison_votes([lead, other], doc)[lead] > 0
 
 
 def _names_only_treatments(span: Span, treatment_words: set[str]) -> bool:
@@ -540,9 +491,14 @@ def fields_from_spans(
     outcomes = _outcomes([s for s in found if s.field == "O"], [s for s in found if s.field == "I"], rules)
     values: dict[str, str] = {}
     cues: dict[str, str] = {}
-    population = _population(by_field["P"])
+    population, bare = _population(by_field["P"])
+    rules_p = find_population(hints.doc) if population is None and hints.doc is not None else None
     if population:
         values["P"], cues["P"] = population.text, _cue(rows, population, name)
+    elif rules_p:
+        values["P"], cues["P"] = rules_p.value, f"{RULES_NAME} (no population span) {rules_p.cue}"
+    elif bare:
+        values["P"], cues["P"] = people_phrase(bare.text), _cue(rows, bare, name)
     active, control = _arms(by_field["I"], hints, rules)
     named = [s for s in control if not _CONTROL.match(s.text)]  # comparators only by the rules' hint
     if not active and named:  # the only named arm is the intervention, whatever the rules took it for

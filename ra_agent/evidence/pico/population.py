@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from ra_agent.evidence.pico.text import (
     _WORD,
     NUMBER,
+    NUMBER_WORDS,
     POP_NOUN,
     POP_WORDS,
     Doc,
@@ -28,6 +29,72 @@ def _from_section(doc: Doc, field_name: str, cue: str, words: int = 30) -> Found
         return None
     first = sentences(text)[0] if sentences(text) else text
     return Found(_clip_words(first, words), f"section: {cue}")
+
+
+# --------------------------------------------------------------------------- what a population is
+
+# A population says who was studied: a condition and who has it. A setting (sites that took part), a bare count
+# ("= 60", "113 patients"), an arm's dose note ("(o.d.), n = 112]") or an eligibility exclusion is not one.
+_SITE_WORDS = frozenset(
+    "centre centres center centers hospital hospitals clinic clinics practice practices site sites institution "
+    "institutions university universities department departments ward wards unit units country countries".split()
+)
+_BARE_PEOPLE = frozenset(
+    "patient patients subject subjects participant participants individual individuals person persons people cases "
+    "total all each both consecutive eligible evaluable randomised randomized enrolled group groups arm arms".split()
+)
+_NOT_WHO_WORDS = frozenset(
+    "the and with for from who were was had have has than this that these those in of to on by at as or an study "
+    "trial design multicentre "
+    "multicenter multi-centre double-blind single-blind triple-blind open-label placebo-controlled prospective "
+    "randomly crossover parallel-group".split()
+)
+# an exclusion, or a clause giving a cause ("due to failure with an H2RA"), opens no population
+_EXCLUSION_LEAD = re.compile(
+    r"^\W*(?:to\s+)?(?:exclu\w*|except\w*|ruling out|rule out|not\b|due to\b|because\b|owing to\b)", re.I
+)
+_NOT_WHO_TAIL = re.compile(  # who finished or left, what was done to them, what they reported: the phrase ends there
+    r"(?<!\bwho)(?<!\bthat)(?<!\bwhich)\s+(?:completed|withdrew|discontinued|finished|dropped out|"
+    r"were (?:withdrawn|lost|excluded)|(?:was|were) (?:evaluable|analy[sz]ed)|underwent|received|were given|reported|"
+    r"experienced|showed|achieved|responded|improved|developed|remained|became|tended|benefit(?:ed|s)?)\b.*$",
+    re.I,
+)
+# "Investigators from nine medical centers enrolled 159 patients with ..." → "159 patients ..."
+_SITE_LEAD = re.compile(
+    r"^.*?\b(?:cent(?:re|er)s?|hospitals?|clinics?|practices?|sites?|investigators?)\b[^.;]*?\b"
+    r"(?:enrolled|recruited|included|randomi[sz]ed|studied|treated)\s+(?:a total of\s+)?",
+    re.I,
+)
+
+
+def population_phrase(text: str) -> str:
+    """`text` as a population (a lead naming the sites that enrolled, and what follows a verb of attrition, procedure
+    or result, cut), or "" when it does not say who was studied: it opens with an exclusion or a cause, names a
+    setting and no people, or has no word beyond counts, symbols, design words and a bare "patients"."""
+    phrase = _NOT_WHO_TAIL.sub("", text.strip())
+    lead = _SITE_LEAD.match(phrase)
+    if lead and not POP_WORDS & set(_WORD.findall(lead.group(0).lower())):
+        phrase = phrase[lead.end() :]
+    phrase = phrase.strip(" ,;:.")
+    if not phrase or _EXCLUSION_LEAD.search(phrase):
+        return ""
+    words = [w.lower() for w in re.findall(r"[A-Za-z][A-Za-z'-]*[A-Za-z]", phrase)]
+    said = [w for w in words if w not in _BARE_PEOPLE and w not in NUMBER_WORDS and w not in _NOT_WHO_WORDS]
+    if not said:
+        return ""
+    if not POP_WORDS & set(words) and _SITE_WORDS & set(said[:4]):  # it opens by naming a setting
+        return ""
+    return phrase
+
+
+_COUNTED_PEOPLE = re.compile(rf"{NUMBER}\s+(?:[\w-]+\s+){{0,3}}?{POP_NOUN}\b.*", re.I)
+
+
+def people_phrase(text: str) -> str:
+    """What a phrase that counts people without naming their condition says of them, from its count ("multicentre,
+    randomized, double-blind study 217 patients" → "217 patients"); "" when it counts no people."""
+    m = _COUNTED_PEOPLE.search(_NOT_WHO_TAIL.sub("", text))
+    return m.group(0).strip(" ,;:.") if m else ""
 
 
 # --------------------------------------------------------------------------- population
@@ -160,10 +227,10 @@ def _population_candidates(doc: Doc) -> Iterator[tuple[str, str]]:
 def find_population(doc: Doc) -> Found | None:
     """P: a PARTICIPANTS section or line; "participants were …"; an enrolment sentence's "N patients with …"; the title."""
     found = _from_section(doc, "P", "participants")
-    if found:
-        return found
+    if found and population_phrase(found.value):
+        return Found(population_phrase(found.value), found.cue)
     for phrase, cue in _population_candidates(doc):
-        phrase = _clip_words(phrase.strip(" ,"), 20)
+        phrase = population_phrase(_clip_words(phrase.strip(" ,"), 20))
         if len(phrase.split()) >= 2:
             return Found(phrase, cue)
     return None
@@ -230,7 +297,8 @@ _SAMPLE_CUES = (
     (
         "N people",
         re.compile(
-            rf"{_NO_EQ}({NUMBER})\s+(?:(?!of\b|studies\b|trials\b|groups\b|samples\b)[\w-]+\s+){{0,3}}?{POP_NOUN}\b",
+            rf"{_NO_EQ}({NUMBER})\s+(?:(?!of\b|studies\b|trials\b|groups\b|samples\b|that\b|which\b|who\b|whom\b|"
+            rf"whose\b|than\b)[\w-]+\s+){{0,3}}?{POP_NOUN}\b",
             re.I,
         ),
     ),
@@ -255,6 +323,8 @@ def find_sample_size(doc: Doc) -> Found | None:
         for s in pool:
             for m in rx.finditer(s.text):
                 if cue == "N people" and _NOT_COUNT_BEFORE.search(s.text[: m.start(1)]):
+                    continue
+                if cue == "N people" and parse_number(m.group(1)) == 1:  # "one patient withdrew": a person, no sample
                     continue
                 groups = [g for g in m.groups() if g]
                 numbers = [n for n in map(parse_number, groups) if n is not None]

@@ -9,7 +9,7 @@ from ra_agent.evidence.pico.population import find_age, find_population, find_sa
 from ra_agent.evidence.pico.text import Doc, Found, _clip_words
 from ra_agent.models import Paper
 
-RULES_NAME = "rules:pico-cues-v2"
+RULES_NAME = "rules:pico-cues-v3"
 
 
 # --------------------------------------------------------------------------- all fields

@@ -13,25 +13,30 @@ from ra_assets.partitions import baseline_week_partitions, search_query_partitio
 from ra_assets.resources import RaConfigResource, StoreResource
 
 PROGRESS_EVERY_S = 15.0  # a progress line at least this often while items move (and every `every` items)
-progress_log = logging.getLogger("ra_assets.progress")  # the same lines for a non-Dagster console (the demo's)
+# the same lines for a non-Dagster console (the demo's), each record carrying its run's short id as `ra_run`
+progress_log = logging.getLogger("ra_assets.progress")
 
 
 def log_progress(context: dg.AssetExecutionContext, what: str, every: int = 500, seconds: float = PROGRESS_EVERY_S,
                  min_gap_s: float = 2.0):  # fmt: skip
     """A progress callback that logs "what: done/total (rate/s, about N s left)" every `seconds`, after `every`
-    items (but not within `min_gap_s` of the last line: a fast step says little), and at the end."""
-    state = {"last": 0, "t": time.monotonic(), "start": time.monotonic()}
+    items (but not within `min_gap_s` of the last line: a fast step says little), and at the end; a count already
+    said is not said again (an importer reports its last count twice: after its last batch and when it ends)."""
+    state = {"last": 0, "t": time.monotonic(), "start": time.monotonic(), "said": -1}
 
     def progress(done: int, total: int | None = None) -> None:
         now = time.monotonic()
         due = done - state["last"] >= every and now - state["t"] >= min_gap_s
+        if done == state["said"]:
+            return
         if due or now - state["t"] >= seconds or (total and done >= total):
+            state["said"] = done
             state["last"], state["t"] = done, now
             rate = done / max(now - state["start"], 1e-9)
             eta = f", about {(total - done) / rate:.0f} s left" if total and rate > 0 and done < total else ""
             line = f"{what}: {done}" + (f"/{total}" if total else "") + f" ({rate:.1f}/s{eta})"
             context.log.info(line)
-            progress_log.info(line)
+            progress_log.info(line, extra={"ra_run": context.run_id[:8]})
 
     return progress
 
@@ -43,7 +48,7 @@ def log_stages(context: dg.AssetExecutionContext, what: str):
     def stage(step: int, steps: int, name: str) -> None:
         line = f"{what}: step {step}/{steps}: {name} ({time.monotonic() - started:.0f} s so far)"
         context.log.info(line)
-        progress_log.info(line)
+        progress_log.info(line, extra={"ra_run": context.run_id[:8]})
 
     return stage
 

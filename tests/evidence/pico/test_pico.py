@@ -164,7 +164,7 @@ def test_brain_error_falls_back_without_retrying_to_the_configured_rules(trials)
     cfg = dataclasses.replace(Config(), pico=PicoConfig(extractor="rules"))
     records = LlmExtractor.from_config(brain, cfg).extract(trials)
     assert len(brain.calls) == 1
-    assert {r.extractor for r in records} == {"rules:pico-cues-v2 (llm brain_error)"}
+    assert {r.extractor for r in records} == {"rules:pico-cues-v3 (llm brain_error)"}
     assert all(r.P for r in records)  # the rules still filled the batch
 
 
@@ -218,7 +218,7 @@ def test_past_the_cap_papers_go_to_the_fallback_labelled(trials, tmp_path, caplo
         result = run_pico(trials, extractor, tmp_path / "c.jsonl")
     assert len(brain.calls) == 1 and all(f"PMID {p.pmid}\n" in brain.calls[0][1]["content"] for p in trials[:2])
     assert result.extractor_counts == {"fake:scripted-llm": 2,
-                                       "rules:pico-cues-v2 (llm cap: [pico] llm_max_abstracts = 2)": 1}  # fmt: skip
+                                       "rules:pico-cues-v3 (llm cap: [pico] llm_max_abstracts = 2)": 1}  # fmt: skip
     assert result.metadata()["llm_papers"] == 2 and "1 papers beyond the cap of 2" in caplog.text
 
 
@@ -281,7 +281,7 @@ def test_run_pico_writes_one_valid_line_per_pmid(demo_papers, tmp_path):
     assert [o["pmid"] for o in objects] == [p.pmid for p in papers]
     assert [r.to_json() for r in read_pico(out)] == objects
     assert (result.status, result.papers, result.path) == ("ok", 50, str(out))
-    assert result.extractor == "rules:pico-cues-v2" and result.extractor_counts == {"rules:pico-cues-v2": 50}
+    assert result.extractor == "rules:pico-cues-v3" and result.extractor_counts == {"rules:pico-cues-v3": 50}
     assert result.extracted == sum(any(o[k] for k in SCHEMA_KEYS) for o in objects)
     assert set(result.fill_rates) == set(SCHEMA_KEYS)
     assert result.fill_rates["StudyDesign"] == sum(bool(o["StudyDesign"]) for o in objects) / 50

@@ -18,7 +18,7 @@ from ra_agent.evidence.pico.quality import PROXY_NOTE, evaluate, markdown_report
 RCT_VS_SCREENING = {"precision": 0.25, "recall": 0.55, "f1": 0.35}
 MIN_LIFT_OVER_PREVALENCE = 1.3
 RCT_RECALL_ON_INCLUSIONS = 0.70
-# Gold-set token F1 per field, measured (rules:pico-cues-v2): P 0.574, I 0.554, C 0.634, O 0.377, StudyDesign 0.830,
+# Gold-set token F1 per field, measured (rules:pico-cues-v3): P 0.585, I 0.554, C 0.634, O 0.377, StudyDesign 0.835,
 # PopulationAge 0.931, SampleSize 0.862; design class accuracy 0.897; SampleSize exact 0.862. v1 scored I 0.665,
 # C 0.698, O 0.467 on these 29 records it was tuned on; v2 trades that for value precision on the 960 EBM-NLP
 # abstracts (I 0.60 -> 0.72, O 0.53 -> 0.70, see bench/eval_pico.py): it drops dosing parentheses and result
@@ -131,7 +131,7 @@ def test_report_and_bench_script(quality, monkeypatch, capsys, tmp_path):
     assert "held-out odd-PMID half (crowd labels): 491 abstracts" in out
     rows = _table(out, "EBM-NLP dev split, held-out")
     learned = next(name for name in rows if name.startswith("learned:pico-crf-v2@"))
-    assert {"baseline:section-lead", "rules:pico-cues-v2", learned} <= set(rows)
+    assert {"baseline:section-lead", "rules:pico-cues-v3", learned} <= set(rows)
     # the issue's bar on the held-out half, strict reading: value precision >= 0.70 and precise recall (a value on
     # the field's labels) >= 0.60 for P, I and O, and token macro-F1 clearly above the rules' (docs/pico.md)
     for cell in rows[learned][:3]:
@@ -139,7 +139,7 @@ def test_report_and_bench_script(quality, monkeypatch, capsys, tmp_path):
         assert precision >= 0.70 and precise >= 0.60 and precise <= any_value, cell
     assert rows["baseline:section-lead"][0].split(" / ")[1] == "1.000"  # a fill rate: the baseline always fills
     macro = {name: float(cells[6]) for name, cells in rows.items()}
-    assert macro[learned] >= macro["rules:pico-cues-v2"] + 0.08, macro
+    assert macro[learned] >= macro["rules:pico-cues-v3"] + 0.08, macro
     assert "Tagger labels on every token of the same 491 abstracts" in out
     expert = _table(out, "Expert labels (expert_slice.txt): 12 abstracts")
     assert set(expert) == set(rows) and "Tagger labels on every token of the same 12 abstracts" in out

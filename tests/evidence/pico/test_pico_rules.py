@@ -133,6 +133,34 @@ def test_sample_size_from_real_sentences(demo_papers, pmid, size, sentence):
     assert rules.extract_one(paper).SampleSize == size
 
 
+def test_a_count_followed_by_a_clause_is_no_sample_size(demo_papers):
+    """10369630 (a review of alternate-day dosing) says "... one that blinded patients": no N of 1 from it."""
+    paper = demo_papers[10369630]
+    assert "one that blinded patients" in paper.abstract
+    assert rules.extract_one(paper).SampleSize == ""
+
+
+@pytest.mark.parametrize(
+    ("pmid", "design", "said"),
+    [  # an open-label run-in or a non-randomised open-label group around the blinded randomised comparison
+        (9146778, "RCT (double-blind, placebo-controlled, multicentre)", "after 4-8 weeks of open-label omeprazole"),
+        (11677204, "RCT (double-blind, placebo-controlled, prospective)", "were given open label 20 mg omeprazole"),
+        (10383513, "RCT (double-blind, prospective)", "included a 6-week open-label phase (phase I)"),
+    ],
+)
+def test_a_design_names_one_masking(demo_papers, pmid, design, said):
+    paper = demo_papers[pmid]
+    assert said in paper.abstract
+    assert rules.extract_one(paper).StudyDesign == design
+
+
+def test_a_later_phase_of_an_arm_is_not_another_arm(demo_papers):
+    """9068463: "Patients received ranitidine 150 mg b.i.d. for 8 wk or lansoprazole 30 mg for 4 wk followed by either
+    lansoprazole 30 mg or lansoprazole 60 mg": the trial compares lansoprazole with ranitidine (was: 30 vs 60 mg)."""
+    record = rules.extract_one(demo_papers[9068463])
+    assert record.I == "lansoprazole 30 mg" and record.C == "ranitidine 150 mg b.i.d."
+
+
 def test_free_text_rct_with_placebo_crossover(demo_papers):
     record = rules.extract_one(demo_papers[10559084])
     assert record.StudyDesign == "RCT (double-blind, placebo-controlled, crossover)"

@@ -110,7 +110,7 @@ def test_dossier_and_draft_with_the_default_learned_extractor(demo):
     text = gap_dossier(demo.cfg, demo.store, cid, goal_id="g-learned", brain_name="rules", sr=None, prisma=None)
     text = text.read_text(encoding="utf-8")
     pico = section(text, "PICO of the eligible trials")
-    assert f"extractor: {extractor.name}" in pico and "rules:pico-cues-v2" not in pico
+    assert f"extractor: {extractor.name}" in pico and "rules:pico-cues-v3" not in pico
     listed = re.findall(r"^\| \[PMID:(\d+)\]", pico, re.M)
     assert len(listed) == eligible_count(demo, cid) == run.eligible > 0
     draft = sr_draft(demo.cfg, demo.store, cid, goal_id="g-learned", brain_name="rules", prisma=None)
