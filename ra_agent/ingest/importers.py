@@ -157,6 +157,7 @@ def _csv_record(row: dict, columns: dict[str, str], where: str, source: str) -> 
         authors=[author_name(a) for a in value("authors").split(";") if a.strip()],
         pub_types=[t.strip() for t in value("pub_types").split(";") if t.strip()],
         mesh=mesh_headings(value("mesh").split(";")),
+        mesh_terms=qualified_headings(value("mesh").split(";")),
         source=source,
     )
 
@@ -165,6 +166,13 @@ def mesh_headings(values: Iterable[str]) -> list[str]:
     """MeSH descriptors of an export's keyword/MH field: "Anticoagulants/*therapeutic use" → "Anticoagulants"
     (qualifiers and the major-topic star dropped, duplicates once, order kept)."""
     return list(dict.fromkeys(d for d in (v.strip().lstrip("*").split("/")[0].strip() for v in values) if d))
+
+
+def qualified_headings(values: Iterable[str]) -> list[str]:
+    """The keyword/MH entries that carry subheadings or a major-topic star, as written ("Anticoagulants/*therapeutic
+    use", "*Fibrin"): what `Paper.mesh_terms` keeps; empty when the export gave bare descriptors only."""
+    kept = [" ".join(v.split()) for v in values]
+    return kept if any("/" in v or v.startswith("*") for v in kept) else []
 
 
 def iter_csv(path: Path, *, source_name: str) -> Iterator[Record | FieldWarning]:
@@ -368,6 +376,7 @@ def _ris_record(entry: dict, where: str, source: str) -> Iterator[Record | Field
         year=year,
         pub_types=[RIS_TYPES.get(kind, kind)] if kind else [],
         mesh=mesh_headings(entry.get("keywords") or []),
+        mesh_terms=qualified_headings(entry.get("keywords") or []),
         sections=split_labelled_abstract(abstract),
         authors=[author_name(a) for a in authors if clean(a)],
         source=source,
