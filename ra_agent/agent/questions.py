@@ -21,6 +21,7 @@ from ra_agent.agent.success import HandbookError
 from ra_agent.config import Config
 from ra_agent.evidence.judge import QuestionJudge
 from ra_agent.evidence.questions import RULES, ReviewQuestion, Topic, TopicError, questions_for_topic
+from ra_agent.evidence.scope import Scope, read_scope
 from ra_agent.fileio import atomic_write
 from ra_agent.models import Paper
 from ra_agent.store.db import Store
@@ -57,6 +58,11 @@ def handbook_topic(handbook_path: str | Path) -> Topic:
         raise HandbookError(str(handbook_path), 1, "Seed_query", str(exc)) from None
 
 
+def handbook_scope(handbook_path: str | Path) -> Scope:
+    """The eligibility a handbook's prose states (`evidence.scope`), read against its topic's intervention."""
+    return read_scope(load_handbook(handbook_path).prose, handbook_topic(handbook_path).intervention)
+
+
 def handbook_questions(cfg: Config, store: Store, handbook_path: str | Path, judge: QuestionJudge | None = None):
     """(topic, questions, eligibility answers, papers by PMID) of a handbook over the store's corpus; `judge`: who judges
     eligibility and coverage (`evidence.judge.QuestionJudge`; None: the rules)."""
@@ -68,6 +74,7 @@ def handbook_questions(cfg: Config, store: Store, handbook_path: str | Path, jud
     questions, judged, _ = questions_for_topic(
         topic, papers, pivot=cfg.sr.sr_overlap_pivot, update_after=cfg.sr.update_after_trials,
         min_trials=cfg.sr.min_eligible_trials, references=references, judge=judge,
+        scope=handbook_scope(handbook_path),
     )  # fmt: skip
     return topic, questions, judged, {p.pmid: p for p in papers}
 

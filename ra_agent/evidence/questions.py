@@ -28,14 +28,16 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ra_agent.evidence.judge import Judgement, QuestionJudge
 from ra_agent.evidence.review_asks import read_review, review_answers
 from ra_agent.evidence.reviews import is_review
+from ra_agent.evidence.scope import Scope
+from ra_agent.evidence.studies import further_reports, group_studies
 from ra_agent.evidence.topic import Concept, Topic, TopicDecision, TopicError, keep_to_topic, normalise
-from ra_agent.evidence.trials import RULES, Eligibility, eligibility, randomised
+from ra_agent.evidence.trials import NOT_NAMED, RULES, Eligibility, comparator_kind, eligibility, randomised
 from ra_agent.models import Paper
 
 MEDIAN_REVIEW_SURVIVAL = (
@@ -91,9 +93,12 @@ class ReviewQuestion:
     intervention: str  # a class name from evidence.classes (or the agent when it has no class)
     comparator: str  # "any" for the topic's own question
     outcomes: list[str] = field(default_factory=list)
-    trials: dict[int, str] = field(default_factory=dict)  # PMID -> why it is eligible
+    trials: dict[int, str] = field(default_factory=dict)  # report PMID -> why it is eligible
     years: dict[int, int | None] = field(default_factory=dict)
+    studies: dict[str, list[int]] = field(default_factory=dict)  # study id -> its reports here, first report first
+    study_links: dict[str, list[str]] = field(default_factory=dict)  # study id -> why its reports are one study
     parent: str | None = None  # id of the broader question this one narrows
+    in_scope: bool = True  # False: a comparison the handbook's prose leaves out (shown, never the goal's answer)
     reviews: list[CoveringReview] = field(default_factory=list)  # every review answering it, best match first
     covering: CoveringReview | None = None  # the best-matching review holding >= pivot of its trials
     newest: CoveringReview | None = None  # the newest review holding >= pivot of its trials
@@ -107,6 +112,14 @@ class ReviewQuestion:
     @property
     def trial_pmids(self) -> list[int]:
         return sorted(self.trials)
+
+    @property
+    def study_firsts(self) -> dict[str, int]:
+        """Study id -> the PMID of its first report (the one a list of studies shows)."""
+        return {sid: reports[0] for sid, reports in self.studies.items()}
+
+    def study_year(self, sid: str) -> int | None:
+        return self.years.get(self.studies[sid][0])
 
     @property
     def pico(self) -> str:
@@ -126,7 +139,8 @@ class ReviewQuestion:
         PRISMA_compliant (None: not checked by these rules)."""
         years = [y for y in self.years.values() if y is not None]
         return {
-            "eligible_trials": len(self.trials),
+            "eligible_trials": len(self.studies),
+            "reports": len(self.trials),
             "newest_trial": max(years) if years else None,
             "sr_overlap": self.covering.share if self.covering else 0.0,
             "PRISMA_compliant": None,
@@ -138,7 +152,9 @@ class ReviewQuestion:
             "id": self.id, "population": self.population, "intervention": self.intervention,
             "comparator": self.comparator, "pico": self.pico, "outcomes": self.outcomes,
             "trials": {str(k): v for k, v in sorted(self.trials.items())},
-            "years": {str(k): v for k, v in sorted(self.years.items())}, "parent": self.parent,
+            "years": {str(k): v for k, v in sorted(self.years.items())}, "studies": self.studies,
+            "study_links": self.study_links,
+            "parent": self.parent, "in_scope": self.in_scope,
             "reviews": [r.as_dict() for r in self.reviews],
             "covering": self.covering.as_dict() if self.covering else None,
             "newest": self.newest.as_dict() if self.newest else None, "trials_since": self.trials_since,
@@ -174,32 +190,91 @@ def _outcomes(papers: Iterable[Paper], limit: int = 5) -> list[str]:
     return [w for w, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]]
 
 
+def _scoped(paper: Paper, answer: Eligibility, scope: Scope) -> Eligibility:
+    """An eligible trial the handbook's prose leaves out (population, design, duration, outcomes) is ineligible,
+    saying why; the comparison itself is judged per question (`Scope.allows`)."""
+    if answer.eligible and (why := scope.outside(paper, answer)):
+        return replace(answer, eligible=False, reason=f"outside the handbook's eligibility: {why}")
+    return answer
+
+
+# reports that are not trial reports of their own but may report on an eligible trial (secondary analyses)
+FURTHER_REPORT_REASONS = ("about trials", "not a randomised trial", "not randomised")
+
+
+def _further_reports(topic: Topic, judged, studies, by_pmid, agents) -> dict:
+    """`studies.further_reports` over the records the rules turned down only for their design words."""
+    from ra_agent.evidence.classes import agents_in, lineage
+    from ra_agent.evidence.trials import not_a_trial_report
+
+    candidates = [by_pmid[p] for p, a in judged.items() if not a.eligible and a.reason.startswith(FURTHER_REPORT_REASONS)
+                  and not not_a_trial_report(by_pmid[p])
+                  and all(c.find(f"{by_pmid[p].title} {by_pmid[p].abstract}", by_pmid[p].mesh) for c in topic.population)]  # fmt: skip
+    words = dict(agents)
+    for paper in candidates:
+        words[paper.pmid] = {a.word for a in agents_in(f"{paper.title} {paper.abstract}")
+                             if any(c in lineage(a.cls) for c in topic.intervention)}  # fmt: skip
+    reports = [by_pmid[r] for s in studies for r in s.reports]
+    return further_reports(studies, candidates, reports, words)
+
+
 def build_questions(
-    topic: Topic, papers: Sequence[Paper], judge: QuestionJudge | None = None
+    topic: Topic, papers: Sequence[Paper], judge: QuestionJudge | None = None, scope: Scope | None = None
 ) -> tuple[list[ReviewQuestion], dict[int, Eligibility]]:
-    """The topic's own question (every eligible trial) and the narrower ones beneath it (the narrowest class
-    each trial tests × its comparator), with every record's eligibility answer."""
+    """The topic's own question and the tree beneath it, with every record's eligibility answer.
+
+    The topic's question takes the eligible trials whose comparison the scope allows (`Scope`: every kind but
+    doses and schedules of one agent unless the handbook says otherwise). Beneath it, one question per comparator
+    (the same intervention versus placebo, versus another agent of the class, versus each other class or non-drug
+    comparator, doses or schedules), and beneath those the narrower class a trial tests when it is narrower than
+    the topic's. Reports of one trial are grouped into studies (`studies.group_studies`) and every question counts
+    studies."""
     judge = judge or RulesJudge()
-    judged = {p.pmid: judge.trial(p, topic) for p in papers}
+    scope = scope or Scope()
     by_pmid = {p.pmid: p for p in papers}
+    judged = {p.pmid: _scoped(p, judge.trial(p, topic), scope) for p in papers}
+    eligible = {pmid: a for pmid, a in judged.items() if a.eligible}
+    agents = {p: {a.word for a in e.agents} for p, e in eligible.items()}
+    studies = group_studies([by_pmid[p] for p in eligible], agents)
+    study_of = {report: study for study in studies for report in study.reports}
+    for pmid, (study, why) in _further_reports(topic, judged, studies, by_pmid, agents).items():
+        first = eligible[study.reports[0]]
+        judged[pmid] = eligible[pmid] = replace(first, pmid=pmid, reason=why)
+        study.reports = sorted([*study.reports, pmid], key=lambda p: (by_pmid[p].year or 9999, p))
+        study_of[pmid] = study
     population = " and ".join(c.label for c in topic.population)
     intervention = " or ".join(topic.intervention)
-    versus = " or ".join(topic.comparator) or "any"
+    versus = " or ".join(topic.comparator) or scope.comparators_label()
     root = ReviewQuestion(question_id(population, intervention, versus), population, intervention, versus,
                           judged_by=judge.name)  # fmt: skip
-    narrower: dict[tuple[str, str], ReviewQuestion] = {}
-    for pmid, answer in judged.items():
-        if not answer.eligible:
-            continue
-        root.trials[pmid], root.years[pmid] = answer.reason, by_pmid[pmid].year
-        cls = answer.agents[0].cls
-        key = (cls, answer.comparator)
-        if key not in narrower:
-            narrower[key] = ReviewQuestion(question_id(population, cls, answer.comparator), population, cls,
-                                           answer.comparator, parent=root.id, judged_by=judge.name)  # fmt: skip
-        narrower[key].trials[pmid], narrower[key].years[pmid] = answer.reason, by_pmid[pmid].year
-    below = [q for q in narrower.values() if q.id != root.id]
-    questions = [root, *sorted(below, key=lambda q: (-len(q.trials), q.id))]
+    nodes: dict[tuple[str, str], ReviewQuestion] = {}
+
+    def node(cls: str, comparator: str, parent: str) -> ReviewQuestion:
+        key = (cls, comparator)
+        if key not in nodes:
+            nodes[key] = ReviewQuestion(question_id(population, cls, comparator), population, cls, comparator,
+                                        parent=parent, judged_by=judge.name,
+                                        in_scope=scope.allows(comparator_kind(comparator)))  # fmt: skip
+        return nodes[key]
+
+    for pmid in sorted(eligible, key=lambda p: (by_pmid[p].year or 9999, p)):
+        answer = eligible[pmid]
+        targets = [root] if any(scope.allows(k) for k in answer.kinds) else []
+        for comparator in answer.comparators or (answer.comparator,):
+            if comparator == NOT_NAMED:
+                continue
+            level = node(intervention, comparator, root.id)
+            targets.append(level)
+            cls = answer.agents[0].cls
+            if cls not in topic.intervention:
+                targets.append(node(cls, comparator, level.id))
+        for question in targets:
+            question.trials[pmid], question.years[pmid] = answer.reason, by_pmid[pmid].year
+            question.studies.setdefault(study_of[pmid].id, []).append(pmid)
+            if study_of[pmid].links:
+                question.study_links[study_of[pmid].id] = study_of[pmid].links
+    below = [q for q in nodes.values() if q.id != root.id]
+    questions = [root, *sorted(below, key=lambda q: (not q.in_scope, -len(q.studies), q.id))]
     for question in questions:
         question.outcomes = _outcomes(by_pmid[p] for p in question.trials)
     return questions, judged
@@ -241,17 +316,18 @@ def assess_coverage(
                     question.not_answering[review.pmid] = answer.reason
                 continue
             cited = references.get(review.pmid, set())
-            if cited:
-                basis, covered = "reference list", [p for p in question.trial_pmids if p in cited]
-            else:
+            if cited:  # a study is covered when the review cites any of its reports
+                basis = "reference list"
+                covered = [r[0] for r in question.studies.values() if any(p in cited for p in r)]
+            else:  # ... or, without its reference list, when the study's first report is no later than the review
                 basis = "publication year"
-                covered = [p for p in question.trial_pmids if _no_later(question.years.get(p), review.year)]
-            share = round(len(covered) / len(question.trials), 4) if question.trials else 0.0
+                covered = [r[0] for r in question.studies.values() if _no_later(question.years.get(r[0]), review.year)]
+            share = round(len(covered) / len(question.studies), 4) if question.studies else 0.0
             ranks[review.pmid] = answer.rank
             question.reviews.append(CoveringReview(review.pmid, review.year, review.title, answer.reason, basis,
                                                    covered, share))  # fmt: skip
         question.reviews.sort(key=lambda r: ranks[r.pmid], reverse=True)
-        holding = [r for r in question.reviews if r.share >= pivot and question.trials]
+        holding = [r for r in question.reviews if r.share >= pivot and question.studies]
         question.covering = holding[0] if holding else None
         question.newest = max(holding, key=lambda r: (r.year or 0, r.pmid)) if holding else None
         question.unchecked = ["PRISMA compliance of the covering reviews (no full text offline)",
@@ -264,8 +340,8 @@ def assess_coverage(
 def _verdict(question: ReviewQuestion, *, pivot: float, update_after: int, min_trials: int) -> None:
     if question.covering is not None and question.newest is not None:
         year = question.newest.year
-        question.trials_since = [p for p in question.trial_pmids
-                                 if year is not None and (question.years.get(p) or 0) > year]  # fmt: skip
+        question.trials_since = sorted(r[0] for r in question.studies.values()
+                                       if year is not None and (question.years.get(r[0]) or 0) > year)  # fmt: skip
         name = f"PMID {question.newest.pmid} ({year})"
         if len(question.trials_since) >= update_after:
             question.verdict = "covered, update warranted"
@@ -275,15 +351,15 @@ def _verdict(question: ReviewQuestion, *, pivot: float, update_after: int, min_t
             first = question.covering
             question.verdict = "covered"
             question.verdict_reason = (f"PMID {first.pmid} ({first.year}) could include {len(first.trials_covered)} "
-                                       f"of {len(question.trials)} trials; {len(question.trials_since)} since "
+                                       f"of {len(question.studies)} trials; {len(question.trials_since)} since "
                                        f"{name}")  # fmt: skip
-    elif len(question.trials) < min_trials:
-        question.verdict, question.verdict_reason = "too few trials", f"{len(question.trials)} < {min_trials}"
+    elif len(question.studies) < min_trials:
+        question.verdict, question.verdict_reason = "too few trials", f"{len(question.studies)} < {min_trials}"
     else:
         question.verdict = "gap"
         best = max(question.reviews, key=lambda r: r.share, default=None)
         question.verdict_reason = (
-            f"{len(question.trials)} eligible trials; no review answering the question holds >= {pivot:.0%} of them"
+            f"{len(question.studies)} eligible trials; no review answering the question holds >= {pivot:.0%} of them"
             + (f" (best: PMID {best.pmid}, {best.share:.0%})" if best else " (none found)")
         )
 
@@ -297,13 +373,14 @@ def questions_for_topic(
     min_trials: int,
     references: Mapping[int, set[int]] | None = None,
     judge: QuestionJudge | None = None,
+    scope: Scope | None = None,
 ) -> tuple[list[ReviewQuestion], dict[int, Eligibility], list[Paper]]:
     """A goal's questions over `papers` (its scope): the reviews among them (`is_review`), the topic with the MeSH
     headings and abbreviations its records give it, the questions built from the rest and their coverage by the
     reviews. Returns (questions, every record's eligibility, the reviews)."""
     reviews = [p for p in papers if is_review(p)]
     topic = topic.with_corpus(papers)
-    questions, judged = build_questions(topic, papers, judge)
+    questions, judged = build_questions(topic, papers, judge, scope)
     assess_coverage(questions, reviews, topic, pivot=pivot, update_after=update_after, min_trials=min_trials,
                     references=references, judge=judge)  # fmt: skip
     return questions, judged, reviews
