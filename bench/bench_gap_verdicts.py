@@ -98,7 +98,7 @@ def scores(listed: set[int], included: set[int], screened: set[int] | None) -> d
 
 def off_topic(gaps, topic, papers, screened: set[int] | None) -> list:
     """The gap questions off the handbook's topic (see the module text): [(question, why)]."""
-    from ra_agent.evidence.topic import Topic
+    from ra_agent.evidence.questions.topic import Topic
 
     plain = Topic.from_seed_query(topic.seed_query)  # the seed query's own words only
     by_pmid = {p.pmid: p for p in papers}
@@ -119,7 +119,7 @@ def off_topic(gaps, topic, papers, screened: set[int] | None) -> list:
 
 
 def new_verdicts(cfg, topic, papers, scope=None):
-    from ra_agent.evidence.questions import questions_for_topic
+    from ra_agent.evidence.questions.build import questions_for_topic
 
     return questions_for_topic(topic, papers, pivot=cfg.sr.sr_overlap_pivot, update_after=cfg.sr.update_after_trials,
                                min_trials=cfg.sr.min_eligible_trials, scope=scope)  # fmt: skip
@@ -129,7 +129,7 @@ def study_scores(listed: set[int], included: set[int], papers) -> dict:
     """Precision and recall counted by study: the listed and the included reports grouped into studies together
     (`evidence.studies`), a study counting once however many of its reports are listed or included."""
     from ra_agent.evidence.classes import agents_in
-    from ra_agent.evidence.studies import group_studies
+    from ra_agent.evidence.questions.studies import group_studies
 
     by_pmid = {p.pmid: p for p in papers}
     union = [by_pmid[p] for p in sorted(listed | included) if p in by_pmid]
@@ -150,7 +150,7 @@ def baseline(cfg, papers, seed_query: str, embedder) -> dict:
     import numpy as np
 
     from ra_agent.evidence.pico.extract import RuleExtractor, is_eligible_trial
-    from ra_agent.evidence.sr_search import review_reason
+    from ra_agent.evidence.questions.reviews import review_reason
     from ra_agent.store.db import Store
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -191,7 +191,7 @@ def baseline(cfg, papers, seed_query: str, embedder) -> dict:
 def run_review(cfg, embedder, csv_path: Path, handbook_path: Path, review_json: Path | None) -> dict:
     from ra_agent.agent.handbook import load_handbook
     from ra_agent.agent.questions import handbook_scope, handbook_topic
-    from ra_agent.evidence.questions import is_review
+    from ra_agent.evidence.questions.reviews import is_review
 
     review = json.loads(review_json.read_text(encoding="utf-8")) if review_json and review_json.exists() else {}
     versions = {int(v["pmid"]) for v in review.get("earlier_versions_in_candidates", [])}

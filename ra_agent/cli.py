@@ -387,13 +387,14 @@ def _resume(cfg: Config, store: Store, goals, args: argparse.Namespace, removed:
 
 
 def cmd_questions(args: argparse.Namespace) -> int:
-    from ra_agent.agent.questions import handbook_questions, handbook_topic, questions_dir, write_dossiers
+    from ra_agent.agent.questions import handbook_questions, handbook_topic
+    from ra_agent.evidence.questions.dossier import questions_dir, write_dossiers
 
     cfg = _config(args)
     handbook = resolve_handbook(args.handbook, args.config)  # a name as `ra run` takes it, or a path
     check_handbook(cfg, handbook)
     handbook_topic(handbook)  # a handbook without a seed query is refused before the store opens
-    from ra_agent.evidence.question_judge import question_judge_for
+    from ra_agent.evidence.questions.llm_judge import question_judge_for
 
     judge = question_judge_for(cfg)  # an LLM checks the rules' answers when one answers ([llm] judge_max_calls)
     with _store(cfg) as store:

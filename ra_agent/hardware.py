@@ -1,4 +1,4 @@
-"""Hardware guards (memo 80 §1): free RAM against `[hardware] ram_reserve_bytes`."""
+"""Hardware guards (docs/operations.md, Logs, guards, recovery): free RAM against `[hardware] ram_reserve_bytes`."""
 
 from __future__ import annotations
 
@@ -17,5 +17,5 @@ def system_available_bytes() -> int:
 
 
 def ram_low(cfg: Config, available_bytes: Callable[[], int] = system_available_bytes) -> bool:
-    """True when free RAM is below cfg.hardware.ram_reserve_bytes (memo 80 §1: abort expansion)."""
+    """True when free RAM is below cfg.hardware.ram_reserve_bytes (expansion stops)."""
     return available_bytes() < cfg.hardware.ram_reserve_bytes

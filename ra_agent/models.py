@@ -93,7 +93,7 @@ def normalise_doi(doi: str | None) -> str | None:
     return d.strip() or None
 
 
-# Records without a PMID (a RIS/CSV export of Embase, a preprint) get a DOI-hash id (memo 20 §2.1) in
+# Records without a PMID (a RIS/CSV export of Embase, a preprint) get a DOI-hash id (docs/operations.md) in
 # [DOI_ID_BASE, 2 * DOI_ID_BASE): 16 digits, so never a PMID (at most 9 digits), and below 2**53, so exact
 # in JSON and float64. Collisions between two DOIs: about n**2 / 2e15 (1e-4 for a million DOIs).
 DOI_ID_BASE = 10**15

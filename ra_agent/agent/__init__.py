@@ -6,8 +6,8 @@ from ra_agent.agent.goal import GoalStore
 from ra_agent.agent.guards import pause_requested
 from ra_agent.agent.handbook import HandbookError
 from ra_agent.agent.loopguard import GoalLock, GoalLocked
-from ra_agent.agent.questions import cluster_questions, question_file_problems
-from ra_agent.agent.reporting import load_prisma, record_goal_playbook, report_verdict, workspace_relative
+from ra_agent.agent.questions import cluster_questions
+from ra_agent.agent.reporting import record_goal_playbook, report_verdict, workspace_relative
 from ra_agent.agent.runner import mark_crashed, spawned_goals, start_goal, written_reports
 from ra_agent.agent.stages import (
     StageRequest,
@@ -27,10 +27,8 @@ __all__ = [
     "closing_block",
     "cluster_questions",
     "goal_outcome",
-    "load_prisma",
     "mark_crashed",
     "pause_requested",
-    "question_file_problems",
     "record_goal_playbook",
     "report_gist",
     "report_verdict",

@@ -1,18 +1,17 @@
-"""The agent's tool registry (memos 60, 70) and the validation of an Action against it, the config and the handbook."""
+"""The validation of an Action against the tool registry (`registry.py`), the config and the handbook."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from ra_agent.agent.goal import LLM_STATUSES, PRIMARY_GOALS, SAFE_ID_RE, GoalMutationError, validate_changes
+from ra_agent.agent.goal import LLM_STATUSES, PRIMARY_GOALS, GoalMutationError, validate_changes
+from ra_agent.agent.registry import REGISTRY_SPECS
 from ra_agent.config import Config
 from ra_agent.llm.base import ReplySchema
 from ra_agent.llm.protocol import (
     ActionError,
-    ArgSpec,
     NoAction,
     ParsedAction,
     ReplyLimits,
@@ -27,77 +26,6 @@ if TYPE_CHECKING:
     from ra_agent.agent.handbook import Handbook
 
 log = logging.getLogger(__name__)
-
-
-_CLUSTER_ID = ArgSpec("str", required=True, pattern=SAFE_ID_RE, description="a cluster id")
-
-
-def registry_specs(cfg: Config | None = None) -> dict[str, ToolSpec]:
-    """The tools of memo 70 (heavy), the cluster commands of memo 40 and update_goal; defaults from cfg."""
-    cfg = cfg or Config()
-    specs = [
-        ToolSpec(
-            "search_pubmed",
-            {
-                "query": ArgSpec("str", required=True, description="PubMed query"),
-                "retmax": ArgSpec("int", default=cfg.ingest.default_retmax, minimum=1),
-                "expand_mode": ArgSpec("str", default="semantic", choices=("semantic", "ripple")),
-            },
-            "Search PubMed, fetch and embed the candidates, and grow the clusters (ripple needs Exploration).",
-        ),
-        ToolSpec(
-            "embed_text",
-            {"text": ArgSpec("str|list[str]", required=True, max_items=cfg.tools.embed_text_max_strings)},
-            "Embed text(s) for an on-the-fly cosine comparison.",
-        ),
-        ToolSpec(
-            "run_pico",
-            {
-                "cluster_id": replace(_CLUSTER_ID, required=False),
-                "pmid_list": ArgSpec("list[int]", minimum=1),
-            },
-            "Extract P, I, C, O and study design for a cluster's (or a PMID list's) abstracts.",
-            exactly_one_of=("cluster_id", "pmid_list"),
-        ),
-        ToolSpec("prisma_check", {"cluster_id": _CLUSTER_ID}, "Check PRISMA items 4-8 for a cluster."),
-        ToolSpec("find_existing_sr", {"cluster_id": _CLUSTER_ID}, "Measure overlap with existing systematic reviews."),
-        ToolSpec(
-            "propose_alternative_pico",
-            {"exclude_pmids": ArgSpec("list[int]", required=True, minimum=1)},
-            "Propose a new PICO theme from the papers left after excluding these PMIDs.",
-        ),
-        ToolSpec("split_cluster", {"cluster_id": _CLUSTER_ID}, "Re-cluster one cluster's members.", kind="cluster"),
-        ToolSpec(
-            "merge_clusters",
-            {"source": _CLUSTER_ID, "target": _CLUSTER_ID},
-            "Merge the source cluster into the target.",
-            kind="cluster",
-        ),
-        ToolSpec(
-            "drop_cluster",
-            {"cluster_id": _CLUSTER_ID},
-            "Drop a cluster; its papers return to the pool.",
-            kind="cluster",
-        ),
-        ToolSpec(
-            "show_noise",
-            {"limit": ArgSpec("int", default=20, minimum=1)},
-            "Show papers HDBSCAN left unassigned (noise).",
-            kind="cluster",
-        ),
-        ToolSpec(
-            "update_goal",
-            {"changes": ArgSpec("object", required=True, description="goal fields to change")},
-            "Change goal fields: primary_goal (pivot), topic, status (stopped to finish), cluster_id, "
-            "subgoals, rejected_clusters, pending_queries.",
-            kind="goal",
-        ),
-    ]
-    return {s.name: s for s in specs}
-
-
-REGISTRY_SPECS = registry_specs()
-HEAVY_TOOLS = tuple(name for name, spec in REGISTRY_SPECS.items() if spec.gated)
 
 
 def _refusal(spec: ToolSpec, cfg: Config | None, handbook: Handbook | None) -> str | None:

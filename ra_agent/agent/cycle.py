@@ -16,19 +16,19 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import psutil
 
-from ra_agent.agent.actions import REGISTRY_SPECS, cycle_schema, interpret_reply, validate_action
+from ra_agent.agent.actions import cycle_schema, interpret_reply, validate_action
 from ra_agent.agent.cyclelog import CycleLog, CycleRecord, truncate_middle
 from ra_agent.agent.goal import GoalState, GoalStore
 from ra_agent.agent.guards import check_guards
-from ra_agent.agent.handbook import load_handbook
+from ra_agent.agent.handbook import load_handbook, recorded_handbook
 from ra_agent.agent.loopguard import ERROR_EVENTS, ended_line, error_streak, rejections, repeated_noop, state_digest
 from ra_agent.agent.ownership import no_papers_reason, refresh_owned
 from ra_agent.agent.prompt import build_messages, metrics_of, observe, playbooks_for
+from ra_agent.agent.registry import REGISTRY_SPECS
 from ra_agent.agent.stages import StageRequest
 from ra_agent.agent.tools import ToolContext, execute
 from ra_agent.config import Config
@@ -60,11 +60,6 @@ class CycleOutcome:
     requests: list[StageRequest] = field(default_factory=list)
     log_path: str | None = None
     brain_call: dict[str, Any] | None = None  # mode (json_schema / text_fallback / text), tokens, ttft_s, total_s
-
-
-def _handbook_path(cfg: Config, state: GoalState) -> Path:
-    path = Path(state.handbook_path)
-    return path if path.is_absolute() else Path(cfg.root) / path
 
 
 def _tool_calls(store: Store, goal_id: str) -> int:
@@ -191,7 +186,7 @@ def run_cycle(
 def _cycle(cfg, store, goals, state, brain, embedder_factory) -> CycleOutcome:
     apply_finished_requests(state, store)
     cycle = state.begin_cycle(brain.name)
-    handbook = load_handbook(_handbook_path(cfg, state))
+    handbook = load_handbook(recorded_handbook(cfg, state.handbook_path))
     papers_before = store.counts()["paper"]
     refresh_owned(store, state)
     observation = observe(cfg, store, state, handbook)

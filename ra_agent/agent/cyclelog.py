@@ -1,4 +1,4 @@
-"""Markdown cycle logs (memo 80 §4): logs/YYYY-MM-DD_cycleN.md per cycle, past days gzipped, old logs deleted."""
+"""Markdown cycle logs: logs/YYYY-MM-DD_cycleN.md per cycle, past days gzipped, old deleted (docs/operations.md)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ _GIB = 1024**3
 
 @dataclass
 class CycleRecord:
-    """What one cycle did, as the log shows it (memo 80 §4.1)."""
+    """What one cycle did, as the log shows it."""
 
     cycle: int
     goal_id: str
@@ -68,7 +68,7 @@ def _size(n: int | None) -> str:
 
 
 def render_cycle(record: CycleRecord, when: datetime, prompt_chars: int, response_chars: int = 20000) -> str:
-    """One cycle's Markdown section (memo 80 §4.1 template, plus the brain's name).
+    """One cycle's Markdown section (the cycle-log template, plus the brain's name).
 
     Replies are cut to `response_chars` (head + tail, the cut noted): a 20 MB reply makes a small log.
     """

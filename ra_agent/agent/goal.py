@@ -1,4 +1,5 @@
-"""Goal state (memo 60 §2): the goal_state.json model, its append-only history, LLM mutations and atomic persistence."""
+"""Goal state: the goal_state.json model, its append-only history, LLM mutations and atomic persistence
+(docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -24,10 +25,10 @@ log = logging.getLogger(__name__)
 
 PRIMARY_GOALS = ("seek_gap", "conduct_SR", "manual_task")
 GOAL_STATUSES = ("in_progress", "stopped", "stopped_manual", "paused", "paused_api", "crashed", "error")
-# memo 80 §7: a goal left crashed or paused_api resumes on the next launch
+# a goal left crashed or paused_api resumes on the next launch (docs/operations.md, Logs, guards, recovery)
 RESUMABLE_STATUSES = ("in_progress", "crashed", "paused_api")
 
-# Memo 60 lets the LLM change every top-level field except goal_id and history; handbook_path is fixed
+# The LLM may change every top-level field except goal_id and history; handbook_path is fixed
 # too (the handbook is the operator's contract). The executor's bookkeeping fields (cycle counter, brain,
 # pending work, success list, timestamps) are not the LLM's to set either: writing pending_tool_calls or
 # success_clusters would bypass validation and the success test.
@@ -87,13 +88,13 @@ def utc_now() -> str:
 
 
 def goal_id_for(handbook_path: str, start_ts: str) -> str:
-    """memo 60 §2: goal_id = sha1(handbook_path + start_ts)[:12]."""
+    """goal_id = sha1(handbook_path + start_ts)[:12]: stable for one start of one handbook."""
     return hashlib.sha1((handbook_path + start_ts).encode("utf-8")).hexdigest()[:12]
 
 
 @dataclass
 class GoalState:
-    """One goal's state; fields in goal_state.json order (memo 60 fields first, executor bookkeeping after)."""
+    """One goal's state; fields in goal_state.json order (the goal's own fields first, executor bookkeeping after)."""
 
     goal_id: str
     primary_goal: str
@@ -131,7 +132,7 @@ class GoalState:
         return ""
 
     def record(self, event: str, **details: Any) -> dict[str, Any]:
-        """Append a history entry {cycle, ts, brain, event, **details} (memo 80 §6 shape) and return it."""
+        """Append a history entry {cycle, ts, brain, event, **details} (the shape the cycle logs read) and return it."""
         if not EVENT_RE.match(event):
             raise GoalStateError(f"history event {event!r} is not a snake_case name")
         clash = sorted(set(details) & set(HISTORY_KEYS))

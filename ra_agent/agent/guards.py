@@ -1,4 +1,4 @@
-"""Goal guards (memo 80): STOP/PAUSE files, API outage pause, crash resume."""
+"""Goal guards (docs/operations.md, Logs, guards, recovery): STOP/PAUSE files, API outage pause, crash resume."""
 
 from __future__ import annotations
 

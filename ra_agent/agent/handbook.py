@@ -1,4 +1,4 @@
-"""Strict handbook parser (memo 60 §1): front matter keys, typed values, the Handbook record."""
+"""Strict handbook parser (docs/handbooks.md): front matter keys, typed values, the Handbook record."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ra_agent.agent.actions import HEAVY_TOOLS, REGISTRY_SPECS
 from ra_agent.agent.goal import PRIMARY_GOALS
+from ra_agent.agent.registry import HEAVY_TOOLS, REGISTRY_SPECS
 from ra_agent.agent.success import (
     Compare,
     Condition,
@@ -22,6 +22,7 @@ from ra_agent.agent.success import (
     normalise_metrics,
     number_too_long,
 )
+from ra_agent.config import Config
 
 HANDBOOK_KEYS = ("Primary_goal", "Seed_query", "Tools_allowed", "Exploration", "Success", "Stop_after")
 
@@ -216,7 +217,7 @@ def _to_success(entry: _Entry, source: str) -> Condition:
 
 @dataclass(frozen=True)
 class Handbook:
-    """A loaded handbook: the memo-60 keys, typed, plus the Markdown prose after the front matter.
+    """A loaded handbook: the front-matter keys (docs/handbooks.md), typed, plus the Markdown prose after them.
 
     Defaults for optional keys: no Seed_query; Tools_allowed = every heavy tool (config switches still
     apply); Exploration false (semantic expansion only); no Success (the goal runs until the LLM or
@@ -318,3 +319,9 @@ def load_handbook(path: str | Path) -> Handbook:
             str(path), line, None, f"not UTF-8 (byte 0x{data[exc.start]:02x}); save it as UTF-8"
         ) from None
     return parse_handbook(text, path)
+
+
+def recorded_handbook(cfg: Config, path: str | Path) -> Path:
+    """A handbook path as goals record it (relative to the project root when inside it), made absolute."""
+    path = Path(path)
+    return path if path.is_absolute() else Path(cfg.root) / path

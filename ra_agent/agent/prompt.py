@@ -1,4 +1,5 @@
-"""What the brain sees each cycle: an observation of clusters and searches, rendered as the memo-60 §5 prompt."""
+"""What the brain sees each cycle: an observation of clusters and searches, rendered as the cycle prompt
+(docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from ra_agent.agent.actions import describe_tools
 from ra_agent.agent.goal import GoalState
 from ra_agent.agent.handbook import Handbook
 from ra_agent.config import Config
+from ra_agent.llm.structured import is_rules_brain
 from ra_agent.store.db import Store
 from ra_agent.workspace import query_key
 
@@ -47,7 +49,7 @@ def trial_pmids(store: Store, pmids: list[int]) -> set[int]:
 
 def observe(cfg: Config, store: Store, state: GoalState, handbook: Handbook) -> dict[str, Any]:
     """The structured view of the world a cycle reasons over (also the `<state>` block of the prompt)."""
-    from ra_agent.evidence.sr_search import load_sr_overlap
+    from ra_agent.evidence.sr.overlap import load_sr_overlap
     from ra_agent.topics.metrics import manifest_table
     from ra_agent.topics.view import member_pmids, pico_path
 
@@ -146,7 +148,7 @@ def observe(cfg: Config, store: Store, state: GoalState, handbook: Handbook) -> 
 
 def _prisma_source(cfg: Config, cluster_id: str) -> str | None:
     """What the cluster's last prisma_check read: ra's own "draft", the covering reviews ("prior_sr"), "none"."""
-    from ra_agent.agent.reporting import load_prisma
+    from ra_agent.evidence.prisma.store import load_prisma
 
     found = load_prisma(cfg, cluster_id)
     return found.source if found is not None else None
@@ -192,7 +194,7 @@ def playbooks_for(
     from ra_agent.embed.tokens import encoder_for
 
     return playbooks_block(playbooks, query, cfg.mindkb.top_k, cfg.mindkb.token_budget, min_score=cfg.mindkb.min_score,
-                           enc=encoder_for(cfg), exclude_rules=not brain_name.startswith("rules"))  # fmt: skip
+                           enc=encoder_for(cfg), exclude_rules=not is_rules_brain(brain_name))  # fmt: skip
 
 
 STATE_SHARE = 0.4  # part of the prompt budget left after the fixed parts that the <state> block may take
@@ -201,7 +203,7 @@ _STATE_LIST_CAP = 20  # searches and SR PMIDs listed in the state block (the res
 
 
 def _state_order(observation: dict[str, Any]) -> list[dict[str, Any]]:
-    """Clusters in the order the state block keeps them (memo 30): the goal's own clusters first, then the
+    """Clusters in the order the state block keeps them: the goal's own clusters first, then the
     most relevant (search hits, trial candidates), newest (mean year) and largest; rejected ones last."""
     goal = observation["goal"]
     own = [goal.get("cluster_id"), *(goal.get("owned_clusters") or []), *(goal.get("success_clusters") or [])]
@@ -250,7 +252,7 @@ def state_block(observation: dict[str, Any], budget: int, enc) -> tuple[str, int
 def build_messages(
     cfg: Config, store: Store, handbook: Handbook, observation: dict[str, Any], playbooks: str = ""
 ) -> list[dict[str, str]]:
-    """System + user messages: per-cluster blocks (memo 60 §5), handbook, success rule, state JSON.
+    """System + user messages: per-cluster blocks, handbook, success rule, state JSON.
 
     The whole prompt stays within `prompt_budget(cfg)` tokens (token_soft_cap, with [llm] reply_tokens
     free under num_ctx): the system prompt, tool list, goal lines and instructions are kept whole; handbook

@@ -2,37 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 
 from ra_agent.agent.goal import GoalStore
 from ra_agent.config import Config
-from ra_agent.fileio import atomic_write
 from ra_agent.store.db import Store
 from ra_agent.workspace import Workspace
 
 log = logging.getLogger(__name__)
-
-
-def prisma_result_path(cfg: Config, cluster_id: str) -> Path:
-    """Where prisma_check keeps its last full answer for a cluster."""
-    return Workspace.of(cfg).root / "sr" / f"{cluster_id}.prisma.json"
-
-
-def save_prisma(cfg: Config, cluster_id: str, result) -> None:
-    """Keep prisma_check's full answer for a cluster (read back by the SR draft)."""
-    path = prisma_result_path(cfg, cluster_id)
-    atomic_write(path, json.dumps({"cluster_id": cluster_id, **result.to_json()}, ensure_ascii=False, indent=2))
-
-
-def load_prisma(cfg: Config, cluster_id: str):
-    from ra_agent.evidence.prisma import PrismaResult
-
-    path = prisma_result_path(cfg, cluster_id)
-    if not path.exists():
-        return None
-    return PrismaResult.from_json(json.loads(path.read_text(encoding="utf-8")))
 
 
 def goal_reports_dir(cfg: Config, goal_id: str) -> Path:
@@ -60,12 +38,12 @@ def goal_question(cfg: Config, state):
     (`agent.questions.handbook_topic`: the seed query's population × intervention classes × comparator, with the
     prose's synonyms) through `evidence.synthesis.question.from_topic`; None, with a warning, when the handbook
     is unreadable or its seed query names no question."""
+    from ra_agent.agent.handbook import recorded_handbook
     from ra_agent.agent.questions import handbook_topic
     from ra_agent.evidence.synthesis.question import from_topic
 
-    path = Path(state.handbook_path)  # as goals record it: relative to the project root when inside it
     try:
-        return from_topic(handbook_topic(path if path.is_absolute() else Path(cfg.root) / path))
+        return from_topic(handbook_topic(recorded_handbook(cfg, state.handbook_path)))
     except (OSError, ValueError) as exc:  # HandbookError is a ValueError naming the file and Seed_query
         log.warning("goal %s: the SR draft has no review question (%s)", state.goal_id, exc)
         return None
@@ -79,9 +57,10 @@ def write_goal_reports(cfg: Config, store: Store, goal_id: str | None = None, br
     answers the goal's review question (`goal_question`); its arm data are read by `brain` when it is a language
     model, else by the rules.
     """
-    from ra_agent.evidence.draft import sr_draft
-    from ra_agent.evidence.reports import gap_dossier
-    from ra_agent.evidence.sr_search import load_sr_overlap
+    from ra_agent.evidence.prisma.store import load_prisma
+    from ra_agent.evidence.reports.gap_dossier import gap_dossier
+    from ra_agent.evidence.reports.sr_draft import sr_draft
+    from ra_agent.evidence.sr.overlap import load_sr_overlap
 
     goals = GoalStore(cfg.data_dir, store)
     written: list[Path] = []

@@ -66,7 +66,7 @@ def mark_crashed(cfg: Config, store: Store, goal_id: str, error: str) -> GoalSta
 
 
 def wait_while_paused(cfg: Config, goal_dir: Path, *, poll_s: float | None = None) -> None:
-    """memo 80 §5: sleep (polling every loop_delay_s) while a PAUSE file is present and no STOP file is."""
+    """Sleep (polling every loop_delay_s) while a PAUSE file is present and no STOP file is."""
     poll = poll_s if poll_s is not None else max(cfg.goal.loop_delay_s, MIN_POLL_S)
     announced = False
     while pause_requested(cfg, goal_dir) and not stop_requested(cfg, goal_dir):
@@ -119,7 +119,7 @@ def run_goal(
             if not ok or outcome.status != "in_progress":
                 break
             if any(r.stage == "search" for r in outcome.requests) and not _offline(store):
-                time.sleep(cfg.goal.loop_delay_s)  # memo 60 §4: do not hammer the APIs
+                time.sleep(cfg.goal.loop_delay_s)  # do not hammer the APIs
         else:
             log.warning("goal %s: this run stopped at its cycle cap (%d)", goal_id, max_cycles)
         return goals.load(goal_id)

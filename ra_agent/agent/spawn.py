@@ -1,4 +1,4 @@
-"""Spawned goals: the new handbook an alternative PICO theme becomes (memo 70 §2.6 follow-up)."""
+"""Spawned goals: the new handbook an alternative PICO theme becomes (docs/architecture.md, Review questions)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ra_agent.config import Config
-from ra_agent.evidence.alternative import _clean_query
+from ra_agent.evidence.sr.alternative import clean_query
 from ra_agent.fileio import atomic_write
 
 log = logging.getLogger(__name__)
@@ -30,7 +30,7 @@ def spawn_handbook(
 
     parent_path = Path(parent_handbook_path)
     parent = load_handbook(parent_path)
-    query = _clean_query(new_seed_query)
+    query = clean_query(new_seed_query)
     if query is None:
         raise ValueError(f"unusable seed query {new_seed_query!r}")
     lines = parent_path.read_text(encoding="utf-8").splitlines()

@@ -149,7 +149,7 @@ def run_sr_overlap(cfg: Config, store: Store, cluster_id: str, embedder=None, eu
     the review question of the goal working on it when there is one (`goal_topic`)."""
     from ra_agent.agent.questions import goal_topic
     from ra_agent.embed.embedder import SentenceTransformerEmbedder
-    from ra_agent.evidence.sr_search import find_existing_sr
+    from ra_agent.evidence.sr.search import find_existing_sr
     from ra_agent.ingest.eutils import EutilsClient
 
     if eutils is None and not cfg.ingest.offline:
@@ -166,7 +166,7 @@ def expansion_key(cluster_id: str, mode: str) -> str:
 
 
 def run_expand(cfg: Config, store: Store, key: str, brain=None, embedder=None, eutils=None):
-    """Stage `expand` (memo 50): grow a frozen cluster from the search candidates (semantic boundary loop),
+    """Stage `expand` (docs/architecture.md): grow a frozen cluster from the search candidates (semantic boundary loop),
     or through its citation graph (ripple: upstream parents, then downstream citers); the brain judges."""
     from ra_agent.embed.embedder import SentenceTransformerEmbedder
     from ra_agent.ingest.eutils import EutilsClient

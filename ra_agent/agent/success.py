@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-# the metrics a Success expression may use: cluster_metrics columns (memo 40 §7) plus the SR checks
+# the metrics a Success expression may use: cluster_metrics columns (docs/handbooks.md) plus the SR checks
 METRIC_NAMES = (
     "eligible_trials",
     "PRISMA_compliant",

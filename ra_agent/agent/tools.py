@@ -62,7 +62,7 @@ def _features(ctx: ToolContext):
 
 
 def _confirm_large(ctx: ToolContext, size: int) -> bool:
-    """memo 60 §7: above the guard, ask the brain "Are you sure?" before a batch PICO call."""
+    """Above the guard, ask the brain "Are you sure?" before a batch PICO call."""
     limit = ctx.cfg.sr.pico_confirm_above
     question = (
         f"run_pico would send {size} abstracts to the LLM (guard: {limit}). Are you sure? Answer yes or no.\n"
@@ -78,7 +78,7 @@ def _confirm_large(ctx: ToolContext, size: int) -> bool:
 def search_pubmed(ctx: ToolContext, query: str, retmax: int, expand_mode: str) -> ToolEffect:
     key = register_query(ctx.store, query, retmax=retmax, origin=ctx.goal.goal_id)
     requests = [StageRequest("search", key, f"search_pubmed {query!r}"), *after_new_papers("new search results")]
-    if ctx.goal.cluster_id:  # memo 50: grow the focus cluster from what the search brought in
+    if ctx.goal.cluster_id:  # grow the focus cluster from what the search brought in
         requests.append(StageRequest("expand", expansion_key(ctx.goal.cluster_id, expand_mode),
                                      f"{expand_mode} expansion of {ctx.goal.cluster_id}"))  # fmt: skip
     return ToolEffect({"query": query, "query_key": key, "expand_mode": expand_mode}, requests)
@@ -115,10 +115,10 @@ def prisma_check(ctx: ToolContext, cluster_id: str) -> ToolEffect:
     """seek_gap: PRISMA status of each review covering the cluster (PMC full text when online, else the
     abstract). conduct_SR: ra writes its own SR draft first, checks it, regenerates it once with explicit
     statements of the items found missing, and keeps the checked draft with its PRISMA 2020 checklist."""
-    from ra_agent.agent.reporting import save_prisma
-    from ra_agent.evidence.prisma import prisma_check as check
-    from ra_agent.evidence.report_base import ReportError
-    from ra_agent.evidence.sr_search import load_sr_overlap
+    from ra_agent.evidence.prisma.check import prisma_check as check
+    from ra_agent.evidence.prisma.store import save_prisma
+    from ra_agent.evidence.reports.common import ReportError
+    from ra_agent.evidence.sr.overlap import load_sr_overlap
 
     if ctx.goal.primary_goal == "conduct_SR":
         try:
@@ -147,10 +147,10 @@ def _covered_dossier(ctx: ToolContext, cluster_id: str) -> None:
     """seek_gap pivots away from a cluster covered by prior reviews: write its dossier first (verdict "covered
     by review X → pivot", the reviews checked with their PRISMA status) so the judgement is on record."""
     from ra_agent.agent.reporting import goal_reports_dir, record_report
-    from ra_agent.evidence.prisma import review_statuses
-    from ra_agent.evidence.report_base import ReportError
-    from ra_agent.evidence.reports import gap_dossier
-    from ra_agent.evidence.sr_search import load_sr_overlap
+    from ra_agent.evidence.prisma.check import review_statuses
+    from ra_agent.evidence.reports.common import ReportError
+    from ra_agent.evidence.reports.gap_dossier import gap_dossier
+    from ra_agent.evidence.sr.overlap import load_sr_overlap
 
     sr = load_sr_overlap(ctx.cfg, cluster_id)
     if sr is None or not sr.covered or ctx.goal.primary_goal != "seek_gap":
@@ -167,10 +167,11 @@ def _covered_dossier(ctx: ToolContext, cluster_id: str) -> None:
 
 def _check_own_draft(ctx: ToolContext, cluster_id: str) -> ToolEffect:
     """Write ra's SR draft, judge it, fill the missing items once, write the final draft with its checklist."""
-    from ra_agent.agent.reporting import goal_question, goal_reports_dir, save_prisma, workspace_relative
-    from ra_agent.evidence.checklist import checked_text
-    from ra_agent.evidence.draft import sr_draft
-    from ra_agent.evidence.prisma import prisma_check as check
+    from ra_agent.agent.reporting import goal_question, goal_reports_dir, workspace_relative
+    from ra_agent.evidence.prisma.check import prisma_check as check
+    from ra_agent.evidence.prisma.checklist import checked_text
+    from ra_agent.evidence.prisma.store import save_prisma
+    from ra_agent.evidence.reports.sr_draft import sr_draft
 
     question, arms = goal_question(ctx.cfg, ctx.goal), {}  # the LLM reads each trial's arms once
 
@@ -201,8 +202,8 @@ def propose_alternative_pico(ctx: ToolContext, exclude_pmids: list[int]) -> Tool
     """Craft a new theme from the papers the covering reviews leave out, write a new handbook and start a
     goal on it. A failed attempt is recorded too, so the agent does not repeat it."""
     from ra_agent.agent.spawn import spawn_handbook
-    from ra_agent.evidence.alternative import propose_alternative_pico as propose
-    from ra_agent.evidence.sr_search import load_sr_overlap
+    from ra_agent.evidence.sr.alternative import propose_alternative_pico as propose
+    from ra_agent.evidence.sr.overlap import load_sr_overlap
 
     cluster_id = _cluster_of(ctx.cfg, ctx.store, exclude_pmids) or ctx.goal.cluster_id
     if cluster_id:
@@ -220,7 +221,7 @@ def propose_alternative_pico(ctx: ToolContext, exclude_pmids: list[int]) -> Tool
     except ValueError as exc:
         ctx.goal.record("alternative_failed", cluster_id=cluster_id, message=str(exc)[:300])
         return ToolEffect({"error": "no_alternative", "cluster_id": cluster_id, "message": str(exc)[:300]})
-    from ra_agent.evidence.questions import keep_to_topic
+    from ra_agent.evidence.questions.topic import keep_to_topic
 
     decision = keep_to_topic(ctx.handbook.seed_query, alt.seed_query, ctx.handbook.prose)
     if decision.seed_query is None:  # it would broaden the intervention or drop the comparator
@@ -269,7 +270,7 @@ def _goal_on_theme(goals: GoalStore, seed_query: str) -> str | None:
 def _cluster_of(cfg: Config, store: Store, pmids: list[int]) -> str | None:
     """The active cluster these PMIDs describe: the one whose find_existing_sr result lists them as its
     covering reviews, else the one holding most of them as members."""
-    from ra_agent.evidence.sr_search import load_sr_overlap
+    from ra_agent.evidence.sr.overlap import load_sr_overlap
 
     if not pmids:
         return None

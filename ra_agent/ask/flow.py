@@ -34,7 +34,7 @@ from ra_agent.llm.protocol import (
     repair_messages,
 )
 from ra_agent.llm.select import select_brain
-from ra_agent.llm.structured import action_reply_text, action_schema, ask_structured
+from ra_agent.llm.structured import action_reply_text, action_schema, ask_structured, is_rules_brain
 from ra_agent.store.db import Store
 
 log = logging.getLogger(__name__)
@@ -388,7 +388,7 @@ def ask(
     if mindkb is not None:
         block, used = select_playbooks(mindkb, question, cfg.mindkb.top_k, cfg.mindkb.token_budget,
                                        min_score=cfg.mindkb.min_score, enc=run.enc,
-                                       exclude_rules=not brain.name.startswith("rules"))  # fmt: skip
+                                       exclude_rules=not is_rules_brain(brain))  # fmt: skip
         result.playbooks_used = [p.id for p in used]
     run.messages = _first_turn(cfg, question, block, limit)
     tools = AskTools(cfg, store, embedder)

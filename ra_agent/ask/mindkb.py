@@ -19,6 +19,7 @@ from ra_agent.config import Config
 from ra_agent.embed.embedder import Embedder
 from ra_agent.embed.tokens import count_tokens, encoder_for, truncate_tokens
 from ra_agent.llm.protocol import NoAction, parse_action
+from ra_agent.llm.structured import is_rules_brain
 from ra_agent.store.vectors import model_slug
 
 if TYPE_CHECKING:
@@ -69,7 +70,7 @@ class Playbook:
     @property
     def from_rules(self) -> bool:
         """Made by a deterministic rule brain: LLM prompts leave such playbooks out (they teach rules, not reasoning)."""
-        return self.brain.startswith("rules")
+        return is_rules_brain(self.brain)
 
     def __post_init__(self) -> None:
         if self.source not in SOURCES:

@@ -112,7 +112,7 @@ def cap_tokens(text: str, n: int, enc: tiktoken.Encoding | None = None, what: st
 
 
 def sample_size(size: int, cfg: Config | None = None) -> int:
-    """Papers to show the LLM from a cluster of `size` (technical memo §3).
+    """Papers to show the LLM from a cluster of `size`.
 
     m = min(max(min_sample, floor(sample_fraction * size)), size), then trimmed while
     m * avg_tokens_per_abstract exceeds token_soft_cap.
@@ -151,7 +151,7 @@ def sample_for_prompt(
     cfg: Config | None = None,
     text: Callable[[Paper], str] = lambda p: p.text,
 ) -> PromptSample:
-    """Newest papers whose texts fit in `cap - reserved` tokens (memo 30 §4; memo 80 §1).
+    """Newest papers whose texts fit in `cap - reserved` tokens ([tokens] in docs/config.md).
 
     Walks the papers newest first and stops before the first one that would exceed the
     budget, so the oldest abstracts are the ones trimmed. `reserved` is the rest of the

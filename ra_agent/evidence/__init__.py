@@ -1,9 +1,18 @@
-"""Evidence: PICO extraction, study design, SR search and overlap, PRISMA check, dossiers, SR drafts, synthesis."""
+"""Evidence: what the trials of a question say and whether a review already answers it, one folder per concern.
+
+Folders, each importing only those before it: `classes` (the intervention class vocabulary), `pico` (PICO
+extraction and study design), `synthesis` (arm data, comparisons, pooling), `questions` (the review-question
+pipeline: handbook topic -> studies -> coverage -> verdict -> dossier), `sr` (the systematic-review search and its
+overlap with a cluster, the alternative PICO), `prisma` (the PRISMA 2020 check, full texts, checklist, flow) and
+`reports` (the gap dossier and the SR draft of a cluster). See docs/architecture.md.
+"""
 
 from ra_agent.evidence.pico.design import publication_kinds
 from ra_agent.evidence.pico.extract import PicoFileError, pico_code_version, read_pico
+from ra_agent.evidence.prisma.store import load_prisma
+from ra_agent.evidence.questions.dossier import question_file_problems
 from ra_agent.evidence.synthesis import synthesis_code_version
 from ra_agent.evidence.synthesis.report import drafts_synthesis
 
-__all__ = ["PicoFileError", "drafts_synthesis", "pico_code_version", "publication_kinds", "read_pico",
-           "synthesis_code_version"]  # fmt: skip
+__all__ = ["PicoFileError", "drafts_synthesis", "load_prisma", "pico_code_version", "publication_kinds",
+           "question_file_problems", "read_pico", "synthesis_code_version"]  # fmt: skip

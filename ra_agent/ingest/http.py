@@ -55,7 +55,7 @@ class ApiUnavailable(ApiError):
         self.last_error = last_error
 
     def to_tool_result(self) -> dict[str, Any]:
-        """The memo-70 answer to a tool call whose API failed after the final retry."""
+        """The tools' answer to a call whose API failed after the final retry."""
         return {"api_offline": True, "api": self.api, "error": str(self)}
 
 

@@ -129,7 +129,7 @@ def _csv_record(row: dict, columns: dict[str, str], where: str, source: str) -> 
     raw_pmid = value("pmid")
     pmid = as_pmid(raw_pmid)
     doi = normalise_doi(value("doi"))
-    if pmid is None and not raw_pmid and doi:  # no PMID at all: the DOI-hash id of memo 20 §2.1
+    if pmid is None and not raw_pmid and doi:  # no PMID at all: the DOI-hash id (models.doi_id)
         pmid = doi_id(doi)
         reason = f"{where}: field '{columns['pmid']}' is empty; loaded under DOI id {pmid} ({doi})"
         yield FieldWarning(ParseProblem(pmid, reason, source))
@@ -345,7 +345,7 @@ def _first(entry: dict, *keys: str) -> str:
 def _ris_record(entry: dict, where: str, source: str) -> Iterator[Record | FieldWarning]:
     pmid = _ris_pmid(entry)
     doi = normalise_doi(_first(entry, "doi"))
-    if pmid is None and doi:  # the DOI-hash id of memo 20 §2.1
+    if pmid is None and doi:  # the DOI-hash id (models.doi_id)
         pmid = doi_id(doi)
         reason = f"{where}: no PMID (fields AN, ID or a 'PMID:' note); loaded under DOI id {pmid} ({doi})"
         yield FieldWarning(ParseProblem(pmid, reason, source))

@@ -53,7 +53,7 @@ class SearchResult:
         return self.status in ("failed", "partial") or self.offline_reason == "api"
 
     def to_tool_result(self) -> dict:
-        """The search_pubmed tool's answer (memo 70): candidates and the api_offline flag."""
+        """The search_pubmed tool's answer: candidates and the api_offline flag."""
         out = {"query_key": self.query_key, "count": self.count, "candidates": len(self.pmids),
                "inserted": self.inserted, "offline": self.offline, "status": self.status}  # fmt: skip
         if self.api_offline:
@@ -364,7 +364,7 @@ def _link_group(store: Store, eutils: EutilsClient, cited: dict[int, tuple[Paper
 
 @dataclass
 class ParentFetch:
-    """One lazy citation-graph fill (memo 20/50): references fetched for papers that had none stored."""
+    """One lazy citation-graph fill: references fetched for papers that had none stored."""
 
     lacking: int = 0  # papers asked about with no reference rows (PubMed list, elink or Crossref)
     elink_edges: int = 0  # edges elink pubmed_pubmed_refs added

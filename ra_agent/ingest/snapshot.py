@@ -33,7 +33,7 @@ class SnapshotResult:
 
 def weekly_snapshot(cfg: Config, store: Store, week: str, progress=None) -> SnapshotResult:
     """Load every baseline/update file of `<data_dir>/<baseline_dir>` not loaded before (by content hash),
-    then copy the active embedding folder to `artifacts/<week>/` (memo 30 §6)."""
+    then copy the active embedding folder to `artifacts/<week>/` (docs/operations.md, Offline and baseline mode)."""
     ws = Workspace.of(cfg)
     folder = ws.root / cfg.ingest.baseline_dir
     result = SnapshotResult(week=week, baseline_dir=str(folder))

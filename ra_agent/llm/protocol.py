@@ -28,7 +28,7 @@ class ArgSpec:
     """One argument: its type (one of ARG_TYPES), whether it is required, its default and limits.
 
     `max_items` is the per-call batch size of a list argument: a longer list is not an error, the
-    executor splits it into several calls (`ValidAction.calls`), as memo 70 asks for embed_text.
+    executor splits it into several calls (`ValidAction.calls`), as embed_text's batches are.
     """
 
     type: str
@@ -174,7 +174,7 @@ class ValidAction:
         return json.dumps(self.args, sort_keys=True, ensure_ascii=False)
 
     def calls(self) -> list[dict[str, Any]]:
-        """The arguments split into calls that respect every `max_items` (memo 70: embed_text splits silently)."""
+        """The arguments split into calls that respect every `max_items` (embed_text splits silently)."""
         for name, spec in self.spec.args.items():
             value = self.args.get(name)
             if spec.max_items and isinstance(value, list) and len(value) > spec.max_items:
@@ -313,7 +313,7 @@ def resolve_action(
 ) -> Any:
     """Parse a reply and `check` its Action, with one repair turn for any slip in REPAIRABLE (issue 13).
 
-    A JSON error gets memo 80's "FIX JSON ONLY" turn, a schema or tool-name slip a "FIX THE ACTION ONLY"
+    A JSON error gets the "FIX JSON ONLY" turn, a schema or tool-name slip a "FIX THE ACTION ONLY"
     turn naming the violation; either way there is exactly one repair turn. The repaired Action is parsed
     and checked again and its result returned (marked `repaired`). A repair turn the brain cannot answer
     (timeout, HTTP error: BrainError) ends as json_error; the caller's goal goes on.
@@ -347,7 +347,7 @@ def resolve_action(
 def parse_with_repair(
     reply: str, ask_repair: Callable[[str], str], limits: ReplyLimits = DEFAULT_LIMITS
 ) -> ParsedAction | NoAction | ActionError:
-    """parse_action plus one repair turn (memo 80 §3) for a malformed reply; no schema is checked here.
+    """parse_action plus one repair turn (docs/llm.md) for a malformed reply; no schema is checked here.
 
     `ask_repair(prompt)` sends the repair prompt as the next turn after the faulty reply and returns the
     brain's answer (see `repair_asker`); callers with a schema use `resolve_action` instead.
@@ -358,7 +358,7 @@ def parse_with_repair(
 def repair_messages(messages: list[dict[str, str]], reply: str, prompt: str = REPAIR_PROMPT) -> list[dict[str, str]]:
     """The conversation for the repair turn: the prompt, the faulty reply, then the FIX JSON ONLY instruction.
 
-    Memo 80 phrases the instruction as a system line; it is sent as a user turn because chat templates
+    The instruction is sent as a user turn, not a system line, because chat templates
     (Gemma's among them) fold system text into user turns anyway and a mid-conversation system turn is
     not portable. A huge faulty reply is sent back cut to its head and tail (DEFAULT_LIMITS.max_arg_chars).
     """

@@ -5,23 +5,34 @@ an OpenAI-compatible `response_format`) sends it and reports the mode it used in
 "json_schema" when the server accepted the schema, "text_fallback" when it refused it (HTTP 400/422) and the
 call went out as plain text (the text protocol and its repair turn then apply). A brain without constrained
 decoding (the rules) answers in the text protocol: mode "text".
+
+`ask_json` is the one "ask, parse the JSON, one repair turn" every structured caller uses (PICO, the question
+judge, the cluster audit, PRISMA, the alternative PICO); `is_rules_brain` is the one test of whether a brain is the
+deterministic rules rather than a language model.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import re
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ra_agent.llm.base import Message, ReplySchema
-from ra_agent.llm.protocol import ArgSpec, ToolSpec
+import json5
+
+from ra_agent.llm.base import BrainError, Message, ReplySchema
+from ra_agent.llm.protocol import ArgSpec, ToolSpec, repair_messages
+
+log = logging.getLogger(__name__)
 
 MODES = ("json_schema", "text_fallback", "text")
 REASONING_CHARS = 300  # the reasoning field's cap: a small model cannot ramble past its reply budget
 STRING_CHARS = 300  # a free-text argument's cap in the schema (the validator's [llm] max_arg_chars still applies)
 LIST_ITEMS = 50  # items of a list argument without its own max_items
+FIX_JSON = "FIX JSON ONLY: reply with only the JSON object asked for, nothing else."
 
 
 def _string(max_chars: int = STRING_CHARS) -> dict[str, Any]:
@@ -156,6 +167,92 @@ def ask_structured(brain: ChatBrain, messages: list[Message], schema: ReplySchem
     return StructuredReply(text, stats.get("mode", "json_schema"), schema.name, stats)
 
 
+def is_rules_brain(brain: object) -> bool:
+    """Whether `brain` (a brain, a brain's name, or None for no brain) is the deterministic rules rather than a
+    language model: every rule brain's name starts with "rules" ("rules:handbook-policy-v1", "rules:ask-v1"), an
+    LLM brain's names its backend ("ollama:<model>", "openai:<model>"); no brain counts as the rules."""
+    if brain is None:
+        return True
+    name = brain if isinstance(brain, str) else getattr(brain, "name", "")
+    return str(name).startswith("rules")
+
+
+def json_object(reply: str, key: str) -> dict[str, Any] | None:
+    """The last JSON(5) object in a reply that has `key` (top level, or inside an Action's "args")."""
+    text = reply or ""
+    for start in reversed([m.start() for m in re.finditer(r"\{", text)]):
+        end = text.rfind("}")
+        while end > start:
+            try:
+                obj = json5.loads(text[start : end + 1])
+            except ValueError:
+                end = text.rfind("}", start, end)
+                continue
+            if isinstance(obj, dict):
+                if key in obj:
+                    return obj
+                if isinstance(obj.get("args"), dict) and key in obj["args"]:
+                    return obj["args"]
+            break
+    return None
+
+
+@dataclass
+class Parsed:
+    """What `ask_json` got: the parsed answer (None when none is usable) and why not, the first reply with its mode
+    and figures (None when it went out as plain chat), every turn as (prompt, reply), and the brain's error."""
+
+    value: Any = None
+    problem: str = ""  # why the last reply is unusable ("" when `value` is set)
+    asked: StructuredReply | None = None
+    turns: list[tuple[str, str]] = field(default_factory=list)
+    error: BrainError | None = None  # the brain failed: no (further) answer came
+
+    def failure(self, name: str) -> str:
+        """Why no usable answer came from the brain called `name`, in one line ("" when one came)."""
+        if self.error is not None:
+            return f"{name} unavailable: {self.error}"
+        return "" if self.value is not None else f"{name} gave no usable answer after one repair turn"
+
+
+def ask_json(
+    brain: ChatBrain,
+    messages: list[Message],
+    parse: Callable[[str], tuple[Any, str]],
+    schema: ReplySchema | None = None,
+    *,
+    label: str = "",
+    fix: str | Callable[[str], str] = FIX_JSON,
+    json_repair: bool = True,
+) -> Parsed:
+    """Ask `brain`, parse the reply, and on an unusable one ask once more to fix it.
+
+    The first reply is schema-constrained where the brain can (`ask_structured`, its mode logged under `label`), a
+    plain chat without a `schema`. `parse(reply)` gives (value, "") or (None, why). The repair turn sends the faulty
+    reply back with `fix` (a prompt, or a function of why the reply failed); with `json_repair` it goes through the
+    brain's JSON mode (`chat_json`) when it has one. A BrainError ends the asking: it is kept in `error`."""
+    out = Parsed()
+    try:
+        if schema is not None:
+            out.asked = ask_structured(brain, messages, schema)
+            log.info("%s: %s", label or f"{schema.name} by {brain.name}", out.asked.note())
+            reply = out.asked.text
+        else:
+            reply = brain.chat(messages)
+        out.turns.append((messages[-1]["content"] if messages else "", reply))
+        out.value, out.problem = parse(reply)
+        if out.value is None:
+            log.warning("%s: reply unusable (%s); asking once to fix the JSON", label or brain.name, out.problem)
+            prompt = fix(out.problem) if callable(fix) else fix
+            chat = (getattr(brain, "chat_json", None) if json_repair else None) or brain.chat
+            fixed = chat(repair_messages(messages, reply, prompt))
+            out.turns.append((prompt, fixed))
+            out.value, out.problem = parse(fixed)
+    except BrainError as exc:
+        out.value, out.error = None, exc
+    return out
+
+
 def finish_stats(stats: dict[str, Any], start: float, first: float | None) -> dict[str, Any]:
     """Add ttft_s, total_s and tokens_per_s (completion tokens over the time after the first token)."""
     end = time.monotonic()
@@ -169,13 +266,18 @@ def finish_stats(stats: dict[str, Any], start: float, first: float | None) -> di
 
 __all__ = [
     "MODES",
+    "FIX_JSON",
     "ChatBrain",
+    "Parsed",
     "StructuredReply",
     "action_reply_text",
     "action_schema",
     "arg_schema",
+    "ask_json",
     "ask_structured",
     "finish_stats",
+    "is_rules_brain",
+    "json_object",
     "schema_tools",
     "tool_schemas",
 ]

@@ -341,7 +341,7 @@ class Store:
     def _add_doi_edges(self, rows: list[tuple[int, str, int, int]]) -> None:
         if rows:
             self.conn.executemany(_ADD_DOI_EDGE, rows)
-        # a mapped DOI is also an edge; an unmapped one is kept in ref_doi only: it is no edge to a paper (memo 20)
+        # a mapped DOI is also an edge; an unmapped one is kept in ref_doi only: it is no edge to a paper
         self._add_edges([(src, dst, prov) for src, _, dst, prov in rows if dst > 0])
 
     def add_refs(self, edges: Iterable[tuple[int, int, int]]) -> None:

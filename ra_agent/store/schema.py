@@ -1,4 +1,4 @@
-"""The store's schema: numbered migrations for SQLite and PostgreSQL (v1 of memo 20 plus later stages' tables)."""
+"""The store's schema: numbered migrations for SQLite and PostgreSQL (v1 plus later stages' tables)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ Migration = str | tuple[str, str]
 PROV_PUBMED = 1  # edge from a PubMed ReferenceList / elink "cites"
 PROV_CROSSREF = 2  # edge from a Crossref reference list
 
-# 1: schema v1 (memo 20) with the detail columns ra keeps per paper; full-text search differs per engine
+# 1: schema v1 with the detail columns ra keeps per paper; full-text search differs per engine
 _V1_TABLES = """
     CREATE TABLE paper (
         pmid         INTEGER PRIMARY KEY,
@@ -141,7 +141,7 @@ _V8_FTS_POSTGRESQL = f"""
 # Each entry is one migration; SQLite's PRAGMA user_version / PostgreSQL's ra_schema table record how many ran.
 MIGRATIONS: tuple[Migration, ...] = (
     (_V1_TABLES + _V1_FTS_SQLITE, postgres_ddl(_V1_TABLES) + _V1_FTS_POSTGRESQL),
-    # 2: clusters, goals, tool calls and search candidates (memos 40, 60, 70)
+    # 2: clusters, goals, tool calls and search candidates
     """
     CREATE TABLE cluster_manifest (
         cluster_id      TEXT PRIMARY KEY,
@@ -290,7 +290,7 @@ CREATE TABLE IF NOT EXISTS mind_kb (
 );
 CREATE INDEX IF NOT EXISTS mind_kb_collection ON mind_kb(collection, count);
     """,
-    # 5: memo 40 §3 centroid_PICO beside the frozen (E) centroid, set once PICO vectors exist for the members
+    # 5: centroid_PICO beside the frozen (E) centroid, set once PICO vectors exist for the members
     """
     ALTER TABLE cluster_manifest ADD COLUMN pico_centroid BLOB;
     ALTER TABLE cluster_manifest ADD COLUMN pico_dim INT;

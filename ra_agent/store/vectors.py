@@ -1,4 +1,4 @@
-"""fp16 memmap vector families (memo 30): offsets, appends, chunked exact top-k, the active index."""
+"""fp16 memmap vector families (docs/scaling.md): offsets, appends, chunked exact top-k, the active index."""
 
 from __future__ import annotations
 

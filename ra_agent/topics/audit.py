@@ -1,4 +1,5 @@
-"""Cluster Audit #1 (memo 40 §3): cluster briefs, distinctive terms, the LLM and term auditors, decision validation."""
+"""Cluster Audit #1: cluster briefs, distinctive terms, the LLM and term auditors, decision validation
+(docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import numpy as np
 
 from ra_agent.config import Config
 from ra_agent.llm.base import ReplySchema
+from ra_agent.llm.structured import is_rules_brain
 from ra_agent.store.db import Store
 from ra_agent.topics.features import centroid
 from ra_agent.topics.formation import Formation
@@ -127,7 +129,7 @@ class AuditDecision:
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any]) -> AuditDecision:
-        """From the memo-40 JSON shape, e.g. {"idx": 1, "action": "merge_into", "target_idx": 0}."""
+        """From the audit's JSON shape, e.g. {"idx": 1, "action": "merge_into", "target_idx": 0}."""
         target = obj.get("target_idx")
         return cls(
             idx=int(obj["idx"]),
@@ -368,7 +370,7 @@ def audit_schema(n_clusters: int) -> ReplySchema:
 
 
 class LLMAuditor:
-    """Cluster Audit #1 by a language model (memo 40 §3): keep / merge_into / discard with labels and summaries.
+    """Cluster Audit #1 by a language model: keep / merge_into / discard with labels and summaries.
 
     The reply is validated (validate_decisions); a faulty one gets one repair turn naming the problem. When
     the brain cannot answer or the repair fails too, the deterministic TermAuditor decides and `name` says so
@@ -383,27 +385,27 @@ class LLMAuditor:
         self.turns: list[tuple[str, str]] = []  # (prompt, reply) of every turn, for logs and tests
 
     def audit(self, briefs: Sequence[ClusterBrief]) -> list[AuditDecision]:
-        from ra_agent.llm.base import BrainError
-        from ra_agent.llm.protocol import repair_messages
-        from ra_agent.llm.structured import ask_structured
+        from ra_agent.llm.structured import ask_json
 
         messages = audit_messages(briefs, self.cfg)
         limit = self.cfg.llm.max_reply_chars
-        try:
-            asked = ask_structured(self.brain, messages, audit_schema(len(briefs)))
-            log.info("LLM cluster audit by %s: %s", self.brain.name, asked.note())
-            reply = asked.text  # a constrained reply is {"decisions": [...]}: parse_decisions reads its array
-            self.turns.append((messages[-1]["content"], reply))
+
+        def parse(reply: str) -> tuple[list[AuditDecision] | None, str]:
+            # a constrained reply is {"decisions": [...]}: parse_decisions reads its array
             try:
-                decisions = parse_decisions(reply, len(briefs), limit)
+                return parse_decisions(reply, len(briefs), limit), ""
             except AuditError as exc:
-                prompt = f"FIX JSON ONLY. Your audit was rejected: {exc}. Return ONLY the corrected JSON array."
-                chat = getattr(self.brain, "chat_json", None) or self.brain.chat
-                fixed = chat(repair_messages(messages, reply, prompt))
-                self.turns.append((prompt, fixed))
-                decisions = parse_decisions(fixed, len(briefs), limit)
-        except (BrainError, AuditError) as exc:
-            log.warning("LLM cluster audit by %s failed (%s): the term auditor decides", self.brain.name, exc)
+                return None, str(exc)
+
+        asked = ask_json(self.brain, messages, parse, audit_schema(len(briefs)),
+                         label=f"LLM cluster audit by {self.brain.name}",
+                         fix=lambda why: f"FIX JSON ONLY. Your audit was rejected: {why}. Return ONLY the corrected "
+                                         "JSON array.")  # fmt: skip
+        self.turns += asked.turns
+        decisions = asked.value
+        if decisions is None:
+            log.warning("LLM cluster audit by %s failed (%s): the term auditor decides", self.brain.name,
+                        asked.error or asked.problem)  # fmt: skip
             self.name = f"{self.terms.name} (fallback: LLM audit failed)"
             return self.terms.audit(briefs)
         by_idx = {b.idx: b for b in briefs}
@@ -425,4 +427,4 @@ def auditor_for(cfg: Config, brain: Brain | None = None) -> ClusterAuditor:
             log.info("Cluster Audit #1 by the term auditor: %s", reason)
             return TermAuditor(cfg)
         brain = candidate
-    return TermAuditor(cfg) if brain.name.startswith("rules") else LLMAuditor(brain, cfg)
+    return TermAuditor(cfg) if is_rules_brain(brain) else LLMAuditor(brain, cfg)

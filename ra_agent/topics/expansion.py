@@ -1,4 +1,5 @@
-"""Expansion engine of memo 50: the semantic boundary loop and the upstream/downstream ripple, under the RAM guard."""
+"""Expansion engine: the semantic boundary loop and the upstream/downstream ripple, under the RAM guard
+(docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ AvailableBytes = Callable[[], int]
 NO_KEEP, TAU_FLOOR, RAM_GUARD, EMPTY_POOL, NO_SEEDS, NO_CHILDREN = (
     "no_keep", "tau_floor", "ram_guard", "empty_pool", "no_seeds", "no_children",
 )  # fmt: skip
-RAM_HALT = "RAM"  # cluster_manifest.expansion_halt after a RAM-guard stop (memo 80 §1)
+RAM_HALT = "RAM"  # cluster_manifest.expansion_halt after a RAM-guard stop ([hardware] ram_reserve_bytes)
 
 
 # ----------------------------------------------------------------------------- shared plumbing
@@ -49,7 +50,7 @@ def _halt_ram(cfg: Config, store: Store, cluster_id: str, where: str) -> None:
 
 
 def _finish(store: Store, cluster_id: str, accepted: Sequence[int], halted_by: str) -> None:
-    """Memo 50 §4: the count of newly accepted papers goes to cluster_manifest (and the RAM mark, or none)."""
+    """The count of newly accepted papers goes to cluster_manifest (and the RAM mark, or none)."""
     if halted_by == RAM_GUARD:
         set_manifest(store, cluster_id, accepted_new=len(accepted))
     else:
@@ -105,7 +106,7 @@ def _judge(
 
 def _admit(cfg: Config, store: Store, result: Any, keep: Sequence[int], vectors: Any, available_bytes: AvailableBytes,
            where: str) -> bool:  # fmt: skip
-    """Kept papers pass memo 40's tau_assign intake (`admit_by_tau`) into result.accepted and .admitted (those
+    """Kept papers pass the tau_assign intake (`admit_by_tau`) into result.accepted and .admitted (those
     that joined this cluster); False, with nothing admitted, when the RAM guard trips first."""
     if keep and ram_low(cfg, available_bytes):
         _halt_ram(cfg, store, result.cluster_id, where)
@@ -130,7 +131,7 @@ class BoundaryBatch:
 
 @dataclass
 class ExpansionResult:
-    """One semantic boundary run (memo 50 §2): thresholds tried (strictly decreasing), batches, why it stopped."""
+    """One semantic boundary run: thresholds tried (strictly decreasing), batches, why it stopped."""
 
     cluster_id: str
     accepted: list[int]
@@ -143,7 +144,7 @@ class ExpansionResult:
     judge: str = ""
     query_source: str = ""
     admitted: list[int] = field(default_factory=list)  # accepted papers that joined this cluster by tau_assign
-    tau_start: float = 0.0  # the cluster's own start (memo_update §9); leading thresholds without candidates skipped
+    tau_start: float = 0.0  # the cluster's own start (tau_start_rule); leading thresholds without candidates skipped
     tau_source: str = ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -173,7 +174,7 @@ def semantic_boundary(
     vectors: Any,
     available_bytes: AvailableBytes = system_available_bytes,
 ) -> ExpansionResult:
-    """Memo 50 §2: march outward from the cluster centroid in cosine steps, the judge validating each frontier.
+    """March outward from the cluster centroid in cosine steps, the judge validating each frontier.
 
     Q_vec is the cluster's E-space vector (`e_query_vector`: the frozen centroid, or the members' E
     centroid for PICO-space clusters). Candidates are the given PMIDs minus this cluster's members and
@@ -181,7 +182,7 @@ def semantic_boundary(
     `semantic_tau_start` less the delta_tau steps above every candidate:
 
     1. stop (ram_guard) when free RAM < [hardware] ram_reserve_bytes; stop (tau_floor) below tau_floor;
-    2. pool = candidates with cosine >= threshold not judged yet (memo 50 subtracts the accepted; a
+    2. pool = candidates with cosine >= threshold not judged yet (the accepted are subtracted; a
        paper the judge rejected is not shown again either); stop (empty_pool) when it is empty;
     3. a seeded random sample of boundary_batch_size goes to the judge (`ask_judge`, hint
        judge_keep_cosine); kept papers pass the tau_assign intake at once (`_admit`);
@@ -252,7 +253,7 @@ class ParentShare:
 
 
 def parent_shares(store: Store, members: Sequence[int]) -> list[ParentShare]:
-    """Memo 50 §3.1: papers the members cite (ref edges, src = member), with f(p) = count(p) / N, best first.
+    """Papers the members cite (ref edges, src = member), with f(p) = count(p) / N, best first.
 
     Parents that are members themselves and unmapped references (dst 0) are left out.
     """
@@ -295,7 +296,7 @@ class RippleRound:
 
 @dataclass
 class RippleResult:
-    """One ripple run (memo 50 §3): parents chosen by citation share, their judgement, then the citer rounds."""
+    """One ripple run: parents chosen by citation share, their judgement, then the citer rounds."""
 
     cluster_id: str
     parents: list[ParentShare]
@@ -389,7 +390,7 @@ def ripple(
     embedder: Any,
     available_bytes: AvailableBytes = system_available_bytes,
 ) -> RippleResult:
-    """Memo 50 §3: upstream parents by citation share, then downstream citers, each gated by the judge.
+    """Ripple: upstream parents by citation share, then downstream citers, each gated by the judge.
 
     Upstream: f(p) = members citing p / N over `ref`; parents are accepted in order until Σ f >= alpha
     ([expansion.upstream] alpha_coverage) or max_parents; missing records are efetched when online,
@@ -406,7 +407,7 @@ def ripple(
     q = e_query_vector(store, cluster_id, vectors)
     members = member_pmids(store, cluster_id)
     resolver = _Resolver(cfg, store, eutils, vectors, embedder, q)
-    if not resolver.offline:  # memo 20/50: members' reference lists fetched when ripple asks for their parents
+    if not resolver.offline:  # members' reference lists fetched when ripple asks for their parents
         from ra_agent.ingest.pipeline import fetch_references
 
         fetch_references(cfg, store, members, eutils=eutils)

@@ -1,4 +1,4 @@
-"""Clustering feature space (memo 40 §2.1) and the vector maths of frozen centroids, tau_assign, dispersion."""
+"""Clustering feature space (docs/architecture.md) and the vector maths of frozen centroids, tau_assign, dispersion."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ NOISE = -1  # HDBSCAN's label for papers in no cluster
 
 # Vector families, named as in the vector store: E = title · abstract; p i c o m = PICO fields + study design.
 ABSTRACT_FAMILY = "E"
-PICO_FEATURE_FAMILIES = ("i", "c", "o", "m")  # memo 40 §2.1: [I ‖ C ‖ O ‖ StudyDesign]
-HET_FAMILIES = ("p", "i", "c", "o")  # memo 40 §7: het_numeric over P, I, C, O
+PICO_FEATURE_FAMILIES = ("i", "c", "o", "m")  # the PICO feature space: [I ‖ C ‖ O ‖ StudyDesign]
+HET_FAMILIES = ("p", "i", "c", "o")  # het_numeric over P, I, C, O
 PICO_SPACE = "|".join(PICO_FEATURE_FAMILIES)
 
 

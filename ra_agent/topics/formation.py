@@ -1,4 +1,4 @@
-"""First cluster formation (memo 40 §2): dimension reduction (UMAP or PCA), then HDBSCAN with sizes from n."""
+"""First cluster formation (docs/architecture.md): dimension reduction (UMAP or PCA), then HDBSCAN with sizes from n."""
 
 from __future__ import annotations
 
@@ -62,8 +62,8 @@ class Formation:
 def cluster_sizes(n: int, ccfg: ClusteringConfig, *, cap: int | None = None) -> Sizes:
     """HDBSCAN sizes for n papers: min_cluster_size = round(sqrt(n)) clamped to [min_cluster_size_floor, cap].
 
-    cap defaults to [clustering] min_cluster_size (memo 40's 30, reached at n = 900, so large corpora keep
-    the memo's values); min_samples keeps the memo's ratio min_samples / min_cluster_size (8 / 30), at least
+    cap defaults to [clustering] min_cluster_size (30, reached at n = 900, so large corpora keep
+    the fixed values); min_samples keeps the fixed ratio min_samples / min_cluster_size (8 / 30), at least
     min_samples_floor and at most min_samples. size_scaling = "fixed" uses the configured values as given.
     """
     cap = cap or ccfg.min_cluster_size
@@ -154,9 +154,9 @@ def hdbscan_labels(x: np.ndarray, ccfg: ClusteringConfig, sizes: Sizes) -> tuple
 
 
 def form_clusters(features: Features, cfg: Config, *, split: bool = False) -> Formation:
-    """Provisional clusters of `features` (memo 40 §2), sizes from the number of papers (`cluster_sizes`).
+    """Provisional clusters of `features`, sizes from the number of papers (`cluster_sizes`).
 
-    `split` caps min_cluster_size at split_min_cluster_size (memo 40 §5.3, re-clustering one cluster).
+    `split` caps min_cluster_size at split_min_cluster_size (re-clustering one cluster).
     """
     started = time.perf_counter()
     ccfg = cfg.clustering

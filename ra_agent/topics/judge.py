@@ -1,4 +1,4 @@
-"""The expansion boundary judge (memo 50): its prompt, its Action vocabulary and the checked verdict."""
+"""The expansion boundary judge (docs/architecture.md): its prompt, its Action vocabulary and the checked verdict."""
 
 from __future__ import annotations
 

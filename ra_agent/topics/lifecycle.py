@@ -1,4 +1,5 @@
-"""Cluster lifecycle (memo 40 §3-6): apply the audit, freeze, admit new papers by tau_assign, split, merge, drop."""
+"""Cluster lifecycle: apply the audit, freeze, admit new papers by tau_assign, split, merge, drop
+(docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -90,7 +91,7 @@ def apply_audit(
 
 
 def noise_intake(store: Store, formation: Formation, cfg: Config, *, reason: str) -> Assignment:
-    """Memo 40 §4 intake of formation noise: each noise paper joins its nearest frozen centroid within tau_assign.
+    """Intake of formation noise: each noise paper joins its nearest frozen centroid within tau_assign.
 
     The rest stay in the unassigned pool under `reason`. Centroids and tau_assign do not move.
     """
@@ -191,7 +192,7 @@ def assign_papers(store: Store, features: Features, cfg: Config, *, pool_reason:
 
 
 def admit_by_tau(store: Store, cfg: Config, vectors: Any, pmids: Iterable[int], *, pool_reason: str) -> Assignment:
-    """Memo 50 §1: papers accepted by expansion pass memo 40's intake like any new paper (`assign_papers`).
+    """Papers accepted by expansion pass the intake like any new paper (`assign_papers`).
 
     Features come from the vector store `vectors` (E, plus the PICO families when every paper has them,
     so PICO-space clusters are reachable); papers beyond every tau_assign go to the pool as `pool_reason`.

@@ -1,4 +1,4 @@
-"""Per-cluster metrics (memo 40 §7), the unstable trigger and the manifest table."""
+"""Per-cluster metrics (docs/handbooks.md lists them), the unstable trigger and the manifest table."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ MANIFEST_COLUMNS = ("cluster_id", "label", "size", "mean_year", "ers", "cvgr", "
 
 @dataclass(frozen=True)
 class ClusterMetrics:
-    """Memo 40 §7 metrics of one cluster (sr_overlap stays None until find_existing_sr computes it)."""
+    """The metrics of one cluster (sr_overlap stays None until find_existing_sr computes it)."""
 
     size: int
     cvgr: float
@@ -118,7 +118,7 @@ def split_threshold(features: Features, ccfg: ClusteringConfig) -> float:
 
     dispersion_split_ratio x the corpus dispersion (all `features` rows around their own centroid, the
     spread of the whole search in this space): a cluster nearly as spread as the search is not one topic.
-    The memo's absolute 0.70 was set for Qwen vectors and never fires with MiniLM, whose cluster dispersions
+    The absolute 0.70 was set for Qwen vectors and never fires with MiniLM, whose cluster dispersions
     are 0.1-0.35 (docs/architecture.md). dispersion_split_ratio = 0 uses the absolute dispersion_split.
     """
     if ccfg.dispersion_split_ratio <= 0 or len(features) < 2:
@@ -127,7 +127,7 @@ def split_threshold(features: Features, ccfg: ClusteringConfig) -> float:
 
 
 def is_unstable(metrics: ClusterMetrics, ccfg: ClusteringConfig, threshold: float | None = None) -> bool:
-    """Memo 40 §5.2: dispersion >= threshold (default dispersion_split) and size >= unstable_min_size."""
+    """Unstable: dispersion >= threshold (default dispersion_split) and size >= unstable_min_size."""
     limit = ccfg.dispersion_split if threshold is None else threshold
     return metrics.dispersion >= limit and metrics.size >= ccfg.unstable_min_size
 
@@ -192,7 +192,7 @@ def compute_metrics(
 
 
 def pico_centroid(features: Features, rows: np.ndarray) -> np.ndarray | None:
-    """Memo 40 §3 centroid_PICO: normalised mean [I ‖ C ‖ O ‖ design] of the member `rows` that have PICO vectors.
+    """centroid_PICO: normalised mean [I ‖ C ‖ O ‖ design] of the member `rows` that have PICO vectors.
 
     None without PICO families or with fewer than two such members; stored once (it is frozen like the
     E centroid) by `compute_metrics`, so it appears at the first refresh after run_pico.

@@ -1,4 +1,4 @@
-"""Organise stage (memo 40 intake): features from the active index, form or admit, metrics and the map."""
+"""Organise stage (docs/architecture.md): features from the active index, form or admit, metrics and the map."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def organise(
     cfg: Config, store: Store, *, auditor=None, goal_id: str | None = None, metrics: bool = True,
     progress: Callable[[int, int, str], None] | None = None,
 ) -> OrganiseResult:  # fmt: skip
-    """Memo 40 intake: form and freeze clusters the first time; afterwards admit new papers to the
+    """Intake: form and freeze clusters the first time; afterwards admit new papers to the
     frozen centroids (never moving them) and refresh every active cluster's metrics and the map.
 
     `metrics=False` leaves the refresh to `refresh_metrics` (the Dagster `clusters` asset, whose

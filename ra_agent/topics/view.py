@@ -111,7 +111,7 @@ def e_query_vector(store: Store, cluster_id: str, vectors: Any) -> QueryVector:
 
 
 def semantic_tau_start(cfg: Config, store: Store, cluster_id: str, q: QueryVector, vectors: Any) -> tuple[float, str]:
-    """memo_update §9: the cluster's own starting cosine, the P(tau_assign_percentile) edge of its members.
+    """The cluster's own starting cosine (tau_start_rule "p95"), the P(tau_assign_percentile) edge of its members.
 
     For an E-space cluster 1 - tau_assign, the edge frozen with its centroid; otherwise the cosine to the
     query vector that tau_assign_percentile % of the members reach now, rounded to 4 decimals; [expansion.semantic] tau_start when tau_start_rule is

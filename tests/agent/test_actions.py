@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from ra_agent.agent.actions import REGISTRY_SPECS, describe_tools, interpret_reply, registry_specs, validate_action
+from ra_agent.agent.actions import describe_tools, interpret_reply, validate_action
 from ra_agent.agent.handbook import parse_handbook
+from ra_agent.agent.registry import REGISTRY_SPECS, registry_specs
 from ra_agent.config import Config
 from ra_agent.llm.protocol import (
     ERROR_KINDS,

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from ra_agent.agent.actions import HEAVY_TOOLS
 from ra_agent.agent.handbook import load_handbook, parse_handbook
+from ra_agent.agent.registry import HEAVY_TOOLS
 from ra_agent.agent.success import METRIC_NAMES, HandbookError, normalise_metrics, parse_success
 
 HANDBOOKS = Path(__file__).resolve().parents[2] / "handbooks"

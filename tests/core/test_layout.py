@@ -23,6 +23,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("cli",),
 )
 RANK = {name: i for i, layer in enumerate(LAYERS) for name in layer}
+# evidence/ by concern: each folder imports only those before it (the package's __init__ may use any)
+EVIDENCE_FOLDERS = ("classes", "pico", "synthesis", "questions", "sr", "prisma", "reports")
 
 
 def module_name(path: Path) -> str:
@@ -35,20 +37,11 @@ def modules() -> dict[str, Path]:
 
 
 def imports_of(path: Path, name: str, known: set[str]) -> set[str]:
-    """ra_agent modules `path` imports anywhere (top level or inside functions)."""
+    """ra_agent modules `path` imports anywhere (top level, inside functions or under TYPE_CHECKING)."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = set()
     tree = ast.parse(path.read_text())
-    type_only = {
-        id(n)
-        for block in ast.walk(tree)
-        if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test)
-        for stmt in block.body
-        for n in ast.walk(stmt)
-    }
-    for node in ast.walk(tree):
-        if id(node) in type_only:  # annotations only: not an import at run time
-            continue
+    for node in ast.walk(tree):  # TYPE_CHECKING imports count: a circle of annotations is still a circle
         if isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
@@ -152,3 +145,33 @@ def test_the_dagster_layer_imports_only_public_names():
                     public = set(ast.literal_eval(stmt.value))
             wrong += [f"{where}: {a.name} is not in {node.module}.__all__" for a in node.names if a.name not in public]
     assert not wrong, "ra_assets reaches past the packages' public names:\n" + "\n".join(wrong)
+
+
+def evidence_folder(name: str) -> str | None:
+    parts = name.split(".")
+    return parts[2] if len(parts) > 2 and parts[1] == "evidence" else None
+
+
+def test_evidence_folders_import_only_the_folders_before_them():
+    unplaced = {f for m in modules() if (f := evidence_folder(m)) and f not in EVIDENCE_FOLDERS}
+    assert not unplaced, f"evidence folders missing from EVIDENCE_FOLDERS: {sorted(unplaced)}"
+    wrong = []
+    for src, targets in graph().items():
+        a = evidence_folder(src)
+        for dst in targets:
+            b = evidence_folder(dst)
+            if a and b and EVIDENCE_FOLDERS.index(b) > EVIDENCE_FOLDERS.index(a):
+                wrong.append(f"{src} imports {dst} ({a} comes before {b})")
+    assert not wrong, "evidence folders against their order:\n" + "\n".join(sorted(wrong))
+
+
+def test_the_question_model_is_a_leaf_of_its_folder():
+    model = "ra_agent.evidence.questions.model"
+    own = {m for m in graph()[model] if m.startswith("ra_agent.evidence.questions")}
+    assert not own, f"{model} imports its own folder: {sorted(own)}"
+
+
+def test_type_checking_imports_count_as_edges(tmp_path):
+    source = tmp_path / "mod.py"
+    source.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ra_agent.config import Config\n")
+    assert imports_of(source, "ra_agent.mod", {"ra_agent.config"}) == {"ra_agent.config"}

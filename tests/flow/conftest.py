@@ -51,7 +51,7 @@ def write_config(project: Path) -> Path:
         # the flow tests follow the gap path to its reports: under the older cluster-cosine coverage rule no demo
         # review reaches cosine 0.85 to a cluster (at the default 0.75 a 2002 review covers the reflux cluster and
         # the goal pivots; see tests/flow/test_evidence_acceptance.py for that path; under the default review-question
-        # rule the 2002-2003 reviews cover the demo's question: tests/sr/test_questions.py)
+        # rule the 2002-2003 reviews cover the demo's question: tests/evidence/questions/test_questions.py)
         '[sr]\nsr_cosine_threshold = 0.85\ncoverage_rule = "cosine"\n'
     )
     return path

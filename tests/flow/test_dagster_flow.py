@@ -11,7 +11,7 @@ import pytest
 from ra_agent.agent.goal import GoalStore
 from ra_agent.agent.runner import run_goal, start_goal
 from ra_agent.config import load_config
-from ra_agent.evidence.report_base import verify_citations
+from ra_agent.evidence.reports.common import verify_citations
 from ra_agent.llm.rules_brain import RulesBrain
 from ra_agent.workspace import open_store
 from ra_assets import local

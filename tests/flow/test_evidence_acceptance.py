@@ -8,9 +8,9 @@ from pathlib import Path
 from PIL import Image
 
 from ra_agent.agent.runner import run_goal, start_goal
-from ra_agent.evidence.checklist import PRISMA_2020
-from ra_agent.evidence.report_base import verify_citations
-from ra_agent.evidence.sr_search import load_sr_overlap
+from ra_agent.evidence.prisma.checklist import PRISMA_2020
+from ra_agent.evidence.reports.common import verify_citations
+from ra_agent.evidence.sr.overlap import load_sr_overlap
 from ra_agent.llm.rules_brain import RulesBrain
 from ra_agent.workspace import open_store
 

@@ -9,7 +9,7 @@ from ra_agent.agent.goal import GoalStore
 from ra_agent.agent.handbook import load_handbook
 from ra_agent.agent.runner import run_goal, start_goal
 from ra_agent.evidence.pico.extract import count_eligible, read_pico
-from ra_agent.evidence.report_base import cited_pmids, verify_citations
+from ra_agent.evidence.reports.common import cited_pmids, verify_citations
 from ra_agent.llm.rules_brain import RulesBrain
 from ra_agent.workspace import Workspace, open_store
 
@@ -38,7 +38,7 @@ def run(cfg, project: Path, brain=None, handbook: str = HANDBOOK):
 # 0.75 the 2002 systematic review PMID 11683686 covers the reflux cluster and the goal pivots; see
 # tests/flow/test_evidence_acceptance.py).
 # the gap path: the older cluster-cosine coverage rule, under which no demo review reaches 0.85 to a cluster (under
-# the review-question rule the 2002-2003 reviews cover the demo's question: tests/sr/test_questions.py)
+# the review-question rule the 2002-2003 reviews cover the demo's question: tests/evidence/questions/test_questions.py)
 UNCOVERED = {"sr": {"sr_cosine_threshold": 0.85, "coverage_rule": "cosine"}}
 
 

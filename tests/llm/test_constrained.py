@@ -10,9 +10,10 @@ import pytest
 from replay.ollama_server import OllamaReplayServer
 from replay.openai_server import OpenAIReplayServer
 
-from ra_agent.agent.actions import REGISTRY_SPECS, cycle_schema
+from ra_agent.agent.actions import cycle_schema
 from ra_agent.agent.cycle import run_cycle
 from ra_agent.agent.handbook import load_handbook
+from ra_agent.agent.registry import REGISTRY_SPECS
 from ra_agent.agent.runner import start_goal
 from ra_agent.llm.rules_brain import RulesBrain
 from ra_agent.llm.select import select_brain
@@ -259,8 +260,8 @@ def test_the_agent_cycle_run_records_how_the_brain_was_asked(demo_project, monke
 
 
 def test_alternative_pico_and_prisma_verdicts_are_constrained(demo, loopback):
-    from ra_agent.evidence.alternative import propose_alternative_pico
-    from ra_agent.evidence.prisma import prisma_check
+    from ra_agent.evidence.prisma.check import prisma_check
+    from ra_agent.evidence.sr.alternative import propose_alternative_pico
     from ra_agent.topics.view import member_pmids
 
     cfg = loopback.configure(demo)

@@ -191,8 +191,10 @@ def test_gemma_judges_a_trial_for_a_review_question(gemma, real_model_report):
     from demo_corpus import demo_papers
 
     from ra_agent.config import Config
-    from ra_agent.evidence.question_judge import LlmQuestionJudge, record_sentences
-    from ra_agent.evidence.questions import RULES, RulesJudge, Topic
+    from ra_agent.evidence.questions.judge import RulesJudge
+    from ra_agent.evidence.questions.llm_judge import LlmQuestionJudge, record_sentences
+    from ra_agent.evidence.questions.model import RULES
+    from ra_agent.evidence.questions.topic import Topic
 
     cfg = Config().with_overrides(llm=llm_settings(gemma))
     scope = demo_papers()[:300]

@@ -171,7 +171,7 @@ def _norm(text: str) -> str:
 
 
 def consistency_warnings(records: Iterable[PicoRecord], papers: Iterable[Paper] = ()) -> list[str]:
-    """Records with identical P/I/O but conflicting StudyDesign classes, flagged for manual audit (memo §4)."""
+    """Records with identical P/I/O but conflicting StudyDesign classes, flagged for manual audit."""
     titles = {p.pmid: p.title for p in papers}
     groups: dict[tuple[str, str, str], list[PicoRecord]] = defaultdict(list)
     for r in records:

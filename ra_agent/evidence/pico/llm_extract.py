@@ -22,9 +22,8 @@ from ra_agent.evidence.pico.extract import (
     default_extractor,
 )
 from ra_agent.evidence.pico.grounding import ground_fields
-from ra_agent.llm.base import BrainError, ReplySchema
-from ra_agent.llm.protocol import repair_messages
-from ra_agent.llm.structured import ChatBrain, ask_structured
+from ra_agent.llm.base import ReplySchema
+from ra_agent.llm.structured import ChatBrain, ask_json, is_rules_brain
 from ra_agent.models import Paper
 
 log = logging.getLogger(__name__)
@@ -152,20 +151,13 @@ class LlmExtractor:
         messages = self.messages(texts if texts is not None else [paper_prompt_text(p) for p in papers])
         wanted = [p.pmid for p in papers]
         self.sent += len(papers)
-        try:
-            asked = ask_structured(self.brain, messages, pico_schema(wanted))
-            self.calls.append(asked.figures())
-            log.info("PICO by %s for %d PMIDs: %s", self.name, len(wanted), asked.note())
-            reply = asked.text
-            items, error = parse_reply(reply)
-            if error:
-                log.warning("%s: PICO reply for %d PMIDs unusable (%s); asking once to fix the JSON", self.name,
-                            len(wanted), error)  # fmt: skip
-                messages = repair_messages(messages, reply, FIX_JSON_PROMPT)
-                reply = self.brain.chat(messages)
-                items, error = parse_reply(reply)
-        except BrainError as exc:
-            items, error = None, f"llm brain_error: {exc}"
+        asked = ask_json(self.brain, messages, parse_reply, pico_schema(wanted), fix=FIX_JSON_PROMPT, json_repair=False,
+                         label=f"PICO by {self.name} for {len(wanted)} PMIDs")  # fmt: skip
+        if asked.asked is not None:
+            self.calls.append(asked.asked.figures())
+        items, error = asked.value, asked.problem
+        if asked.error is not None:
+            items, error = None, f"llm brain_error: {asked.error}"
         if error or items is None:
             return self._fall_back(papers, error or "llm json_error")
         return [ground_record(r, p) for r, p in zip(validate_items(items, wanted, self.name), papers, strict=True)]
@@ -198,7 +190,7 @@ def paper_prompt_text(paper: Paper) -> str:
 def make_extractor(brain: ChatBrain | None, cfg: Config | None = None) -> Extractor:
     """The LLM extractor for an LLM brain; `[pico] extractor` (the learned tagger by default, or the rules) when
     there is none or it is the rules brain."""
-    if brain is None or brain.name.startswith("rules:"):
+    if brain is None or is_rules_brain(brain):  # (None is the rules too: spelled out for the type checker)
         return default_extractor(cfg)
     return LlmExtractor.from_config(brain, cfg) if cfg else LlmExtractor(brain)
 

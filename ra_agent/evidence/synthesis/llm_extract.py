@@ -37,6 +37,7 @@ from ra_agent.evidence.synthesis.extract import (
     time_points,
 )
 from ra_agent.llm.base import Brain, BrainError, ReplySchema
+from ra_agent.llm.structured import is_rules_brain
 from ra_agent.models import Paper
 
 log = logging.getLogger(__name__)
@@ -264,7 +265,7 @@ def _fallback(paper: Paper, reason: str, rejected: tuple[str, ...] = ()) -> Pape
 
 def uses_llm(brain: Brain | None) -> bool:
     """Whether `brain` is a language model (the rules brain is not)."""
-    return brain is not None and not brain.name.startswith("rules")
+    return not is_rules_brain(brain)
 
 
 def extract_all(

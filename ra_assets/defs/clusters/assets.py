@@ -26,7 +26,7 @@ def png_markdown(path: str, alt: str) -> dg.MetadataValue:
     code_version="1",
 )
 def clusters(context: dg.AssetExecutionContext, ra: RaConfigResource, store: StoreResource) -> dg.MaterializeResult:
-    """Topic clusters (memo 40): HDBSCAN over the active vectors, audited and labelled, frozen centroids,
+    """Topic clusters (docs/architecture.md): HDBSCAN over the active vectors, audited and labelled, frozen centroids,
     tau_assign = P95 of inner distances. Later runs admit new papers to the frozen centroids
     (or the unassigned pool) and never move a centroid."""
     cfg = ra.get_config()

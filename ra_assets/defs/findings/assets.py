@@ -90,8 +90,8 @@ def sr_overlap(
     """Overlap of one cluster with existing systematic reviews: a `systematic[sb]` search built from
     its label (the local corpus when offline), review titles embedded and compared with the frozen
     centroid; reviews at cosine ≥ [sr] sr_cosine_threshold cover the cluster, and overlap = share of
-    its eligible trials a covering review could have included (memo 70 §2.5)."""
-    from ra_agent.agent import load_prisma
+    its eligible trials a covering review could have included (docs/architecture.md, Evidence verdicts)."""
+    from ra_agent.evidence import load_prisma
 
     cfg = ra.get_config()
     with store.get_client() as db:
@@ -133,7 +133,7 @@ def cluster_expansion(
     brain: BrainResource,
     embedder: EmbedderResource,
 ) -> dg.MaterializeResult:
-    """Memo 50 expansion of one frozen cluster (partition `<cluster_id>.<semantic|ripple>`): the semantic
+    """Expansion of one frozen cluster (partition `<cluster_id>.<semantic|ripple>`): the semantic
     boundary loop over search candidates (τ from 0.60 down by 0.05, batches of 40 judged by the brain), or
     the citation ripple (parents to α = 0.25 coverage, then citers at τ_sem 0.45). Accepted papers join."""
     cfg = ra.get_config()

@@ -10,7 +10,7 @@ from ra_assets.resources import RaConfigResource, StoreResource
 def review_questions_well_formed(ra: RaConfigResource, store: StoreResource) -> dg.AssetCheckResult:
     """Every written review question (questions/clusters/*/questions.json) has a well-formed id, a known verdict,
     its dossier file, a reason for each trial, and trials and reviews that are papers of the store."""
-    from ra_agent.agent import question_file_problems
+    from ra_agent.evidence import question_file_problems
 
     with store.get_client() as db:
         seen, problems = question_file_problems(ra.get_config(), db)

@@ -124,7 +124,7 @@ def baseline_snapshot(
     context: dg.AssetExecutionContext, ra: RaConfigResource, store: StoreResource
 ) -> dg.MaterializeResult:
     """Weekly PubMed baseline/update files (`<data_dir>/baseline/*.xml.gz`) loaded into SQLite, plus a frozen
-    copy of the active embedding index under `artifacts/<week>/` (memo 30 §6).
+    copy of the active embedding index under `artifacts/<week>/` (docs/operations.md, Offline and baseline mode).
 
     This is the offline mirror the agent falls back to when the APIs fail 5 times in a row.
     """
