@@ -235,7 +235,6 @@ class SrConfig:
     sr_cosine_threshold: float = _knob(0.75, -1, 1)
     sr_overlap_pivot: float = _knob(0.60, 0, 1)
     update_after_trials: int = _knob(3, 1, 100000)  # review questions: trials since the covering review -> update
-    coverage_rule: str = _knob("question", choices=("question", "cosine"))  # what decides that a review covers
     sr_retmax: int = _knob(200, 1, 10000)
     alt_pico_terms: int = _knob(2, 1, 20)
     pico_batch_size: int = _knob(40, 1, 10000)

@@ -107,9 +107,12 @@ class CoveringReview:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CoveringReview:
-        """A covering review as find_existing_sr wrote it (its answer in <data_dir>/sr/<cluster_id>.json)."""
+        """A covering review as `as_dict` wrote it (by the review question's rules, or with find_existing_sr's
+        cosine)."""
+        cosine = float(data["cosine"]) if data.get("cosine") is not None else None
         return cls(int(data["pmid"]), data.get("year"), str(data.get("title", "")), str(data.get("basis", "")),
-                   [int(p) for p in data.get("trials_covered", [])], cosine=float(data["cosine"]))  # fmt: skip
+                   [int(p) for p in data.get("trials_covered", [])], why=str(data.get("why", "")),
+                   share=float(data.get("share", 0.0)), cosine=cosine)  # fmt: skip
 
 
 @dataclass
@@ -190,3 +193,26 @@ class ReviewQuestion:
             "not_answering": {str(k): v for k, v in self.not_answering.items()}, "verdict": self.verdict, "verdict_reason": self.verdict_reason,
             "judged_by": self.judged_by, "unchecked": self.unchecked, "metrics": self.metrics,
         }  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ReviewQuestion:
+        """A question as `as_dict` wrote it (questions.json); the metrics are computed again from its fields."""
+
+        def review(value: Any) -> CoveringReview | None:
+            return CoveringReview.from_dict(value) if value else None
+
+        return cls(
+            id=str(data["id"]), population=str(data["population"]), intervention=str(data["intervention"]),
+            comparator=str(data["comparator"]), outcomes=[str(o) for o in data.get("outcomes", [])],
+            trials={int(k): str(v) for k, v in data.get("trials", {}).items()},
+            years={int(k): v for k, v in data.get("years", {}).items()},
+            studies={str(k): [int(p) for p in v] for k, v in data.get("studies", {}).items()},
+            study_links={str(k): [str(x) for x in v] for k, v in data.get("study_links", {}).items()},
+            parent=data.get("parent"), in_scope=bool(data.get("in_scope", True)),
+            reviews=[CoveringReview.from_dict(r) for r in data.get("reviews", [])],
+            covering=review(data.get("covering")), newest=review(data.get("newest")),
+            trials_since=[int(p) for p in data.get("trials_since", [])],
+            not_answering={int(k): str(v) for k, v in data.get("not_answering", {}).items()},
+            verdict=str(data.get("verdict", "")), verdict_reason=str(data.get("verdict_reason", "")),
+            judged_by=str(data.get("judged_by", RULES)), unchecked=[str(u) for u in data.get("unchecked", [])],
+        )  # fmt: skip

@@ -1,5 +1,7 @@
-"""Findings assets: PICO per cluster, existing-SR overlap per cluster, and the goal reports."""
+"""Findings assets: PICO per cluster, existing-SR overlap per cluster, a handbook's review questions, and the goal
+reports."""
 
+import json
 import time
 from pathlib import Path
 
@@ -8,9 +10,9 @@ import dagster as dg
 from ra_agent.agent import run_expand, run_pico_stage, run_reports, run_sr_overlap
 from ra_agent.evidence import pico_code_version, synthesis_code_version
 from ra_assets.defs.clusters.assets import cluster_metrics, clusters
-from ra_assets.defs.ingest.assets import log_progress
+from ra_assets.defs.ingest.assets import log_progress, papers, references
 from ra_assets.meta import content_version, rate
-from ra_assets.partitions import cluster_partitions, expansion_partitions
+from ra_assets.partitions import cluster_partitions, expansion_partitions, handbook_partitions
 from ra_assets.resources import BrainResource, EmbedderResource, EutilsResource, RaConfigResource, StoreResource
 
 
@@ -151,41 +153,73 @@ def cluster_expansion(
 
 
 @dg.asset(
-    deps=[clusters, sr_overlap],
-    partitions_def=cluster_partitions,
+    deps=[papers, references],
+    partitions_def=handbook_partitions,
     group_name="findings",
-    kinds={"python"},
-    code_version="1",
+    kinds={"python", "json", "markdown"},
+    code_version="2",
+    check_specs=[
+        dg.AssetCheckSpec(
+            "review_questions_well_formed",
+            asset="review_questions",
+            description="The handbook's questions folder as this run wrote it: every question has a well-formed id, "
+            "a known verdict, its dossier file, a reason for each report, studies made of its reports, reports and "
+            "reviews that are papers of the store, and no dossier of a question the set does not hold.",
+        )
+    ],
 )
-def review_questions(
-    context: dg.AssetExecutionContext, ra: RaConfigResource, store: StoreResource
-) -> dg.MaterializeResult:
-    """The review questions of one cluster (P x I(class) x C) under the topic of the goal working on it (its
-    handbook's seed query): each question's eligible trials with reasons, the reviews whose own question
-    encompasses it, the trials since the newest, and its verdict; one dossier per question under
-    `questions/clusters/<cluster_id>/` (evidence.questions rules)."""
-    from ra_agent.agent import cluster_questions
+def review_questions(context: dg.AssetExecutionContext, ra: RaConfigResource, store: StoreResource):
+    """A handbook's review questions over the whole corpus (partition: the handbook's key), computed once and read
+    by everything else: each question's studies (reports of one trial grouped) with why each counts, the reviews
+    whose own question encompasses it, the trials since the newest, and its verdict. Written to
+    `questions/<handbook key>/` (questions.json and one dossier per question), the same numbers `ra questions`
+    prints, the goal's tools and Success read and the dossiers and SR drafts show (docs/review_questions.md)."""
+    from ra_agent.agent import load_question_set, questions_root, registered_handbook
+    from ra_agent.evidence import question_set_problems, set_table
 
     cfg = ra.get_config()
     with store.get_client() as db:
-        found = cluster_questions(cfg, db, context.partition_key)
-    context.log.info("cluster %s: %d review questions%s", context.partition_key, len(found.questions),
-                     f" ({found.reason})" if found.reason else "")  # fmt: skip
-    return dg.MaterializeResult(
+        qset = load_question_set(cfg, db, registered_handbook(cfg, context.partition_key))
+        folder = questions_root(cfg) / qset.key
+        seen, problems = question_set_problems(folder, db)
+    top = qset.topic_question
+    context.log.info(f"{qset.key}: {len(qset.questions)} review questions; topic's question {top.verdict}")
+    yield dg.MaterializeResult(
         metadata={
-            "questions": len(found.questions),
-            "topic": found.topic.describe() if found.topic else "",
-            "reason": found.reason,
-            "verdicts": dg.MetadataValue.json({q.id: q.verdict for q in found.questions}),
+            "handbook": qset.handbook,
+            "topic": qset.topic,
+            "scope": dg.MetadataValue.md("\n".join(f"- {line}" for line in qset.scope) or "_nothing stated_"),
+            "judged_by": qset.judged_by,
+            "records_judged": len(qset.eligibility),
+            "eligible_reports": qset.eligible_reports,
+            "reviews_checked": qset.reviews_checked,
+            "questions": len(qset.questions),
+            "reason": qset.reason,
+            "table": dg.MetadataValue.md(set_table(qset)),
             "per_question": dg.MetadataValue.json(
                 [
-                    {"id": q.id, "pico": q.pico, **q.metrics, "verdict": q.verdict, "why": q.verdict_reason}
-                    for q in found.questions
+                    {
+                        "id": q.id,
+                        "question": q.in_words,
+                        "in_scope": q.in_scope,
+                        "studies": len(q.studies),
+                        "reports": len(q.trials),
+                        "verdict": q.verdict,
+                        "covering": q.covering.pmid if q.covering else None,
+                        "trials_since": len(q.trials_since),
+                    }
+                    for q in qset.questions
                 ]
             ),
-            "table": dg.MetadataValue.md(found.table()),
-            "path": str(found.path or ""),
-        }  # fmt: skip
+            "path": dg.MetadataValue.path(str(folder)),
+        },  # fmt: skip
+        data_version=content_version([json.dumps([q.as_dict() for q in qset.questions], sort_keys=True, default=str)]),
+    )
+    yield dg.AssetCheckResult(
+        check_name="review_questions_well_formed",
+        passed=not problems,
+        metadata={"questions": seen, "problems": len(problems), "first": "; ".join(problems[:5])},
+        description=f"{seen} questions read, {len(problems)} problems",
     )
 
 
@@ -197,7 +231,7 @@ def review_questions(
 )
 def reports(context: dg.AssetExecutionContext, ra: RaConfigResource, store: StoreResource) -> dg.MaterializeResult:
     """Gap dossiers and SR drafts (Markdown under `reports/<goal_id>/`, PRISMA flow diagram beside each draft) for
-    every goal whose clusters met its handbook's Success; every cited PMID exists in the store. An SR draft's
+    every goal whose review questions met its handbook's Success; every cited PMID exists in the store. An SR draft's
     comparisons (each with its condition and whether it answers the goal's review question), pooled estimates
     (with I²) and forest plots (paths, and Markdown images) are listed in the metadata."""
     from ra_agent.agent import workspace_relative
