@@ -34,10 +34,11 @@ def error_line(exc: BaseException) -> tuple[int, str]:
     """(exit code, one-line message) for an exception reaching the command line."""
     from ra_agent.agent.goal import GoalStateError
     from ra_agent.agent.success import HandbookError
+    from ra_agent.evidence.questions.question_set import QuestionSetError
     from ra_agent.ingest.http import ApiError, ApiRequestError
 
     text = " ".join(str(exc).split())
-    if isinstance(exc, ConfigError | CliError | InputError | HandbookError | GoalStateError):
+    if isinstance(exc, ConfigError | CliError | InputError | HandbookError | GoalStateError | QuestionSetError):
         return EXIT_BAD_INPUT, text
     if isinstance(exc, ApiRequestError):  # the service refused this request (e.g. a malformed query)
         return EXIT_BAD_INPUT, text
@@ -271,13 +272,7 @@ def _run_goals(cfg: Config, store: Store, goal_id: str, brain, max_cycles: int |
         for h in state.events("alternative_proposed"):
             print(f"  spawned goal {h['new_goal']}: {h.get('new_PICO', '')!r} ({h.get('handbook', '')})")
         for h in state.events("report_written"):
-            same = (
-                " (the same verdict as the goal that spawned it: its report)"
-                if h.get("same_as_ancestor")
-                else " (the same verdict on the same question: one dossier)"
-                if h.get("same_question")
-                else ""
-            )
+            same = " (the same verdict on the same question: one report)" if h.get("same_question") else ""
             print(f"wrote {cfg.data_dir / h['path']}{same}")
 
 
@@ -387,30 +382,36 @@ def _resume(cfg: Config, store: Store, goals, args: argparse.Namespace, removed:
 
 
 def cmd_questions(args: argparse.Namespace) -> int:
-    from ra_agent.agent.questions import handbook_questions, handbook_topic
-    from ra_agent.evidence.questions.dossier import questions_dir, write_dossiers
+    """`ra questions HANDBOOK`: the handbook's questions as its set holds them (computed when the corpus, the handbook
+    or the [sr] knobs changed since), with the folder of its questions.json and dossiers."""
+    from ra_agent.agent.questions import handbook_topic, load_question_set, questions_root
 
     cfg = _config(args)
     handbook = resolve_handbook(args.handbook, args.config)  # a name as `ra run` takes it, or a path
     check_handbook(cfg, handbook)
     handbook_topic(handbook)  # a handbook without a seed query is refused before the store opens
-    from ra_agent.evidence.questions.llm_judge import question_judge_for
-
-    judge = question_judge_for(cfg)  # an LLM checks the rules' answers when one answers ([llm] judge_max_calls)
     with _store(cfg) as store:
-        topic, questions, judged, papers = handbook_questions(cfg, store, handbook, judge=judge)
-    print(f"judged by: {judge.name}")
-    eligible = sum(j.eligible for j in judged.values())
-    print(f"topic: {topic.describe()}; {len(papers)} papers, {eligible} eligible trials, {len(questions)} questions")
-    if not eligible:
-        print("no record is an eligible trial for this topic (see the handbook's Seed_query); nothing to judge")
-    for q in questions:
-        indent = "  " if q.parent else ""
-        print(f"{indent}{q.id}  {q.pico}  trials {len(q.trials)}  -> {q.verdict}: {q.verdict_reason}")
-    if args.write:
-        paths = write_dossiers(cfg, questions_dir(cfg, handbook), topic, questions, papers)
-        print(f"wrote {len(paths)} dossiers and questions.json to {questions_dir(cfg, handbook)}")
+        qset = load_question_set(cfg, store, handbook)
+    print(f"judged by: {qset.judged_by}")
+    print(f"topic: {qset.topic}; {qset.state.records} papers, {qset.eligible_reports} eligible reports, "
+          f"{len(qset.questions)} questions")  # fmt: skip
+    if qset.reason:
+        print(qset.reason)
+    for line in question_lines(qset):
+        print(line)
+    print(f"questions.json and one dossier per question: {questions_root(cfg) / qset.key}")
     return 0
+
+
+def question_lines(qset) -> list[str]:
+    """One line per question, as `ra questions` prints it: id, the question in words, studies and reports, verdict."""
+    lines = []
+    for q in qset.questions:
+        indent = "  " if q.parent else ""
+        scope = "" if q.in_scope else " [outside the handbook's scope]"
+        lines.append(f"{indent}{q.id}  {q.in_words}{scope}  studies {len(q.studies)}, reports {len(q.trials)}  "
+                     f"-> {q.verdict}: {q.verdict_reason}")  # fmt: skip
+    return lines
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -494,9 +495,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("action", choices=("serve", "stop"))
     p.add_argument("--n-ctx", type=int, default=8192, help="the model's context in tokens (default 8192)")
     p.add_argument("--port", type=int, help="port on 127.0.0.1 (default: a free one)")
-    p = add("questions", cmd_questions, "a handbook's review questions over the corpus: trials, coverage, verdicts")
+    p = add(
+        "questions",
+        cmd_questions,
+        "a handbook's review questions over the corpus: studies, coverage, verdicts "
+        "(kept with one dossier per question in <data_dir>/questions/)",
+    )
     p.add_argument("handbook", help="a handbook name from handbooks/ (as ra run takes) or a path")
-    p.add_argument("--write", action="store_true", help="write one dossier per question and questions.json")
     p = add("demo", cmd_demo, "the main job: run a handbook end to end on the bundled demo corpus")
     p.add_argument("--handbook", default="seek_gap_ppi_gerd", help="a handbook name (as ra run takes) or a path")
     return parser
@@ -551,12 +556,18 @@ def status_lines(cfg: Config, store: Store) -> list[str]:
     lines.append(f"clusters: {counts.get('active', 0)} active, {sum(counts.values())} in all; {pool} unassigned{share}")
     states = GoalStore(cfg.data_dir, store).states()
     lines.append(f"goals: {len(states)}")
+    from ra_agent.agent.goal_questions import goal_answer
+
     for state in states:
         last = state.history[-1] if state.history else {}
         lines.append(f"  {state.goal_id} {state.primary_goal:<10} {state.status:<14} cycle {state.cycle:<3} "
                      f"brain {state.brain or '-'} | last: {last.get('event', '-')} | {state.handbook_path}")  # fmt: skip
-        if not state.is_active and state.stop_reason():
-            lines.append(f"    reason: {state.stop_reason()}")
+        if state.question_id and state.is_active:
+            lines.append(f"    working on question {state.question_id}")
+        if not state.is_active:
+            lines.append(f"    answer: {goal_answer(cfg, state)}")
+            if state.stop_reason():
+                lines.append(f"    reason: {state.stop_reason()}")
         if state.parent_goal:
             lines.append(f"    spawned by {state.parent_goal} (depth {state.spawn_depth})")
         for h in state.events("report_written"):

@@ -6,7 +6,13 @@ from ra_agent.agent.goal import GoalStore
 from ra_agent.agent.guards import pause_requested
 from ra_agent.agent.handbook import HandbookError
 from ra_agent.agent.loopguard import GoalLock, GoalLocked
-from ra_agent.agent.questions import cluster_questions
+from ra_agent.agent.questions import (
+    current_question_set,
+    load_question_set,
+    questions_root,
+    register_handbook,
+    registered_handbook,
+)
 from ra_agent.agent.reporting import record_goal_playbook, report_verdict, workspace_relative
 from ra_agent.agent.runner import mark_crashed, spawned_goals, start_goal, written_reports
 from ra_agent.agent.stages import (
@@ -25,11 +31,15 @@ __all__ = [
     "HandbookError",
     "StageRequest",
     "closing_block",
-    "cluster_questions",
+    "current_question_set",
     "goal_outcome",
+    "load_question_set",
     "mark_crashed",
     "pause_requested",
+    "questions_root",
     "record_goal_playbook",
+    "register_handbook",
+    "registered_handbook",
     "report_gist",
     "report_verdict",
     "run_cycle",

@@ -1,16 +1,23 @@
-"""What a demo ends with: each goal's outcome, the reports to read with their subject and verdict, the UI to open."""
+"""What a demo ends with: each goal's answer in plain words, the reports to read with their subject and verdict, the
+UI to open. The tool-call trace stays in the logs."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from ra_agent.agent.goal import GoalState
+from ra_agent.agent.goal_questions import goal_answer
 from ra_agent.agent.reporting import report_verdict
+from ra_agent.config import Config
+
+FINISHED = ("stopped",)  # a goal that ended on its own: its answer is all the line says
 
 
-def goal_outcome(state: GoalState) -> str:
-    """One goal in one line: its id, primary goal, status and why it stopped."""
-    return f"goal {state.goal_id} ({state.primary_goal}, {state.status}): {state.stop_reason() or '-'}"
+def goal_outcome(cfg: Config, state: GoalState) -> str:
+    """One goal in one line: its id, primary goal and its answer in plain words (`goal_answer`: "gap found: ...",
+    "covered by ...", "no question with enough trials"); a goal that did not end on its own says its status too."""
+    status = "" if state.status in FINISHED else f" [{state.status}: {state.stop_reason() or 'no reason recorded'}]"
+    return f"goal {state.goal_id} ({state.primary_goal}): {goal_answer(cfg, state)}{status}"
 
 
 def report_gist(path: Path) -> str:
