@@ -396,6 +396,7 @@ def eligibility(paper: Paper, topic: Topic) -> Eligibility:
         if not comparators:
             return Eligibility(pmid, False, f"compares with {comparator_of(paper, agents, topic)}, not "
                                             f"{' or '.join(topic.comparator)}")  # fmt: skip
-    tested = ", ".join(f"{a.word} ({a.cls})" for a in agents[:3])
+    members = [a for a in agents if not classes_named(a.word)]  # the class's own name is no agent: named once
+    tested = ", ".join(f"{a.word} ({a.cls})" for a in members[:3]) or " or ".join(dict.fromkeys(a.cls for a in agents))
     reason = f"randomised ({design}); in humans with {'; '.join(found)}; tests {tested}; vs {' and '.join(comparators)}"
     return Eligibility(pmid, True, reason, tuple(agents), comparators[0], comparators=tuple(comparators))
