@@ -3,6 +3,7 @@ eligible for the topic, the question's reports and studies), and the flow diagra
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,8 +50,10 @@ class PrismaFlow:
 
 
 def _reason_head(reason: str) -> str:
-    """A reason's first clause ("not randomised", "no trial of the topic's population"), for counting."""
-    return reason.split(";")[0].split(" (")[0].strip()[:80]
+    """A reason's first clause ("not randomised", "no trial of the topic's population"), for counting: at most 80
+    characters cut at a word, a PMID it names left out (the flow cites no record)."""
+    head = re.sub(r"\s*\bPMIDs?\s*:?\s*\d+", "", reason.split(";")[0].split(" (")[0]).strip()
+    return head if len(head) <= 80 else head[:80].rsplit(" ", 1)[0] + "…"
 
 
 def prisma_flow(qset: QuestionSet, question: ReviewQuestion) -> PrismaFlow:
