@@ -23,7 +23,7 @@ import psutil
 from ra_agent.agent.actions import cycle_schema, interpret_reply, validate_action
 from ra_agent.agent.cyclelog import CycleLog, CycleRecord, truncate_middle
 from ra_agent.agent.goal import GoalState, GoalStore
-from ra_agent.agent.goal_questions import questions_request, successful_questions
+from ra_agent.agent.goal_questions import questions_request, seed_searched, successful_questions
 from ra_agent.agent.guards import check_guards
 from ra_agent.agent.handbook import load_handbook, recorded_handbook
 from ra_agent.agent.loopguard import ERROR_EVENTS, ended_line, error_streak, rejections, repeated_noop, state_digest
@@ -123,7 +123,7 @@ def _check_success(cfg: Config, store: Store, state: GoalState, handbook, observ
     if observation is None:
         refresh_owned(store, state)
         observation = observe(cfg, store, state, handbook)
-    winners = successful_questions(handbook, observation.get("questions") or [])
+    winners = successful_questions(handbook, observation.get("questions") or [], cfg.sr.min_eligible_trials)
     if len(winners) < handbook.stop_after:
         return []
     state.success_questions = winners[: max(handbook.stop_after, 1)]
@@ -193,7 +193,8 @@ def _cycle(cfg, store, goals, state, brain, embedder_factory) -> CycleOutcome:
     if no_papers:
         state.set_status("stopped", reason=no_papers)
         event = "stopped"
-    elif not requests and observation.get("questions_note") == "stale":  # the brain decides on current questions
+    elif not requests and observation.get("questions_note") == "stale" and seed_searched(state, handbook):
+        # the brain decides on the questions as they stand: judged again first when the corpus changed since
         requests = questions_request(cfg, handbook, "the corpus, the handbook or the [sr] knobs changed since the "
                                      "questions were judged")  # fmt: skip
         event = "waiting_questions"

@@ -41,6 +41,14 @@ def questions_request(cfg: Config, handbook: Handbook, reason: str) -> list[Stag
     return [StageRequest("questions", register_handbook(cfg, handbook.path), reason)]
 
 
+def seed_searched(state: GoalState, handbook: Handbook) -> bool:
+    """Whether the goal has searched its handbook's seed query: its questions are judged over what that brought in,
+    so the cycle waits for them only from then on."""
+    seed = " ".join((handbook.seed_query or "").lower().split())
+    return any(" ".join(str((h.get("args") or {}).get("query", "")).lower().split()) == seed
+               for h in state.events("tool_call") if h.get("tool") == "search_pubmed")  # fmt: skip
+
+
 def goal_question_set(
     cfg: Config, store: Store, state: GoalState, handbook: Handbook
 ) -> tuple[QuestionSet | None, str]:
@@ -115,22 +123,22 @@ def question_metrics(entry: dict[str, Any]) -> dict[str, Any]:
     return {k: entry.get(k) for k in SUCCESS_KEYS}
 
 
-def successful_questions(handbook: Handbook, questions: list[dict[str, Any]]) -> list[str]:
-    """The in-scope questions that meet Success, in the set's order; never a question whose verdict is "too few
-    trials" (whatever the expression says, such a question answers nothing)."""
-    return [q["question_id"] for q in questions if q["in_scope"] and q["verdict"] != "too few trials"
-            and handbook.success_met(question_metrics(q))]  # fmt: skip
+def successful_questions(handbook: Handbook, questions: list[dict[str, Any]], min_trials: int) -> list[str]:
+    """The in-scope questions that meet Success, in the set's order; never one with fewer studies than [sr]
+    min_eligible_trials (whatever the expression says: "too few trials" for a review, covered or not)."""
+    return [q["question_id"] for q in questions if q["in_scope"] and q["studies"] >= min_trials
+            and q["verdict"] != "too few trials" and handbook.success_met(question_metrics(q))]  # fmt: skip
 
 
 def goal_answer(cfg: Config, state: GoalState) -> str:
     """The goal's answer in plain words (the closing block, `ra status`): each question that met Success
     (`plain_verdict`), else the covered questions it pivoted from, else "no question with enough trials" when no
     in-scope question has them, else why it stopped."""
-    from ra_agent.agent.questions import questions_root
-    from ra_agent.evidence.questions.question_set import QuestionSetError, question_set_key, read_question_set
+    from ra_agent.agent.questions import handbook_key, questions_root
+    from ra_agent.evidence.questions.question_set import QuestionSetError, read_question_set
 
     try:
-        qset = read_question_set(questions_root(cfg), question_set_key(goal_handbook_path(cfg, state)))
+        qset = read_question_set(questions_root(cfg), handbook_key(cfg, goal_handbook_path(cfg, state)))
     except QuestionSetError:
         qset = None
     if qset is None:

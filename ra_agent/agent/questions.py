@@ -31,8 +31,10 @@ from ra_agent.evidence.questions.question_set import (
     QuestionSet,
     QuestionSetError,
     corpus_state,
+    handbook_identity,
     question_set_key,
     read_question_set,
+    rules_version,
     write_question_set,
 )
 from ra_agent.evidence.questions.reviews import is_review
@@ -74,15 +76,21 @@ def questions_root(cfg: Config) -> Path:
     return Workspace.of(cfg).root / "questions"
 
 
+def handbook_key(cfg: Config, handbook_path: str | Path) -> str:
+    """A handbook's key: its set's folder name and its review_questions partition (`question_set_key`, by its path
+    relative to the project root when inside it)."""
+    return question_set_key(handbook_path, cfg.root)
+
+
 def register_handbook(cfg: Config, handbook_path: str | Path) -> str:
-    """The handbook's key (`question_set_key`), noted with its resolved path in questions/handbooks.json."""
-    path = Path(handbook_path).resolve()
-    key = question_set_key(path)
+    """The handbook's key (`handbook_key`), noted with its identity (`handbook_identity`) in questions/handbooks.json."""
+    key = handbook_key(cfg, handbook_path)
+    identity = handbook_identity(handbook_path, cfg.root)
     registry = questions_root(cfg) / REGISTRY
     with exclusive_lock(questions_root(cfg) / f".{REGISTRY}.lock"):
         known = _registry(registry)
-        if known.get(key) != str(path):
-            atomic_write(registry, json.dumps({**known, key: str(path)}, indent=1, sort_keys=True) + "\n")
+        if known.get(key) != identity:
+            atomic_write(registry, json.dumps({**known, key: identity}, indent=1, sort_keys=True) + "\n")
     return key
 
 
@@ -100,19 +108,20 @@ def _registry(path: Path) -> dict[str, str]:
 def registered_handbook(cfg: Config, key: str) -> Path:
     """The handbook a key was registered for; QuestionSetError when none was (or its file is gone)."""
     registry = questions_root(cfg) / REGISTRY
-    path = _registry(registry).get(key)
-    if path is None:
+    identity = _registry(registry).get(key)
+    if identity is None:
         raise QuestionSetError(f"{registry}: {key}: no handbook registered under this key (ra questions HANDBOOK, "
                                "or a goal of that handbook, registers it)")  # fmt: skip
-    if not Path(path).is_file():
+    path = Path(cfg.root) / identity  # an absolute identity stays as it is
+    if not path.is_file():
         raise QuestionSetError(f"{registry}: {key}: the handbook {path} is gone")
-    return Path(path)
+    return path
 
 
 def question_knobs(cfg: Config) -> dict:
-    """What a verdict depends on beside the corpus and the handbook: the [sr] knobs and who judges."""
+    """What a verdict depends on beside the corpus and the handbook: the rules' code, the [sr] knobs and who judges."""
     llm = cfg.llm
-    return {"sr": dataclasses.asdict(cfg.sr),
+    return {"rules": rules_version(), "sr": dataclasses.asdict(cfg.sr),
             "judge": {"brain": llm.brain, "backend": llm.backend, "model": llm.model,
                       "judge_max_calls": llm.judge_max_calls}}  # fmt: skip
 
@@ -128,7 +137,7 @@ def current_question_set(cfg: Config, store: Store, handbook_path: str | Path) -
     """The stored set of a handbook when it was judged on the corpus, handbook and knobs as they are now; None
     when there is none or it is stale (nothing is computed)."""
     path = Path(handbook_path).resolve()
-    stored = read_question_set(questions_root(cfg), question_set_key(path))
+    stored = read_question_set(questions_root(cfg), handbook_key(cfg, path))
     return stored if stored is not None and stored.state == _state(cfg, store, path) else None
 
 
@@ -164,7 +173,7 @@ def load_question_set(
     reason = "" if eligible else f"no record of the {len(papers)} in the store is an eligible trial for the topic " \
                                  f"({topic.describe()}); see the handbook's Seed_query"  # fmt: skip
     qset = QuestionSet(
-        handbook=str(path), key=key, topic=topic.describe(), seed_query=topic.seed_query,
+        handbook=handbook_identity(path, cfg.root), key=key, topic=topic.describe(), seed_query=topic.seed_query,
         scope=[s.line() for s in scope.statements if s.rule],
         scope_not_applied=[s.words for s in scope.statements if not s.rule],
         judged_by="; ".join(sorted({q.judged_by for q in questions})) or judge.name, questions=questions,

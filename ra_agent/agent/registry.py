@@ -9,8 +9,10 @@ from ra_agent.agent.goal import QUESTION_ID_RE, SAFE_ID_RE
 from ra_agent.config import Config
 from ra_agent.llm.protocol import ArgSpec, ToolSpec
 
-_CLUSTER_ID = ArgSpec("str", required=True, pattern=SAFE_ID_RE, description="a cluster id")
-_QUESTION_ID = ArgSpec("str", required=True, pattern=QUESTION_ID_RE, description="a review question's id")
+_CLUSTER_ID = ArgSpec("str", required=True, pattern=SAFE_ID_RE, description="a cluster id (letters, digits, _ or -)")
+_QUESTION_ID = ArgSpec(
+    "str", required=True, pattern=QUESTION_ID_RE, description="a review question's id (q- and 10 hex digits)"
+)
 
 
 def registry_specs(cfg: Config | None = None) -> dict[str, ToolSpec]:

@@ -12,8 +12,9 @@ from ra_agent.evidence.pico.extract import PicoFileError, pico_code_version, rea
 from ra_agent.evidence.prisma.store import load_prisma
 from ra_agent.evidence.questions.dossier import set_table
 from ra_agent.evidence.questions.question_set import QuestionSetError, question_set_problems
+from ra_agent.evidence.questions.question_set import rules_version as questions_code_version
 from ra_agent.evidence.synthesis import synthesis_code_version
 from ra_agent.evidence.synthesis.report import drafts_synthesis
 
 __all__ = ["PicoFileError", "QuestionSetError", "drafts_synthesis", "load_prisma", "pico_code_version", "publication_kinds",
-           "question_set_problems", "read_pico", "set_table", "synthesis_code_version"]  # fmt: skip
+           "question_set_problems", "questions_code_version", "read_pico", "set_table", "synthesis_code_version"]  # fmt: skip

@@ -160,7 +160,7 @@ def short_dossier(question: ReviewQuestion, parent: ReviewQuestion) -> str:
     """The dossier of a narrower question with its parent's answer (`same_as_parent`): a pointer to the parent's."""
     return (f"# Review question: {question.in_words}\n\n{plain_verdict(question)[:1].upper()}"
             f"{plain_verdict(question)[1:]}.\n\n- Question id: {question.id}\n- PICO: {question.pico}\n"
-            f"- **Verdict: {question.verdict}.** {question.verdict_reason}\n"
+            f"- **Verdict: {question.verdict}.** {question.verdict_reason}\n- Counts: {studies_words(question)}\n"
             f"- Same verdict on the same review and the same studies as its parent question: see "
             f"[{parent.id}]({parent.id}.md)\n")  # fmt: skip
 

@@ -2,7 +2,7 @@
 the eligibility of every record judged, and the corpus state and handbook they were judged on.
 
 On disk a set is the folder <data_dir>/questions/<key>/ (`question_set_key`: the handbook's file stem and a hash of
-its resolved path, so a copy of a handbook elsewhere never shares a folder): questions.json and one dossier per
+its path, relative to the project root when inside it, so a copy of a handbook elsewhere never shares a folder): questions.json and one dossier per
 question (<question id>.md). `write_question_set` writes the folder as one unit (a temporary folder swapped in by
 renames under a lock): no dossier of a question that no longer exists survives, and an interrupted write leaves the
 previous folder whole. `read_question_set` reads it back. Who computes a set, and when a stored one is still current,
@@ -21,6 +21,7 @@ import tempfile
 import uuid
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -40,14 +41,38 @@ class QuestionSetError(ValueError):
     """A handbook whose questions cannot be kept (an unsafe file name), or a question id the set does not hold."""
 
 
-def question_set_key(handbook_path: str | Path) -> str:
-    """The folder name of a handbook's questions: "<file stem>-<first 8 hex of sha1(resolved path)>"; a stem that is
-    not a safe folder name (letters, digits, '.', '_', '-', starting with a letter or digit) is refused."""
+def handbook_identity(handbook_path: str | Path, root: str | Path | None = None) -> str:
+    """A handbook's identity: its path relative to the project `root` when inside it (a copied or moved project
+    keeps its questions), else its resolved absolute path; POSIX separators."""
+    path = Path(handbook_path).resolve()
+    if root is not None:
+        try:
+            return path.relative_to(Path(root).resolve()).as_posix()
+        except ValueError:
+            pass
+    return path.as_posix()
+
+
+def question_set_key(handbook_path: str | Path, root: str | Path | None = None) -> str:
+    """The folder name of a handbook's questions: "<file stem>-<first 8 hex of sha1(`handbook_identity`)>", so a copy
+    of a handbook in another folder has its own; a stem that is not a safe folder name (letters, digits, '.', '_',
+    '-', starting with a letter or digit) is refused."""
     path = Path(handbook_path).resolve()
     if not SAFE_STEM.fullmatch(path.stem):
         raise QuestionSetError(f"{handbook_path}: file name: {path.stem!r} is not a safe folder name for its "
                                "questions (letters, digits, '.', '_' or '-', starting with a letter or digit)")  # fmt: skip
-    return f"{path.stem}-{hashlib.sha1(str(path).encode()).hexdigest()[:8]}"
+    return f"{path.stem}-{hashlib.sha1(handbook_identity(path, root).encode()).hexdigest()[:8]}"
+
+
+@cache
+def rules_version() -> str:
+    """A digest of the code that judges questions (evidence/questions and the class table of evidence/classes): a
+    set stored by other rules is judged again, and the review_questions asset's code version changes with it."""
+    here = Path(__file__).resolve().parent
+    digest = hashlib.sha1()
+    for path in sorted([*here.glob("*.py"), *(here.parent / "classes").glob("*.py")]):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return f"questions@{digest.hexdigest()[:12]}"
 
 
 @dataclass(frozen=True)
@@ -79,7 +104,7 @@ class QuestionSet:
     `questions[0]` is the topic's own question; `eligibility` maps each judged record's PMID to {"eligible",
     "reason"}; `reason` says why no question has a trial ("" when one has)."""
 
-    handbook: str  # the handbook's resolved path
+    handbook: str  # the handbook's identity (`handbook_identity`: relative to the project root when inside it)
     key: str
     topic: str  # the topic in words (`Topic.describe`)
     seed_query: str

@@ -8,7 +8,7 @@ from pathlib import Path
 import dagster as dg
 
 from ra_agent.agent import run_expand, run_pico_stage, run_reports, run_sr_overlap
-from ra_agent.evidence import pico_code_version, synthesis_code_version
+from ra_agent.evidence import pico_code_version, questions_code_version, synthesis_code_version
 from ra_assets.defs.clusters.assets import cluster_metrics, clusters
 from ra_assets.defs.ingest.assets import log_progress, papers, references
 from ra_assets.meta import content_version, rate
@@ -157,7 +157,7 @@ def cluster_expansion(
     partitions_def=handbook_partitions,
     group_name="findings",
     kinds={"python", "json", "markdown"},
-    code_version="2",
+    code_version=questions_code_version(),  # the rules that judge questions: a change shows the sets stale
     check_specs=[
         dg.AssetCheckSpec(
             "review_questions_well_formed",
