@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
+from datetime import date
 from pathlib import Path
 
 from ra_agent.config import Config, ConfigError, default_config_path, load_config
@@ -392,6 +393,14 @@ def cmd_questions(args: argparse.Namespace) -> int:
     handbook_topic(handbook)  # a handbook without a seed query is refused before the store opens
     with _store(cfg) as store:
         qset = load_question_set(cfg, store, handbook)
+    if args.changes or args.since:  # living evidence: what changed, from the handbook's history
+        from ra_agent.agent.living import changes_lines
+
+        lines, problems = changes_lines(cfg, qset, args.since)
+        for problem in problems:  # an unreadable line of the history: named, skipped, kept
+            print(f"ra: {problem}", file=sys.stderr)
+        print("\n".join(lines))
+        return 0
     print(f"judged by: {qset.judged_by}")
     print(f"topic: {qset.topic}; {qset.state.records} papers, {qset.eligible_reports} eligible reports, "
           f"{len(qset.questions)} questions")  # fmt: skip
@@ -502,6 +511,10 @@ def build_parser() -> argparse.ArgumentParser:
         "(kept with one dossier per question in <data_dir>/questions/)",
     )
     p.add_argument("handbook", help="a handbook name from handbooks/ (as ra run takes) or a path")
+    p.add_argument("--changes", action="store_true", help="what changed since the evaluation before (its history)")
+    p.add_argument(
+        "--since", type=date.fromisoformat, help="every evaluation's changes on or after this date (YYYY-MM-DD)"
+    )
     p = add("demo", cmd_demo, "the main job: run a handbook end to end on the bundled demo corpus")
     p.add_argument("--handbook", default="seek_gap_ppi_gerd", help="a handbook name (as ra run takes) or a path")
     return parser

@@ -291,6 +291,13 @@ class AnnConfig:
     seed: int = _knob(0, 0, 2**32 - 1)
 
 
+@dataclass(frozen=True)
+class LivingConfig:
+    webhook_url: str = _knob("", schemes=WEB_SCHEMES)  # POSTed the changes (JSON) after an evaluation that changed
+    webhook_command: str = _knob("")  # run with the changes (Markdown) on its standard input
+    webhook_timeout_s: float = _knob(10.0, 0.1, 600)
+
+
 STOP_RULES = ("buscar_ranked", "buscar", "recall_estimate", "consecutive_excludes", "none")
 SCREEN_STRATEGIES = ("max", "max_explore", "uncertainty", "random")  # `ra screen` query strategies
 
@@ -363,6 +370,7 @@ class Config:
     mindkb: MindKbConfig = field(default_factory=MindKbConfig)
     ann: AnnConfig = field(default_factory=AnnConfig)
     screen: ScreenConfig = field(default_factory=ScreenConfig)
+    living: LivingConfig = field(default_factory=LivingConfig)
     secrets: Secrets = field(default_factory=Secrets)
     source: str = "<defaults>"
     root: str = "."

@@ -22,6 +22,7 @@ from pathlib import Path
 from ra_agent.agent.handbook import load_handbook
 from ra_agent.agent.success import HandbookError
 from ra_agent.config import Config
+from ra_agent.evidence.living.keep import CHANGES_FILE, announce, keep_evaluation
 from ra_agent.evidence.questions.build import questions_for_topic
 from ra_agent.evidence.questions.corpus import all_papers, references
 from ra_agent.evidence.questions.dossier import set_dossiers
@@ -181,7 +182,10 @@ def load_question_set(
         computed_ts=datetime.now(UTC).isoformat(timespec="seconds"), reason=reason, topic_terms=topic.terms(),
         reviews_checked=len(reviews),
     )  # fmt: skip
-    folder = write_question_set(questions_root(cfg), qset, set_dossiers(qset, {p.pmid: p for p in papers}))
+    changes = keep_evaluation(questions_root(cfg), qset)  # in its history before the set is written (living evidence)
+    dossiers = {**set_dossiers(qset, {p.pmid: p for p in papers}), CHANGES_FILE: changes.markdown()}
+    folder = write_question_set(questions_root(cfg), qset, dossiers)
+    announce(cfg.living, changes)
     log.info("questions of %s: %d questions, %d eligible reports, written to %s in %.1f s", path.name, len(questions),
              eligible, folder, time.monotonic() - started)  # fmt: skip
     return qset
