@@ -5,6 +5,7 @@ from ra_agent.agent.cycle import run_cycle
 from ra_agent.agent.goal import GoalStore
 from ra_agent.agent.guards import pause_requested
 from ra_agent.agent.handbook import HandbookError
+from ra_agent.agent.living import set_changes
 from ra_agent.agent.loopguard import GoalLock, GoalLocked
 from ra_agent.agent.questions import (
     current_question_set,
@@ -47,6 +48,7 @@ __all__ = [
     "run_pico_stage",
     "run_reports",
     "run_sr_overlap",
+    "set_changes",
     "spawned_goals",
     "start_goal",
     "switch_index",

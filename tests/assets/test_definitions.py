@@ -22,6 +22,7 @@ RUN_CHECKS = {
     ("pubmed_search", "search_complete"),
     ("pico_extractions", "pico_jsonl_valid"),
     ("review_questions", "review_questions_well_formed"),
+    ("review_questions", "verdicts_unchanged"),
 }
 
 

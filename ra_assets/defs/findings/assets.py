@@ -10,7 +10,7 @@ import dagster as dg
 from ra_agent.agent import run_expand, run_pico_stage, run_reports, run_sr_overlap
 from ra_agent.evidence import pico_code_version, questions_code_version, synthesis_code_version
 from ra_assets.defs.clusters.assets import cluster_metrics, clusters
-from ra_assets.defs.ingest.assets import log_progress, papers, references
+from ra_assets.defs.ingest.assets import baseline_snapshot, log_progress, papers, pubmed_search, references
 from ra_assets.meta import content_version, rate
 from ra_assets.partitions import cluster_partitions, expansion_partitions, handbook_partitions
 from ra_assets.resources import BrainResource, EmbedderResource, EutilsResource, RaConfigResource, StoreResource
@@ -152,12 +152,29 @@ def cluster_expansion(
     )
 
 
+# Living evidence: a handbook's questions are judged again when records arrive (an import, a search, the weekly
+# baseline), by Dagster's automation (review_questions_automation below); eager() without its newly_missing (a new
+# handbook's partition is judged by the goal that adds it) and without any_deps_missing (most weekly partitions of
+# baseline_snapshot are never materialised).
+RECORDS_ARRIVED = (
+    dg.AutomationCondition.any_deps_updated().since_last_handled()
+    & ~dg.AutomationCondition.any_deps_in_progress()
+    & ~dg.AutomationCondition.in_progress()
+).with_label("records arrived")
+
+
 @dg.asset(
-    deps=[papers, references],
+    deps=[
+        papers,
+        references,
+        dg.AssetDep(pubmed_search, partition_mapping=dg.AllPartitionMapping()),
+        dg.AssetDep(baseline_snapshot, partition_mapping=dg.AllPartitionMapping()),
+    ],
     partitions_def=handbook_partitions,
     group_name="findings",
     kinds={"python", "json", "markdown"},
     code_version=questions_code_version(),  # the rules that judge questions: a change shows the sets stale
+    automation_condition=RECORDS_ARRIVED,
     check_specs=[
         dg.AssetCheckSpec(
             "review_questions_well_formed",
@@ -165,7 +182,15 @@ def cluster_expansion(
             description="The handbook's questions folder as this run wrote it: every question has a well-formed id, "
             "a known verdict, its dossier file, a reason for each report, studies made of its reports, reports and "
             "reviews that are papers of the store, and no dossier of a question the set does not hold.",
-        )
+        ),
+        dg.AssetCheckSpec(
+            "verdicts_unchanged",
+            asset="review_questions",
+            description="Living evidence: warns when this run judged the handbook's questions again and a verdict "
+            "changed since the evaluation before (gap -> covered, covered -> update warranted, a new question, ...); "
+            "the changes in words are in its metadata and in changes.md beside the dossiers "
+            "(docs/living_evidence.md).",
+        ),
     ],
 )
 def review_questions(context: dg.AssetExecutionContext, ra: RaConfigResource, store: StoreResource):
@@ -174,12 +199,14 @@ def review_questions(context: dg.AssetExecutionContext, ra: RaConfigResource, st
     whose own question encompasses it, the trials since the newest, and its verdict. Written to
     `questions/<handbook key>/` (questions.json and one dossier per question), the same numbers `ra questions`
     prints, the goal's tools and Success read and the dossiers and SR drafts show (docs/review_questions.md)."""
-    from ra_agent.agent import load_question_set, questions_root, registered_handbook
+    from ra_agent.agent import current_question_set, load_question_set, questions_root, registered_handbook
     from ra_agent.evidence import question_set_problems, set_table
 
     cfg = ra.get_config()
     with store.get_client() as db:
-        qset = load_question_set(cfg, db, registered_handbook(cfg, context.partition_key))
+        handbook = registered_handbook(cfg, context.partition_key)
+        judged_now = current_question_set(cfg, db, handbook) is None  # else the stored set is read as it is
+        qset = load_question_set(cfg, db, handbook)
         folder = questions_root(cfg) / qset.key
         seen, problems = question_set_problems(folder, db)
     top = qset.topic_question
@@ -212,6 +239,7 @@ def review_questions(context: dg.AssetExecutionContext, ra: RaConfigResource, st
                 ]
             ),
             "path": dg.MetadataValue.path(str(folder)),
+            "changes": dg.MetadataValue.path(str(folder / "changes.md")),
         },  # fmt: skip
         data_version=content_version([json.dumps([q.as_dict() for q in qset.questions], sort_keys=True, default=str)]),
     )
@@ -220,6 +248,35 @@ def review_questions(context: dg.AssetExecutionContext, ra: RaConfigResource, st
         passed=not problems,
         metadata={"questions": seen, "problems": len(problems), "first": "; ".join(problems[:5])},
         description=f"{seen} questions read, {len(problems)} problems",
+    )
+    yield verdicts_check(cfg, qset, judged_now)
+
+
+def verdicts_check(cfg, qset, judged_now: bool) -> dg.AssetCheckResult:
+    """The verdicts_unchanged result: WARN (passed=False) when the evaluation this run made changed a verdict."""
+    from ra_agent.agent import set_changes
+
+    changes, unreadable = set_changes(cfg, qset)
+    meta = {"unreadable_history_lines": dg.MetadataValue.md("\n".join(f"- {p}" for p in unreadable) or "_none_")}
+    if not judged_now or changes is None:
+        why = "nothing re-judged: the corpus, handbook and knobs are as at its last evaluation"
+        return dg.AssetCheckResult(check_name="verdicts_unchanged", passed=True, metadata={**meta, "summary": why},
+                                   description=why, severity=dg.AssetCheckSeverity.WARN)  # fmt: skip
+    transitions = changes.transitions
+    return dg.AssetCheckResult(
+        check_name="verdicts_unchanged",
+        passed=not transitions,
+        severity=dg.AssetCheckSeverity.WARN,
+        description=changes.summary(),
+        metadata={
+            **meta,
+            "summary": changes.summary(),
+            "transitions": len(transitions),
+            "changes": dg.MetadataValue.md(changes.markdown()),
+            "per_question": dg.MetadataValue.json([c.as_dict() for c in changes.questions]),
+            "evaluated": changes.after.evaluated_ts,
+            "compared_with": changes.before.evaluated_ts if changes.before else "",
+        },
     )
 
 
@@ -281,3 +338,14 @@ def mind_kb(context: dg.AssetExecutionContext, ra: RaConfigResource, store: Stor
             "top_playbooks": dg.MetadataValue.md("\n".join(lines) or "_none yet_"),
         }
     )
+
+
+review_questions_automation = dg.AutomationConditionSensorDefinition(
+    "review_questions_automation",
+    target=dg.AssetSelection.assets(review_questions),
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    minimum_interval_seconds=60,
+    description="Living evidence: evaluates review_questions' 'records arrived' condition (Dagster's default "
+    "automation sensor starts stopped): a new papers, references, pubmed_search or baseline_snapshot "
+    "materialisation re-judges every handbook's questions (docs/living_evidence.md).",
+)
