@@ -60,7 +60,7 @@ class QuestionState:
     @classmethod
     def of(cls, q: ReviewQuestion) -> QuestionState:
         return cls(q.id, q.in_words, q.verdict, q.in_scope, {s: list(r) for s, r in q.studies.items()},
-                   [_review(r) for r in q.reviews], _review(q.covering), _review(q.newest),
+                   [{"pmid": r.pmid, "year": r.year, "title": r.title} for r in q.reviews], _review(q.covering), _review(q.newest),
                    list(q.trials_since))  # fmt: skip
 
     def as_dict(self) -> dict[str, Any]:
