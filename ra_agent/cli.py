@@ -387,7 +387,7 @@ def _resume(cfg: Config, store: Store, goals, args: argparse.Namespace, removed:
 
 
 def cmd_questions(args: argparse.Namespace) -> int:
-    from ra_agent.agent.questions import handbook_questions, handbook_topic
+    from ra_agent.agent.questions import draw_map, handbook_questions, handbook_topic, question_map
     from ra_agent.evidence.questions.dossier import questions_dir, write_dossiers
 
     cfg = _config(args)
@@ -399,6 +399,7 @@ def cmd_questions(args: argparse.Namespace) -> int:
     judge = question_judge_for(cfg)  # an LLM checks the rules' answers when one answers ([llm] judge_max_calls)
     with _store(cfg) as store:
         topic, questions, judged, papers = handbook_questions(cfg, store, handbook, judge=judge)
+        gap_map = question_map(store, questions, papers) if args.map else None
     print(f"judged by: {judge.name}")
     eligible = sum(j.eligible for j in judged.values())
     print(f"topic: {topic.describe()}; {len(papers)} papers, {eligible} eligible trials, {len(questions)} questions")
@@ -408,8 +409,11 @@ def cmd_questions(args: argparse.Namespace) -> int:
         indent = "  " if q.parent else ""
         print(f"{indent}{q.id}  {q.pico}  trials {len(q.trials)}  -> {q.verdict}: {q.verdict_reason}")
     if args.write:
-        paths = write_dossiers(cfg, questions_dir(cfg, handbook), topic, questions, papers)
+        paths = write_dossiers(cfg, questions_dir(cfg, handbook), topic, questions, papers, gap_map=gap_map)
         print(f"wrote {len(paths)} dossiers and questions.json to {questions_dir(cfg, handbook)}")
+    if gap_map is not None:
+        drawn = draw_map(cfg, gap_map, questions_dir(cfg, handbook))
+        print(drawn.statement or f"evidence-gap map:\n  {drawn.png}\n  {drawn.html}")
     return 0
 
 
@@ -497,6 +501,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("questions", cmd_questions, "a handbook's review questions over the corpus: trials, coverage, verdicts")
     p.add_argument("handbook", help="a handbook name from handbooks/ (as ra run takes) or a path")
     p.add_argument("--write", action="store_true", help="write one dossier per question and questions.json")
+    p.add_argument(
+        "--map", action="store_true", help="draw the evidence-gap map: gap_map.png and an offline gap_map.html"
+    )
     p = add("demo", cmd_demo, "the main job: run a handbook end to end on the bundled demo corpus")
     p.add_argument("--handbook", default="seek_gap_ppi_gerd", help="a handbook name (as ra run takes) or a path")
     return parser

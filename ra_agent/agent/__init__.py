@@ -17,6 +17,7 @@ from ra_agent.agent.stages import (
     run_sr_overlap,
     switch_index,
 )
+from ra_agent.evidence.questions.gap_map_draw import map_preview
 
 __all__ = [
     "GoalLock",
@@ -27,6 +28,7 @@ __all__ = [
     "closing_block",
     "cluster_questions",
     "goal_outcome",
+    "map_preview",
     "mark_crashed",
     "pause_requested",
     "record_goal_playbook",

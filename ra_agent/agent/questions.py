@@ -5,12 +5,14 @@ the local corpus (`ra questions`) and the questions of the goal working on a clu
 `handbook_questions` builds the questions over every paper of the store (the goal's corpus) with the reference
 lists the store holds for the reviews, and assesses their coverage (`evidence.questions.dossier.write_dossiers`
 writes them). `goal_topic` finds the topic of the goal working on a cluster (find_existing_sr and the
-`review_questions` asset judge by it); `cluster_questions` writes that cluster's dossiers.
+`review_questions` asset judge by it); `cluster_questions` writes that cluster's dossiers. `question_map` draws the
+evidence-gap map of a set of questions (`evidence.questions.gap_map`) with the corpus's date.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,11 +22,14 @@ from ra_agent.config import Config
 from ra_agent.evidence.questions.build import questions_for_topic
 from ra_agent.evidence.questions.corpus import all_papers, references, topic_reviews
 from ra_agent.evidence.questions.dossier import write_dossiers
+from ra_agent.evidence.questions.gap_map import GapMap, build_gap_map
+from ra_agent.evidence.questions.gap_map_draw import MapFiles, write_gap_map
 from ra_agent.evidence.questions.judge import QuestionJudge
 from ra_agent.evidence.questions.model import ReviewQuestion
 from ra_agent.evidence.questions.reviews import is_review
 from ra_agent.evidence.questions.scope import Scope, read_scope
 from ra_agent.evidence.questions.topic import Topic, TopicError
+from ra_agent.models import Paper
 from ra_agent.store.db import Store
 from ra_agent.workspace import Workspace
 
@@ -64,6 +69,25 @@ def handbook_questions(cfg: Config, store: Store, handbook_path: str | Path, jud
     return topic, questions, judged, {p.pmid: p for p in papers}
 
 
+def corpus_date(store: Store) -> str:
+    """The date of the corpus: the day (UTC) its newest import, search or baseline batch was stored."""
+    newest = max((int(b["created_ts"]) for b in store.batches()), default=0)
+    return time.strftime("%Y-%m-%d", time.gmtime(newest)) if newest else "an undated corpus"
+
+
+def question_map(store: Store, questions: list[ReviewQuestion], papers: dict[int, Paper]) -> GapMap:
+    """The evidence-gap map of `questions` (`papers`: the corpus by PMID, for the studies' titles), dated by the
+    store's newest batch."""
+    titles = {pmid: papers[pmid].title for q in questions for pmid in q.trials if pmid in papers}
+    return build_gap_map(questions, titles, corpus_date(store), records=len(papers))
+
+
+def draw_map(cfg: Config, gap_map: GapMap, folder: Path) -> MapFiles:
+    """gap_map.png and gap_map.html in `folder` (the map's script kept in the workspace's cache), or the empty map's
+    statement."""
+    return write_gap_map(gap_map, folder, Workspace.of(cfg).cache_dir)
+
+
 def goal_topic(cfg: Config, store: Store, cluster_id: str):
     """The review-question topic (`evidence.questions.topic.Topic`) of the goal working on `cluster_id` (its focus, or
     the newest goal that called a tool on it), from that goal's handbook seed query; None when no goal with a
@@ -92,6 +116,7 @@ class ClusterQuestions:
     questions: list[ReviewQuestion]
     reason: str  # why there are none, else ""
     path: Path | None = None
+    map_files: MapFiles | None = None  # the evidence-gap map drawn beside the dossiers
 
     def table(self) -> str:
         """A Markdown table of the questions (asset metadata)."""
@@ -123,5 +148,7 @@ def cluster_questions(cfg: Config, store: Store, cluster_id: str) -> ClusterQues
         reason = f"no member is an eligible trial for the goal's topic ({topic.describe()})"
         return ClusterQuestions(cluster_id, topic, [], reason)
     folder = Workspace.of(cfg).root / "questions" / "clusters" / cluster_id
-    write_dossiers(cfg, folder, topic, questions, {p.pmid: p for p in pool})
-    return ClusterQuestions(cluster_id, topic, questions, "", folder)
+    by_pmid = {p.pmid: p for p in pool}
+    gap_map = question_map(store, questions, by_pmid)
+    write_dossiers(cfg, folder, topic, questions, by_pmid, gap_map=gap_map)
+    return ClusterQuestions(cluster_id, topic, questions, "", folder, draw_map(cfg, gap_map, folder))

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from ra_agent.config import Config
+from ra_agent.evidence.questions.gap_map import GapMap, map_link
 from ra_agent.evidence.questions.model import RULES, VERDICTS, ReviewQuestion
 from ra_agent.evidence.questions.topic import Topic
 from ra_agent.fileio import atomic_write
@@ -74,8 +75,11 @@ def dossier_markdown(question: ReviewQuestion, papers: dict[int, Paper], topic: 
     return "\n".join(lines)
 
 
-def write_dossiers(cfg: Config, folder: Path, topic: Topic, questions, papers) -> list[Path]:
-    """questions.json and one dossier per question in `folder` (a narrower question like its parent refers to it)."""
+def write_dossiers(
+    cfg: Config, folder: Path, topic: Topic, questions, papers, gap_map: GapMap | None = None
+) -> list[Path]:
+    """questions.json and one dossier per question in `folder` (a narrower question like its parent refers to it);
+    with `gap_map` (drawn into the same folder), each dossier ends with its cell on the map (`gap_map.map_link`)."""
     folder.mkdir(parents=True, exist_ok=True)
     by_id = {q.id: q for q in questions}
     written = []
@@ -88,7 +92,8 @@ def write_dossiers(cfg: Config, folder: Path, topic: Topic, questions, papers) -
                     f"- Same verdict on the same review as its parent question: see [{parent.id}]({parent.id}.md)\n")  # fmt: skip
         else:
             text = dossier_markdown(question, papers, topic)
-        atomic_write(path, text)
+        link = map_link(gap_map, question.id) if gap_map else None
+        atomic_write(path, f"{text.rstrip()}\n\n{link.markdown}" if link else text)
         written.append(path)
     judged_by = "; ".join(sorted({q.judged_by for q in questions})) or RULES  # the rules, or an LLM judge by name
     payload = {"topic": topic.describe(), "judged_by": judged_by, "questions": [q.as_dict() for q in questions]}

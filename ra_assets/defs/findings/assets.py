@@ -164,7 +164,7 @@ def review_questions(
     handbook's seed query): each question's eligible trials with reasons, the reviews whose own question
     encompasses it, the trials since the newest, and its verdict; one dossier per question under
     `questions/clusters/<cluster_id>/` (evidence.questions rules)."""
-    from ra_agent.agent import cluster_questions
+    from ra_agent.agent import cluster_questions, map_preview
 
     cfg = ra.get_config()
     with store.get_client() as db:
@@ -185,8 +185,17 @@ def review_questions(
             ),
             "table": dg.MetadataValue.md(found.table()),
             "path": str(found.path or ""),
+            **_gap_map_metadata(found.map_files, map_preview),
         }  # fmt: skip
     )
+
+
+def _gap_map_metadata(files, preview) -> dict:
+    """The evidence-gap map in the UI: the picture (Markdown) and the path of the offline HTML."""
+    if files is None:
+        return {}
+    html = {"gap_map_html": dg.MetadataValue.path(str(files.html))} if files.html else {}
+    return {"gap_map": dg.MetadataValue.md(preview(files)), **html}
 
 
 @dg.asset(
