@@ -244,10 +244,11 @@ def map_spec(gap_map: GapMap) -> dict[str, Any]:
                 title="scope",
                 sort=[IN_SCOPE, OUT_OF_SCOPE],
                 scale=alt.Scale(domain=[IN_SCOPE, OUT_OF_SCOPE], range=[0.85, 0.25]),
-            ),  # fmt: skip
+            ),
             strokeWidth=alt.condition(pick, alt.value(4), alt.value(0)),  # type: ignore[arg-type]
         )
         .add_params(pick)
+        .properties(name="cells")  # its marks are the group "cells_0_marks" in the page
     )
     counts = base.mark_text(fontWeight="bold", fontSize=12).encode(text="studies:Q")
     years = base.mark_text(dy=29, fontSize=9, color="#333333").encode(text="review_label:N")
