@@ -19,6 +19,7 @@ log = logging.getLogger(__name__)
 
 # matplotlib marks in points²: the cell with most studies, the least a study gets, below which its count sits beside
 MAX_AREA, MIN_AREA, SMALL_AREA = 1400.0, 40.0, 160.0
+LEGEND_WIDTH = 2.6  # inches
 STUDIES_IN_TOOLTIP = 12
 LIST_WIDTH, LINE_HEIGHT = 1100, 18  # the list of a picked cell's studies and reviews (pixels)
 IN_SCOPE = "in the handbook's scope"
@@ -79,27 +80,33 @@ def draw_png(gap_map: GapMap, path: Path, dpi: int = 110) -> None:
     from matplotlib.figure import Figure
 
     rows, columns = len(gap_map.rows), len(gap_map.columns)
-    fig = Figure(figsize=(3.0 + 1.35 * columns + 3.0, max(4.0, 2.4 + 0.62 * rows)), dpi=dpi)
-    grid = fig.add_gridspec(1, 2, width_ratios=(3.0 + 1.35 * columns, 3.0), wspace=0.02)
+    # Margins in inches from the longest row label and the title's lines: laid out once, drawn once (no tight bbox)
+    left = 0.5 + 0.065 * max(len(line) for r in gap_map.rows for line in _row_label(gap_map, r).splitlines())
+    width = left + max(4.2, 1.35 * columns) + LEGEND_WIDTH
+    title = textwrap.wrap(gap_map.title, int((width - left) * 72 / 7.5))
+    subtitle = textwrap.wrap(gap_map.subtitle, int((width - left) * 72 / 4.6))
+    top = 0.2 + (10 + 15 * len(title) + 11 * len(subtitle)) / 72
+    height = top + 0.9 + max(2.9, 0.62 * rows + 0.6)  # at least the legends' height
+    fig = Figure(figsize=(width, height), dpi=dpi)
+    grid = fig.add_gridspec(1, 2, width_ratios=(width - left - LEGEND_WIDTH, LEGEND_WIDTH), wspace=0.02,
+                            left=left / width, right=1 - 0.05 / width, top=1 - top / height, bottom=0.9 / height)  # fmt: skip
     ax, legend = fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[0, 1])
     _png_marks(ax, gap_map)
     _png_axes(ax, gap_map)
     _png_legends(legend, max(c.studies for c in gap_map.cells))
-    subtitle = textwrap.wrap(gap_map.subtitle, 150)
-    for i, line in enumerate(reversed(subtitle)):
-        ax.annotate(line, (0, 1), xycoords="axes fraction", xytext=(0, 8 + 11 * i), textcoords="offset points",
-                    fontsize=8, color="#444444")  # fmt: skip
-    ax.annotate(gap_map.title, (0, 1), xycoords="axes fraction", xytext=(0, 14 + 11 * len(subtitle)),
-                textcoords="offset points", fontsize=12, weight="bold")  # fmt: skip
+    lines = [(line, 12, "bold", "black") for line in title] + [(line, 8, "normal", "#444444") for line in subtitle]
+    above = 0.0
+    for text, size, weight, colour in reversed(lines):  # from the axes' top up, the subtitle's last line first
+        ax.annotate(text, (0, 1), xycoords="axes fraction", xytext=(0, 6 + above), textcoords="offset points",
+                    fontsize=size, weight=weight, color=colour)  # fmt: skip
+        above += size + 3
     partial = path.with_name(f".{path.name}.tmp")
     with partial.open("wb") as fh:
-        fig.savefig(fh, format="png", bbox_inches="tight")
+        fig.savefig(fh, format="png")
     partial.replace(path)
 
 
 def _png_marks(ax, gap_map: GapMap) -> None:
-    from matplotlib.patheffects import withStroke
-
     columns = {c.label: i for i, c in enumerate(gap_map.columns)}
     rows = {r: i for i, r in enumerate(gap_map.rows)}
     most = max(c.studies for c in gap_map.cells)
@@ -110,23 +117,36 @@ def _png_marks(ax, gap_map: GapMap) -> None:
                        s=[_area(c.studies, most) for c in cells],
                        facecolors=[c.colour for c in cells] if in_scope else "none", edgecolors=[c.colour for c in cells], alpha=0.85, linewidths=1.0 if in_scope else 1.6,
                        linestyles="-" if in_scope else "--", zorder=2)  # fmt: skip
-    halo = [withStroke(linewidth=3, foreground="white")]
     for cell in gap_map.cells:
         x, y = columns[cell.column], rows[cell.row]
         beside = _area(cell.studies, most) < SMALL_AREA  # too small to hold its number
+        on_fill = cell.in_scope and not beside  # white on the verdict's colour, else dark
         ax.text(x + (0.09 if beside else 0), y, str(cell.studies), ha="left" if beside else "center", va="center",
-                fontsize=9, weight="bold", path_effects=halo, zorder=3)  # fmt: skip
+                fontsize=9, weight="bold", color="white" if on_fill else "#222222", zorder=3)  # fmt: skip
         if cell.review_label:
-            ax.text(x, y + 0.36, cell.review_label, ha="center", va="center", fontsize=7, color="#333333")
+            ax.annotate(
+                cell.review_label,
+                (x, y),
+                xytext=(0, -(MAX_AREA**0.5) / 2 - 6),
+                textcoords="offset points",
+                ha="center",
+                va="center",
+                fontsize=7,
+                color="#333333",
+            )  # under the largest mark
+
+
+def _row_label(gap_map: GapMap, row: str) -> str:
+    return textwrap.fill(gap_map.row_label(row), 34)
 
 
 def _png_axes(ax, gap_map: GapMap) -> None:
     """Comparators under the grid, grouped by kind over it; interventions down the side, narrower ones dotted."""
     rows, columns = len(gap_map.rows), len(gap_map.columns)
     ax.set_xticks(range(columns), [textwrap.fill(c.shown, 16) for c in gap_map.columns], fontsize=8)
-    ax.set_yticks(range(rows), [textwrap.fill(gap_map.row_label(r), 34) for r in gap_map.rows], fontsize=8)
+    ax.set_yticks(range(rows), [_row_label(gap_map, r) for r in gap_map.rows], fontsize=8)
     ax.set_xlim(-0.6, columns - 0.4)
-    ax.set_ylim(rows - 0.45, -1.0)
+    ax.set_ylim(rows - 0.2, -1.0)  # room under the last row for its review years
     ax.tick_params(length=0)
     ax.grid(True, color="#eeeeee", zorder=0)
     for side in ("top", "right", "left", "bottom"):
