@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import base64
 import logging
+import math
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ra_agent.evidence.questions.gap_map import FILES, OUT_OF_SCOPE, VERDICT_COLOURS, GapMap, MapCell
+from ra_agent.evidence.questions.gap_map import FILES, OUT_OF_SCOPE, VERDICT_COLOURS, Column, GapMap, MapCell
 from ra_agent.fileio import atomic_write
 
 log = logging.getLogger(__name__)
@@ -20,6 +21,7 @@ log = logging.getLogger(__name__)
 # matplotlib marks in points²: the cell with most studies, the least a study gets, below which its count sits beside
 MAX_AREA, MIN_AREA, SMALL_AREA = 1400.0, 40.0, 160.0
 LEGEND_WIDTH = 2.6  # inches
+HTML_MAX_AREA = 2200  # pixels² of the HTML's largest mark
 STUDIES_IN_TOOLTIP = 12
 LIST_WIDTH, LINE_HEIGHT = 1100, 18  # the list of a picked cell's studies and reviews (pixels)
 IN_SCOPE = "in the handbook's scope"
@@ -183,21 +185,30 @@ def _png_legends(ax, most: int) -> None:
 # ============================================================================ HTML (Vega-Altair)
 
 
-def _cell_record(gap_map: GapMap, cell: MapCell) -> dict[str, Any]:
+def _column_label(column: Column) -> str:
+    """A column's header in lines ("|" splits them): the comparator, then its kind in brackets when it differs."""
+    kind = textwrap.wrap(f"({column.kind})", 20) if column.kind != column.shown else []
+    return "|".join([*textwrap.wrap(column.shown, 20), *kind])
+
+
+def _cell_record(gap_map: GapMap, cell: MapCell, most: int) -> dict[str, Any]:
     column = gap_map.column_of(cell.column)
+    radius = (HTML_MAX_AREA * cell.studies / max(most, 1) / math.pi) ** 0.5  # pixels, as Vega-Lite sizes the mark
+    beside = radius < 11  # too small to hold its number: the count sits right of it
     shown = ", ".join(f"{s.pmid} ({s.year or 'n.d.'})" for s in cell.study_list[:STUDIES_IN_TOOLTIP])
     more = len(cell.study_list) - STUDIES_IN_TOOLTIP
     newest = next((r for r in cell.reviews if r.role in ("covers", "newest covering") and r.year == cell.review_year),
                   None)  # fmt: skip
     return {
         "question_id": cell.question_id, "question": cell.in_words, "row": gap_map.row_label(cell.row),
-        "column": f"{column.shown}|({column.kind})", "kind": cell.kind, "studies": cell.studies,
+        "column": _column_label(column), "kind": cell.kind, "studies": cell.studies,
         "reports": cell.reports, "verdict": cell.verdict, "why": cell.verdict_reason,
         "scope": IN_SCOPE if cell.in_scope else OUT_OF_SCOPE, "review_year": cell.review_year,
         "review_label": cell.review_label,
         "newest_review": f"PMID {newest.pmid} ({newest.year}) {newest.title[:90]}" if newest else "none",
         "trials_since": ", ".join(str(p) for p in cell.trials_since) or "none",
         "study_pmids": shown + (f" and {more} more" if more > 0 else ""),
+        "count_dx": radius + 8 if beside else 0, "count_colour": "white" if cell.in_scope and not beside else "#222222",
     }  # fmt: skip
 
 
@@ -230,7 +241,8 @@ def map_spec(gap_map: GapMap) -> dict[str, Any]:
     question) and "lines" (what a picked cell lists)."""
     import altair as alt
 
-    cells = [_cell_record(gap_map, c) for c in gap_map.cells]
+    most = max(c.studies for c in gap_map.cells)
+    cells = [_cell_record(gap_map, c, most) for c in gap_map.cells]
     lines = [line for c in gap_map.cells for line in _detail_lines(c)]
     ids = [c.question_id for c in gap_map.cells]
     pick = alt.selection_point(
@@ -239,10 +251,12 @@ def map_spec(gap_map: GapMap) -> dict[str, Any]:
                                                                             for c in gap_map.cells)], name="Question: "),
     )  # fmt: skip
     rows = [gap_map.row_label(r) for r in gap_map.rows]
-    columns = [f"{c.shown}|({c.kind})" for c in gap_map.columns]
+    columns = [_column_label(c) for c in gap_map.columns]
+    # a header's lines run down from its first: padded so the tallest one ends above the first row
+    lifted = 12 * (max(label.count("|") for label in columns))
     x = alt.X("column:N", sort=columns, title="comparator (kind of comparison)",
-              axis=alt.Axis(orient="top", labelAngle=0, labelExpr="split(datum.label, '|')", labelLimit=136,
-                            labelFontSize=10, domain=False, ticks=False))  # fmt: skip
+              axis=alt.Axis(orient="top", labelAngle=0, labelExpr="split(datum.label, '|')", labelLimit=124,
+                            labelFontSize=10, labelLineHeight=12, labelPadding=lifted + 4, domain=False, ticks=False))  # fmt: skip
     y = alt.Y("row:N", sort=rows, title="intervention", axis=alt.Axis(labelLimit=260))
     tooltip = [
         alt.Tooltip("question:N", title="question"), alt.Tooltip("question_id:N", title="id"),
@@ -258,7 +272,7 @@ def map_spec(gap_map: GapMap) -> dict[str, Any]:
         base.mark_circle(stroke="black")
         .encode(
             color=colour,
-            size=alt.Size("studies:Q", title="studies", scale=alt.Scale(range=[0, 2200], zero=True)),
+            size=alt.Size("studies:Q", title="studies", scale=alt.Scale(range=[0, HTML_MAX_AREA], zero=True)),
             opacity=alt.Opacity(
                 "scope:O",
                 title="scope",
@@ -270,9 +284,11 @@ def map_spec(gap_map: GapMap) -> dict[str, Any]:
         .add_params(pick)
         .properties(name="cells")  # its marks are the group "cells_0_marks" in the page
     )
-    counts = base.mark_text(fontWeight="bold", fontSize=12).encode(text="studies:Q")
+    counts = base.mark_text(fontWeight="bold", fontSize=12, dx=alt.expr("datum.count_dx"), align="center").encode(
+        text="studies:Q", color=alt.Color("count_colour:N", scale=None)
+    )
     years = base.mark_text(dy=29, fontSize=9, color="#333333").encode(text="review_label:N")
-    grid = alt.layer(marks, counts, years).properties(width=alt.Step(140), height=alt.Step(60))
+    grid = alt.layer(marks, counts, years).properties(width=alt.Step(124), height=alt.Step(60))
     # Vega-Lite does not resize a view whose data a selection filters: the list has the height of the longest one
     longest = max((line["order"] for line in lines), default=0) + 1
     detail = (
