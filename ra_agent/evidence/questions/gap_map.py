@@ -206,8 +206,8 @@ def build_gap_map(
                 f"of {corpus_date} ({size}local). Area: studies; colour: verdict; SR year: newest covering review")  # fmt: skip
     gap_map = GapMap(title, subtitle, corpus_date, tuple(rows), row_parents, tuple(columns), tuple(cells))
     if gap_map.empty:
-        statement = (f"No evidence-gap map for {own} for people with {root.population}: none of its "
-                     f"{len(cells)} questions holds a study in the corpus of {corpus_date}")  # fmt: skip
+        statement = (f"No evidence-gap map for {own} for people with {root.population}: none of its questions "
+                     f"({len(cells)}) holds a study in the corpus of {corpus_date}")  # fmt: skip
         return GapMap(title, subtitle, corpus_date, (), {}, (), tuple(cells), statement)
     return gap_map
 
