@@ -30,14 +30,12 @@ FILES = ("gap_map.png", "gap_map.html")
 
 
 @dataclass(frozen=True)
-class MapStudy:
-    """A study of a cell: the PMID of its first report (the one a list of studies shows), year, title, reports."""
+class MapRecord:
+    """A record a cell lists, linked to PubMed."""
 
-    study_id: str
     pmid: int
     year: int | None
     title: str
-    reports: int
 
     @property
     def url(self) -> str:
@@ -45,17 +43,18 @@ class MapStudy:
 
 
 @dataclass(frozen=True)
-class MapReview:
+class MapStudy(MapRecord):
+    """A study of a cell by its first report (the one a list of studies shows), with its number of reports."""
+
+    study_id: str = ""
+    reports: int = 1
+
+
+@dataclass(frozen=True)
+class MapReview(MapRecord):
     """A review answering a cell's question and its role: "covers", "newest covering" or "answers it (N%)"."""
 
-    pmid: int
-    year: int | None
-    title: str
-    role: str
-
-    @property
-    def url(self) -> str:
-        return PUBMED.format(pmid=self.pmid)
+    role: str = ""
 
 
 @dataclass(frozen=True)
@@ -127,7 +126,7 @@ class GapMap:
 
 def _studies(question: ReviewQuestion, titles: Mapping[int, str]) -> tuple[MapStudy, ...]:
     found = [
-        MapStudy(sid, reports[0], question.years.get(reports[0]), titles.get(reports[0], ""), len(reports))
+        MapStudy(reports[0], question.years.get(reports[0]), titles.get(reports[0], ""), sid, len(reports))
         for sid, reports in question.studies.items()
         if reports
     ]

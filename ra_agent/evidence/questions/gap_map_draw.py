@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ra_agent.evidence.questions.gap_map import FILES, OUT_OF_SCOPE, VERDICT_COLOURS, Column, GapMap, MapCell
+from ra_agent.evidence.questions.gap_map import FILES, OUT_OF_SCOPE, PUBMED, VERDICT_COLOURS, Column, GapMap, MapCell
 from ra_agent.fileio import atomic_write
 
 log = logging.getLogger(__name__)
@@ -231,7 +231,7 @@ def _detail_lines(cell: MapCell) -> list[dict[str, Any]]:
         lines.append((f"Trials since the newest covering review ({cell.review_year}): {len(cell.trials_since)}",
                       None, "head"))  # fmt: skip
         for pmid in cell.trials_since:
-            lines.append((f"PMID {pmid}", f"https://pubmed.ncbi.nlm.nih.gov/{pmid}/", "link"))
+            lines.append((f"PMID {pmid}", PUBMED.format(pmid=pmid), "link"))
     return [{"question_id": cell.question_id, "order": i, "text": text, "url": url, "style": style}
             for i, (text, url, style) in enumerate(lines)]  # fmt: skip
 
