@@ -73,18 +73,21 @@ class MapCell:
 
     question_id: str
     row: str  # the intervention (class or narrower class) the question tests
-    column: str  # its comparator ("any" for the topic's question)
-    kind: str  # the column's group (COLUMN_KINDS)
+    column: Column  # its comparator ("any" for the topic's question) and the kind of comparison
     in_words: str
     studies: int
     reports: int
     verdict: str
     verdict_reason: str
     in_scope: bool
-    review_year: int | None  # the newest covering review's year
+    newest: MapReview | None  # the newest covering review
     study_list: tuple[MapStudy, ...]
     reviews: tuple[MapReview, ...]
     trials_since: tuple[int, ...]
+
+    @property
+    def review_year(self) -> int | None:
+        return self.newest.year if self.newest else None
 
     @property
     def colour(self) -> str:
@@ -120,9 +123,6 @@ class GapMap:
     def row_label(self, row: str) -> str:
         return f"· {row}" if row in self.row_parents else row
 
-    def column_of(self, label: str) -> Column:
-        return next(c for c in self.columns if c.label == label)
-
 
 def _studies(question: ReviewQuestion, titles: Mapping[int, str]) -> tuple[MapStudy, ...]:
     found = [
@@ -137,12 +137,9 @@ def _reviews(question: ReviewQuestion) -> tuple[MapReview, ...]:
     """The covering review, the newest covering one, then the other reviews answering the question (with the share
     of its studies each could include)."""
     out: dict[int, MapReview] = {}
-    if question.covering:
-        c = question.covering
-        out[c.pmid] = MapReview(c.pmid, c.year, c.title, "covers")
-    if question.newest and question.newest.pmid not in out:
-        n = question.newest
-        out[n.pmid] = MapReview(n.pmid, n.year, n.title, "newest covering")
+    for review, role in ((question.covering, "covers"), (question.newest, "newest covering")):
+        if review is not None and review.pmid not in out:
+            out[review.pmid] = MapReview(review.pmid, review.year, review.title, role)
     for r in question.reviews:
         out.setdefault(r.pmid, MapReview(r.pmid, r.year, r.title, f"answers it, could include {r.share:.0%}"))
     return tuple(out.values())
@@ -155,12 +152,13 @@ def _column(question: ReviewQuestion) -> Column:
 
 
 def _cell(question: ReviewQuestion, column: Column, titles: Mapping[int, str]) -> MapCell:
+    reviews = _reviews(question)
+    newest = next((r for r in reviews if question.newest and r.pmid == question.newest.pmid), None)
     return MapCell(
-        question_id=question.id, row=question.intervention, column=column.label, kind=column.kind,
-        in_words=question.in_words, studies=len(question.studies), reports=len(question.trials),
-        verdict=question.verdict, verdict_reason=question.verdict_reason, in_scope=question.in_scope,
-        review_year=question.newest.year if question.newest else None, study_list=_studies(question, titles),
-        reviews=_reviews(question), trials_since=tuple(question.trials_since),
+        question_id=question.id, row=question.intervention, column=column, in_words=question.in_words,
+        studies=len(question.studies), reports=len(question.trials), verdict=question.verdict,
+        verdict_reason=question.verdict_reason, in_scope=question.in_scope, newest=newest,
+        study_list=_studies(question, titles), reviews=reviews, trials_since=tuple(question.trials_since),
     )  # fmt: skip
 
 
@@ -178,26 +176,26 @@ def build_gap_map(
         raise ValueError("a gap map needs the topic's question")
     root = next((q for q in questions if q.parent is None), questions[0])
     by_id = {q.id: q for q in questions}
-    placed: dict[tuple[str, str], str] = {}
+    placed: dict[tuple[str, Column], str] = {}
     cells: list[MapCell] = []
     for question in questions:
         column = _column(question)
-        if placed.get((question.intervention, column.label), question.id) != question.id:
+        if placed.get((question.intervention, column), question.id) != question.id:
             column = Column(f"{column.label} ({question.id})", column.kind)
-        placed[(question.intervention, column.label)] = question.id
+        placed[(question.intervention, column)] = question.id
         cells.append(_cell(question, column, titles))
-    studies_of: dict[str, int] = {}
+    in_row: dict[str, int] = {}
+    in_column: dict[Column, int] = {}
     for cell in cells:
-        studies_of[cell.row] = studies_of.get(cell.row, 0) + cell.studies
-        studies_of[cell.column] = studies_of.get(cell.column, 0) + cell.studies
+        in_row[cell.row] = in_row.get(cell.row, 0) + cell.studies
+        in_column[cell.column] = in_column.get(cell.column, 0) + cell.studies
     row_parents = {}
     for question in questions:
         parent = by_id.get(question.parent or "")
         if question.intervention != root.intervention and parent is not None:
             row_parents.setdefault(question.intervention, parent.intervention)
-    rows = [root.intervention] + sorted({c.row for c in cells} - {root.intervention}, key=lambda r: (-studies_of[r], r))
-    columns = sorted({Column(c.column, c.kind) for c in cells},
-                     key=lambda c: (COLUMN_KINDS.index(c.kind), -studies_of[c.label], c.label))  # fmt: skip
+    rows = [root.intervention] + sorted({c.row for c in cells} - {root.intervention}, key=lambda r: (-in_row[r], r))
+    columns = sorted(in_column, key=lambda c: (COLUMN_KINDS.index(c.kind), -in_column[c], c.label))
     own = root.intervention[:1].upper() + root.intervention[1:]
     title = f"Evidence-gap map: {own} for people with {root.population}"
     size = f"{records:,} records, " if records is not None else ""
@@ -227,7 +225,7 @@ def _grid_row(gap_map: GapMap, row: str, marked: str) -> str:
     cells = {c.column: c for c in gap_map.cells if c.row == row}
     shown = []
     for column in gap_map.columns:
-        cell = cells.get(column.label)
+        cell = cells.get(column)
         text = f"{cell.studies} {cell.verdict}" if cell else ""
         shown.append(f"**▶ {text} ◀**" if cell and cell.question_id == marked else text)
     return f"| {gap_map.row_label(row)} | " + " | ".join(shown) + " |"
@@ -240,7 +238,7 @@ def map_link(gap_map: GapMap, question_id: str) -> MapLink | None:
     cell = gap_map.cell(question_id)
     if gap_map.empty or cell is None:
         return None
-    column = gap_map.column_of(cell.column)
+    column = cell.column
     kind = "" if column.kind == column.shown else f" ({column.kind})"
     lines = [
         "## On the evidence-gap map",

@@ -109,15 +109,16 @@ def draw_png(gap_map: GapMap, path: Path, dpi: int = 110) -> None:
 
 
 def _png_marks(ax, gap_map: GapMap) -> None:
-    columns = {c.label: i for i, c in enumerate(gap_map.columns)}
+    columns = {c: i for i, c in enumerate(gap_map.columns)}
     rows = {r: i for i, r in enumerate(gap_map.rows)}
     most = max(c.studies for c in gap_map.cells)
-    for in_scope in (True, False):
+    for in_scope in (True, False):  # filled marks, then hollow dashed ones outside the handbook's scope
         cells = [c for c in gap_map.cells if c.in_scope is in_scope]
         if cells:
+            colours = [c.colour for c in cells]
             ax.scatter([columns[c.column] for c in cells], [rows[c.row] for c in cells],
-                       s=[_area(c.studies, most) for c in cells],
-                       facecolors=[c.colour for c in cells] if in_scope else "none", edgecolors=[c.colour for c in cells], alpha=0.85, linewidths=1.0 if in_scope else 1.6,
+                       s=[_area(c.studies, most) for c in cells], facecolors=colours if in_scope else "none",
+                       edgecolors=colours, alpha=0.85, linewidths=1.0 if in_scope else 1.6,
                        linestyles="-" if in_scope else "--", zorder=2)  # fmt: skip
     for cell in gap_map.cells:
         x, y = columns[cell.column], rows[cell.row]
@@ -125,17 +126,9 @@ def _png_marks(ax, gap_map: GapMap) -> None:
         on_fill = cell.in_scope and not beside  # white on the verdict's colour, else dark
         ax.text(x + (0.09 if beside else 0), y, str(cell.studies), ha="left" if beside else "center", va="center",
                 fontsize=9, weight="bold", color="white" if on_fill else "#222222", zorder=3)  # fmt: skip
-        if cell.review_label:
-            ax.annotate(
-                cell.review_label,
-                (x, y),
-                xytext=(0, -(MAX_AREA**0.5) / 2 - 6),
-                textcoords="offset points",
-                ha="center",
-                va="center",
-                fontsize=7,
-                color="#333333",
-            )  # under the largest mark
+        if cell.review_label:  # under the mark, below the largest one's edge
+            ax.annotate(cell.review_label, (x, y), xytext=(0, -(MAX_AREA**0.5) / 2 - 6), textcoords="offset points",
+                        ha="center", va="center", fontsize=7, color="#333333")  # fmt: skip
 
 
 def _row_label(gap_map: GapMap, row: str) -> str:
@@ -192,20 +185,17 @@ def _column_label(column: Column) -> str:
 
 
 def _cell_record(gap_map: GapMap, cell: MapCell, most: int) -> dict[str, Any]:
-    column = gap_map.column_of(cell.column)
     radius = (HTML_MAX_AREA * cell.studies / max(most, 1) / math.pi) ** 0.5  # pixels, as Vega-Lite sizes the mark
     beside = radius < 11  # too small to hold its number: the count sits right of it
     shown = ", ".join(f"{s.pmid} ({s.year or 'n.d.'})" for s in cell.study_list[:STUDIES_IN_TOOLTIP])
     more = len(cell.study_list) - STUDIES_IN_TOOLTIP
-    newest = next((r for r in cell.reviews if r.role in ("covers", "newest covering") and r.year == cell.review_year),
-                  None)  # fmt: skip
     return {
         "question_id": cell.question_id, "question": cell.in_words, "row": gap_map.row_label(cell.row),
-        "column": _column_label(column), "kind": cell.kind, "studies": cell.studies,
+        "column": _column_label(cell.column), "kind": cell.column.kind, "studies": cell.studies,
         "reports": cell.reports, "verdict": cell.verdict, "why": cell.verdict_reason,
         "scope": IN_SCOPE if cell.in_scope else OUT_OF_SCOPE, "review_year": cell.review_year,
         "review_label": cell.review_label,
-        "newest_review": f"PMID {newest.pmid} ({newest.year}) {newest.title[:90]}" if newest else "none",
+        "newest_review": f"PMID {n.pmid} ({n.year}) {n.title[:90]}" if (n := cell.newest) else "none",
         "trials_since": ", ".join(str(p) for p in cell.trials_since) or "none",
         "study_pmids": shown + (f" and {more} more" if more > 0 else ""),
         "count_dx": radius + 8 if beside else 0, "count_colour": "white" if cell.in_scope and not beside else "#222222",
