@@ -385,7 +385,7 @@ def _resume(cfg: Config, store: Store, goals, args: argparse.Namespace, removed:
 def cmd_questions(args: argparse.Namespace) -> int:
     """`ra questions HANDBOOK`: the handbook's questions as its set holds them (computed when the corpus, the handbook
     or the [sr] knobs changed since), with the folder of its questions.json and dossiers."""
-    from ra_agent.agent.questions import handbook_topic, load_question_set, questions_root
+    from ra_agent.agent.questions import handbook_topic, load_question_set, map_files, questions_root
 
     cfg = _config(args)
     handbook = resolve_handbook(args.handbook, args.config)  # a name as `ra run` takes it, or a path
@@ -393,6 +393,7 @@ def cmd_questions(args: argparse.Namespace) -> int:
     handbook_topic(handbook)  # a handbook without a seed query is refused before the store opens
     with _store(cfg) as store:
         qset = load_question_set(cfg, store, handbook)
+        drawn = map_files(cfg, store, qset) if args.map else None
     if args.changes or args.since:  # living evidence: what changed, from the handbook's history
         from ra_agent.agent.living import changes_lines
 
@@ -409,6 +410,8 @@ def cmd_questions(args: argparse.Namespace) -> int:
     for line in question_lines(qset):
         print(line)
     print(f"questions.json and one dossier per question: {questions_root(cfg) / qset.key}")
+    if drawn is not None:
+        print(drawn.statement or f"evidence-gap map:\n  {drawn.png}\n  {drawn.html}")
     return 0
 
 
@@ -514,6 +517,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--changes", action="store_true", help="what changed since the evaluation before (its history)")
     p.add_argument(
         "--since", type=date.fromisoformat, help="every evaluation's changes on or after this date (YYYY-MM-DD)"
+    )
+    p.add_argument(
+        "--map", action="store_true", help="print where the evidence-gap map is (gap_map.png, an offline gap_map.html)"
     )
     p = add("demo", cmd_demo, "the main job: run a handbook end to end on the bundled demo corpus")
     p.add_argument("--handbook", default="seek_gap_ppi_gerd", help="a handbook name (as ra run takes) or a path")

@@ -10,6 +10,7 @@ from ra_agent.agent.loopguard import GoalLock, GoalLocked
 from ra_agent.agent.questions import (
     current_question_set,
     load_question_set,
+    map_files,
     questions_root,
     register_handbook,
     registered_handbook,
@@ -24,6 +25,7 @@ from ra_agent.agent.stages import (
     run_sr_overlap,
     switch_index,
 )
+from ra_agent.evidence.questions.gap_map_draw import map_preview
 
 __all__ = [
     "GoalLock",
@@ -35,6 +37,8 @@ __all__ = [
     "current_question_set",
     "goal_outcome",
     "load_question_set",
+    "map_files",
+    "map_preview",
     "mark_crashed",
     "pause_requested",
     "questions_root",

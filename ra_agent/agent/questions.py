@@ -7,7 +7,9 @@ the eligibility its prose states. `load_question_set` returns the stored `Questi
 the handbook file and the [sr] knobs are as they were when it was judged, else judges every record of the store
 (`evidence.questions.build.questions_for_topic`: nothing else calls it), writes the set's folder and returns it.
 `current_question_set` only reads. A handbook's key (its folder and its review_questions partition) is registered
-in <data_dir>/questions/handbooks.json so that the asset finds the handbook from its partition key.
+in <data_dir>/questions/handbooks.json so that the asset finds the handbook from its partition key. `question_map` is the
+evidence-gap map of a set's questions (`evidence.questions.gap_map`), dated by the corpus; it is drawn into the set's
+folder with the dossiers.
 """
 
 from __future__ import annotations
@@ -26,7 +28,11 @@ from ra_agent.evidence.living.keep import CHANGES_FILE, announce, keep_evaluatio
 from ra_agent.evidence.questions.build import questions_for_topic
 from ra_agent.evidence.questions.corpus import all_papers, references
 from ra_agent.evidence.questions.dossier import set_dossiers
+from ra_agent.evidence.questions.gap_map import GapMap, build_gap_map
+from ra_agent.evidence.questions.gap_map_draw import FILES as MAP_FILES
+from ra_agent.evidence.questions.gap_map_draw import MapFiles, write_gap_map
 from ra_agent.evidence.questions.judge import QuestionJudge
+from ra_agent.evidence.questions.model import ReviewQuestion
 from ra_agent.evidence.questions.question_set import (
     CorpusState,
     QuestionSet,
@@ -42,6 +48,7 @@ from ra_agent.evidence.questions.reviews import is_review
 from ra_agent.evidence.questions.scope import Scope, read_scope
 from ra_agent.evidence.questions.topic import Topic, TopicError
 from ra_agent.fileio import atomic_write, exclusive_lock
+from ra_agent.models import Paper
 from ra_agent.store.db import Store
 from ra_agent.workspace import Workspace
 
@@ -182,10 +189,39 @@ def load_question_set(
         computed_ts=datetime.now(UTC).isoformat(timespec="seconds"), reason=reason, topic_terms=topic.terms(),
         reviews_checked=len(reviews),
     )  # fmt: skip
+    by_pmid = {p.pmid: p for p in papers}
+    gap_map = question_map(store, questions, by_pmid)
     changes = keep_evaluation(questions_root(cfg), qset)  # in its history before the set is written (living evidence)
-    dossiers = {**set_dossiers(qset, {p.pmid: p for p in papers}), CHANGES_FILE: changes.markdown()}
-    folder = write_question_set(questions_root(cfg), qset, dossiers)
+    dossiers = {**set_dossiers(qset, by_pmid, gap_map), CHANGES_FILE: changes.markdown()}
+    cache = Workspace.of(cfg).cache_dir
+    folder = write_question_set(
+        questions_root(cfg), qset, dossiers, also=lambda tmp: write_gap_map(gap_map, tmp, cache)
+    )
     announce(cfg.living, changes)
     log.info("questions of %s: %d questions, %d eligible reports, written to %s in %.1f s", path.name, len(questions),
              eligible, folder, time.monotonic() - started)  # fmt: skip
     return qset
+
+
+def corpus_date(store: Store) -> str:
+    """The date of the corpus: the day (UTC) its newest import, search or baseline batch was stored."""
+    newest = max((int(b["created_ts"]) for b in store.batches()), default=0)
+    return time.strftime("%Y-%m-%d", time.gmtime(newest)) if newest else "an undated corpus"
+
+
+def question_map(store: Store, questions: list[ReviewQuestion], papers: dict[int, Paper]) -> GapMap:
+    """The evidence-gap map of `questions` (`papers`: the corpus by PMID, for the studies' titles), dated by the
+    store's newest batch."""
+    titles = {pmid: papers[pmid].title for q in questions for pmid in q.trials if pmid in papers}
+    return build_gap_map(questions, titles, corpus_date(store), records=len(papers))
+
+
+def map_files(cfg: Config, store: Store, qset: QuestionSet) -> MapFiles:
+    """The evidence-gap map drawn into the set's folder with its dossiers (drawn again when its files are missing),
+    or the empty map's one-line statement."""
+    folder = questions_root(cfg) / qset.key
+    png, html = (folder / name for name in MAP_FILES)
+    if png.is_file() and html.is_file():
+        return MapFiles(png, html)
+    papers = {p.pmid: p for p in store.papers(sorted({pmid for q in qset.questions for pmid in q.trials}))}
+    return write_gap_map(question_map(store, qset.questions, papers), folder, Workspace.of(cfg).cache_dir)

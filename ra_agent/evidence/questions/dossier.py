@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from ra_agent.evidence.questions.gap_map import GapMap, map_link
 from ra_agent.evidence.questions.model import ReviewQuestion
 from ra_agent.evidence.questions.question_set import QuestionSet
 from ra_agent.models import Paper
@@ -165,8 +166,9 @@ def short_dossier(question: ReviewQuestion, parent: ReviewQuestion) -> str:
             f"[{parent.id}]({parent.id}.md)\n")  # fmt: skip
 
 
-def set_dossiers(qset: QuestionSet, papers: Mapping[int, Paper]) -> dict[str, str]:
-    """File name -> Markdown of every question's dossier in a set."""
+def set_dossiers(qset: QuestionSet, papers: Mapping[int, Paper], gap_map: GapMap | None = None) -> dict[str, str]:
+    """File name -> Markdown of every question's dossier in a set; with `gap_map` (drawn into the set's folder),
+    each dossier ends with its cell on the map (`gap_map.map_link`)."""
     by_id = {q.id: q for q in qset.questions}
     out = {}
     for question in qset.questions:
@@ -175,6 +177,9 @@ def set_dossiers(qset: QuestionSet, papers: Mapping[int, Paper]) -> dict[str, st
             out[f"{question.id}.md"] = short_dossier(question, parent)
         else:
             out[f"{question.id}.md"] = dossier_markdown(question, papers, qset)
+        link = map_link(gap_map, question.id) if gap_map else None
+        if link:  # the question's cell on the map drawn into the same folder
+            out[f"{question.id}.md"] = f"{out[f'{question.id}.md'].rstrip()}\n\n{link.markdown}"
     return out
 
 

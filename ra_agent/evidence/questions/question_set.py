@@ -19,7 +19,7 @@ import re
 import shutil
 import tempfile
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from functools import cache
 from pathlib import Path
@@ -189,9 +189,12 @@ def _lock_path(root: Path, key: str) -> Path:
     return root / f".{key}.lock"
 
 
-def write_question_set(root: Path, qset: QuestionSet, dossiers: Mapping[str, str]) -> Path:
+def write_question_set(
+    root: Path, qset: QuestionSet, dossiers: Mapping[str, str], also: Callable[[Path], object] | None = None
+) -> Path:
     """Write <root>/<key>/ as one unit: questions.json and `dossiers` (file name -> Markdown) into a temporary
-    folder, then swap it in by two renames under the key's lock. Returns the folder."""
+    folder (`also` writes more into it: the evidence-gap map), then swap it in by two renames under the key's lock.
+    Returns the folder."""
     folder = root / qset.key
     root.mkdir(parents=True, exist_ok=True)
     with exclusive_lock(_lock_path(root, qset.key)):
@@ -203,6 +206,8 @@ def write_question_set(root: Path, qset: QuestionSet, dossiers: Mapping[str, str
                     fh.write(text)
                     fh.flush()
                     os.fsync(fh.fileno())
+            if also is not None:
+                also(tmp)
             fsync_dir(tmp)
             old = root / f".{qset.key}.old-{uuid.uuid4().hex[:8]}"
             if folder.exists():

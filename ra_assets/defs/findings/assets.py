@@ -198,8 +198,15 @@ def review_questions(context: dg.AssetExecutionContext, ra: RaConfigResource, st
     by everything else: each question's studies (reports of one trial grouped) with why each counts, the reviews
     whose own question encompasses it, the trials since the newest, and its verdict. Written to
     `questions/<handbook key>/` (questions.json and one dossier per question), the same numbers `ra questions`
-    prints, the goal's tools and Success read and the dossiers and SR drafts show (docs/review_questions.md)."""
-    from ra_agent.agent import current_question_set, load_question_set, questions_root, registered_handbook
+    prints, the goal's tools and Success read and the dossiers and SR drafts show (docs/review_questions.md), and its evidence-gap map (docs/gap_map.md)."""
+    from ra_agent.agent import (
+        current_question_set,
+        load_question_set,
+        map_files,
+        map_preview,
+        questions_root,
+        registered_handbook,
+    )
     from ra_agent.evidence import question_set_problems, set_table
 
     cfg = ra.get_config()
@@ -209,6 +216,7 @@ def review_questions(context: dg.AssetExecutionContext, ra: RaConfigResource, st
         qset = load_question_set(cfg, db, handbook)
         folder = questions_root(cfg) / qset.key
         seen, problems = question_set_problems(folder, db)
+        drawn = map_files(cfg, db, qset)
     top = qset.topic_question
     context.log.info(f"{qset.key}: {len(qset.questions)} review questions; topic's question {top.verdict}")
     yield dg.MaterializeResult(
@@ -240,6 +248,7 @@ def review_questions(context: dg.AssetExecutionContext, ra: RaConfigResource, st
             ),
             "path": dg.MetadataValue.path(str(folder)),
             "changes": dg.MetadataValue.path(str(folder / "changes.md")),
+            **_gap_map_metadata(drawn, map_preview),
         },  # fmt: skip
         data_version=content_version([json.dumps([q.as_dict() for q in qset.questions], sort_keys=True, default=str)]),
     )
@@ -278,6 +287,14 @@ def verdicts_check(cfg, qset, judged_now: bool) -> dg.AssetCheckResult:
             "compared_with": changes.before.evaluated_ts if changes.before else "",
         },
     )
+
+
+def _gap_map_metadata(files, preview) -> dict:
+    """The evidence-gap map in the UI: the picture (Markdown) and the path of the offline HTML."""
+    if files is None:
+        return {}
+    html = {"gap_map_html": dg.MetadataValue.path(str(files.html))} if files.html else {}
+    return {"gap_map": dg.MetadataValue.md(preview(files)), **html}
 
 
 @dg.asset(

@@ -332,6 +332,8 @@ def test_the_review_questions_asset_materialises_with_its_check(gaps, tmp_path):
     assert per_question[0]["verdict"].startswith("covered") and per_question[0]["eligible_trials"] >= 6
     folder = Path(str(meta["path"]))
     assert sorted(p.stem for p in folder.glob("q-*.md")) == sorted(q["id"] for q in per_question)
+    assert "![evidence-gap map](data:image/png;base64," in meta["gap_map"].value  # the picture, shown in the UI
+    assert meta["gap_map_html"].value == str(folder / "gap_map.html") and (folder / "gap_map.html").is_file()
     check: Any = review_questions_well_formed(ra=resources["ra"], store=resources["store"])
     assert check.passed and check.metadata["questions"].value == len(per_question)
     (folder / f"{per_question[0]['id']}.md").unlink()
