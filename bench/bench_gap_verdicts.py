@@ -118,11 +118,31 @@ def off_topic(gaps, topic, papers, screened: set[int] | None) -> list:
     return out
 
 
-def new_verdicts(cfg, topic, papers):
+def new_verdicts(cfg, topic, papers, scope=None):
     from ra_agent.evidence.questions.build import questions_for_topic
 
     return questions_for_topic(topic, papers, pivot=cfg.sr.sr_overlap_pivot, update_after=cfg.sr.update_after_trials,
-                               min_trials=cfg.sr.min_eligible_trials)  # fmt: skip
+                               min_trials=cfg.sr.min_eligible_trials, scope=scope)  # fmt: skip
+
+
+def study_scores(listed: set[int], included: set[int], papers) -> dict:
+    """Precision and recall counted by study: the listed and the included reports grouped into studies together
+    (`evidence.studies`), a study counting once however many of its reports are listed or included."""
+    from ra_agent.evidence.classes import agents_in
+    from ra_agent.evidence.questions.studies import group_studies
+
+    by_pmid = {p.pmid: p for p in papers}
+    union = [by_pmid[p] for p in sorted(listed | included) if p in by_pmid]
+    agents = {p.pmid: {a.word for a in agents_in(f"{p.title} {p.abstract}")} for p in union}
+    groups = group_studies(union, agents)
+    with_listed = [g for g in groups if set(g.reports) & listed]
+    with_included = [g for g in groups if set(g.reports) & included]
+    both = [g for g in with_listed if set(g.reports) & included]
+    precision = len(both) / len(with_listed) if with_listed else 0.0
+    recall = len(both) / len(with_included) if with_included else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if both else 0.0
+    return {"studies": len(with_listed), "included studies": len(with_included), "precision": round(precision, 3),
+            "recall": round(recall, 3), "F1": round(f1, 3)}  # fmt: skip
 
 
 def baseline(cfg, papers, seed_query: str, embedder) -> dict:
@@ -170,13 +190,14 @@ def baseline(cfg, papers, seed_query: str, embedder) -> dict:
 
 def run_review(cfg, embedder, csv_path: Path, handbook_path: Path, review_json: Path | None) -> dict:
     from ra_agent.agent.handbook import load_handbook
-    from ra_agent.agent.questions import handbook_topic
+    from ra_agent.agent.questions import handbook_scope, handbook_topic
     from ra_agent.evidence.questions.reviews import is_review
 
     review = json.loads(review_json.read_text(encoding="utf-8")) if review_json and review_json.exists() else {}
     versions = {int(v["pmid"]) for v in review.get("earlier_versions_in_candidates", [])}
     handbook = load_handbook(handbook_path)
     topic = handbook_topic(handbook_path)
+    scope = handbook_scope(handbook_path)
     started = time.perf_counter()
     papers = load_papers(csv_path, cfg)
     included, screened = labels(csv_path)
@@ -184,10 +205,11 @@ def run_review(cfg, embedder, csv_path: Path, handbook_path: Path, review_json: 
           f"{len(included)} included, {len(screened) if screened is not None else 'n/a'} passed title/abstract "
           f"screening; earlier versions named in {review_json.name if review_json else '-'}: {sorted(versions) or 'none'}"
           f"\n   topic {topic.describe()}")  # fmt: skip
+    print("   scope: comparisons " + scope.comparators_label() + "".join(f"\n     {line}" for line in scope.lines()))
     result = {}
     for scenario, pool in (("as is", papers), ("reviews removed", [p for p in papers if not is_review(p)])):
         started = time.perf_counter()
-        questions, _, reviews = new_verdicts(cfg, topic, pool)
+        questions, _, reviews = new_verdicts(cfg, topic, pool, scope)
         seconds = time.perf_counter() - started
         own = questions[0]  # the topic's own question
         gaps = [q for q in questions if q.verdict == "gap"]
@@ -207,8 +229,10 @@ def run_review(cfg, embedder, csv_path: Path, handbook_path: Path, review_json: 
         print(f"        gaps declared: {len(gaps)} (on its own question: {own.verdict == 'gap'}); gaps off the topic: "
               f"{len(away)}" + "".join(f"\n          off: {q.pico} ({why})" for q, why in away))  # fmt: skip
         print(f"        trial list vs reviewers: {new}")
+        by_study = study_scores(set(own.trials), included, pool)
+        print(f"        by study ({len(own.studies)} studies of {len(own.trials)} reports): {by_study}")
         row = {"new": {"verdict": own.verdict, "first_covering": first, "version_named": version, "gaps": len(gaps),
-                       "off_topic_gaps": len(away), **new}}  # fmt: skip
+                       "off_topic_gaps": len(away), **new, "by_study": by_study}}  # fmt: skip
         if embedder is not None:
             old = baseline(cfg, pool, handbook.seed_query or "", embedder)
             old_scores = scores(old["trials"], included, screened)

@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
+from datetime import date
 from pathlib import Path
 
 from ra_agent.cliargs import CliError, entrez_date, port_number, positive_int
@@ -34,6 +35,7 @@ def error_line(exc: BaseException) -> tuple[int, str]:
     text = " ".join(str(exc).split())
     bad_input = (ConfigError, CliError, InputError, *loaded("ra_agent.agent.success", "HandbookError"),
                  *loaded("ra_agent.agent.goal", "GoalStateError"),
+                 *loaded("ra_agent.evidence.questions.question_set", "QuestionSetError"),
                  *loaded("ra_agent.ingest.http", "ApiRequestError"))  # the service refused this request  # fmt: skip
     if isinstance(exc, bad_input):
         return EXIT_BAD_INPUT, text
@@ -278,13 +280,7 @@ def _run_goals(cfg: Config, store: Store, goal_id: str, brain, max_cycles: int |
         for h in state.events("alternative_proposed"):
             print(f"  spawned goal {h['new_goal']}: {h.get('new_PICO', '')!r} ({h.get('handbook', '')})")
         for h in state.events("report_written"):
-            same = (
-                " (the same verdict as the goal that spawned it: its report)"
-                if h.get("same_as_ancestor")
-                else " (the same verdict on the same question: one dossier)"
-                if h.get("same_question")
-                else ""
-            )
+            same = " (the same verdict on the same question: one report)" if h.get("same_question") else ""
             print(f"wrote {cfg.data_dir / h['path']}{same}")
 
 
@@ -412,30 +408,47 @@ def _resume(cfg: Config, store: Store, goals, args: argparse.Namespace, removed:
 
 
 def cmd_questions(args: argparse.Namespace) -> int:
-    from ra_agent.agent.questions import handbook_questions, handbook_topic
-    from ra_agent.evidence.questions.dossier import questions_dir, write_dossiers
+    """`ra questions HANDBOOK`: the handbook's questions as its set holds them (computed when the corpus, the handbook
+    or the [sr] knobs changed since), with the folder of its questions.json and dossiers."""
+    from ra_agent.agent.questions import handbook_topic, load_question_set, map_files, questions_root
 
     cfg = _config(args)
     handbook = resolve_handbook(args.handbook, args.config)  # a name as `ra run` takes it, or a path
     check_handbook(cfg, handbook)
     handbook_topic(handbook)  # a handbook without a seed query is refused before the store opens
-    from ra_agent.evidence.questions.llm_judge import question_judge_for
-
-    judge = question_judge_for(cfg)  # an LLM checks the rules' answers when one answers ([llm] judge_max_calls)
     with _store(cfg) as store:
-        topic, questions, judged, papers = handbook_questions(cfg, store, handbook, judge=judge)
-    print(f"judged by: {judge.name}")
-    eligible = sum(j.eligible for j in judged.values())
-    print(f"topic: {topic.describe()}; {len(papers)} papers, {eligible} eligible trials, {len(questions)} questions")
-    if not eligible:
-        print("no record is an eligible trial for this topic (see the handbook's Seed_query); nothing to judge")
-    for q in questions:
-        indent = "  " if q.parent else ""
-        print(f"{indent}{q.id}  {q.pico}  trials {len(q.trials)}  -> {q.verdict}: {q.verdict_reason}")
-    if args.write:
-        paths = write_dossiers(cfg, questions_dir(cfg, handbook), topic, questions, papers)
-        print(f"wrote {len(paths)} dossiers and questions.json to {questions_dir(cfg, handbook)}")
+        qset = load_question_set(cfg, store, handbook)
+        drawn = map_files(cfg, store, qset) if args.map else None
+    if args.changes or args.since:  # living evidence: what changed, from the handbook's history
+        from ra_agent.agent.living import changes_lines
+
+        lines, problems = changes_lines(cfg, qset, args.since)
+        for problem in problems:  # an unreadable line of the history: named, skipped, kept
+            print(f"ra: {problem}", file=sys.stderr)
+        print("\n".join(lines))
+        return 0
+    print(f"judged by: {qset.judged_by}")
+    print(f"topic: {qset.topic}; {qset.state.records} papers, {qset.eligible_reports} eligible reports, "
+          f"{len(qset.questions)} questions")  # fmt: skip
+    if qset.reason:
+        print(qset.reason)
+    for line in question_lines(qset):
+        print(line)
+    print(f"questions.json and one dossier per question: {questions_root(cfg) / qset.key}")
+    if drawn is not None:
+        print(drawn.statement or f"evidence-gap map:\n  {drawn.png}\n  {drawn.html}")
     return 0
+
+
+def question_lines(qset) -> list[str]:
+    """One line per question, as `ra questions` prints it: id, the question in words, studies and reports, verdict."""
+    lines = []
+    for q in qset.questions:
+        indent = "  " if q.parent else ""
+        scope = "" if q.in_scope else " [outside the handbook's scope]"
+        lines.append(f"{indent}{q.id}  {q.in_words}{scope}  studies {len(q.studies)}, reports {len(q.trials)}  "
+                     f"-> {q.verdict}: {q.verdict_reason}")  # fmt: skip
+    return lines
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -522,9 +535,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("action", choices=("serve", "stop"))
     p.add_argument("--n-ctx", type=positive_int, default=8192, help="the model's context in tokens (default 8192)")
     p.add_argument("--port", type=port_number, help="port on 127.0.0.1 (default: a free one)")
-    p = add("questions", cmd_questions, "a handbook's review questions over the corpus: trials, coverage, verdicts")
+    p = add("questions", cmd_questions, "a handbook's review questions over the corpus: studies, coverage, verdicts "
+            "(kept with one dossier per question in <data_dir>/questions/)")  # fmt: skip
     p.add_argument("handbook", help="a handbook name from handbooks/ (as ra run takes) or a path")
-    p.add_argument("--write", action="store_true", help="write one dossier per question and questions.json")
+    p.add_argument("--changes", action="store_true", help="what changed since the evaluation before (its history)")
+    p.add_argument(
+        "--since", type=date.fromisoformat, help="every evaluation's changes on or after this date (YYYY-MM-DD)"
+    )
+    p.add_argument(
+        "--map", action="store_true", help="print where the evidence-gap map is (gap_map.png, an offline gap_map.html)"
+    )
     p = add("demo", cmd_demo, "the main job: run a handbook end to end on the bundled demo corpus")
     p.add_argument("--handbook", default="seek_gap_ppi_gerd", help="a handbook name (as ra run takes) or a path")
     return parser

@@ -235,7 +235,6 @@ class SrConfig:
     sr_cosine_threshold: float = _knob(0.75, -1, 1)
     sr_overlap_pivot: float = _knob(0.60, 0, 1)
     update_after_trials: int = _knob(3, 1, 100000)  # review questions: trials since the covering review -> update
-    coverage_rule: str = _knob("question", choices=("question", "cosine"))  # what decides that a review covers
     sr_retmax: int = _knob(200, 1, 10000)
     alt_pico_terms: int = _knob(2, 1, 20)
     pico_batch_size: int = _knob(40, 1, 10000)
@@ -290,6 +289,13 @@ class AnnConfig:
     train_rows: int = _knob(100_000, 1000, 2**40)
     recall_queries: int = _knob(50, 0, 100_000)
     seed: int = _knob(0, 0, 2**32 - 1)
+
+
+@dataclass(frozen=True)
+class LivingConfig:
+    webhook_url: str = _knob("", schemes=WEB_SCHEMES)  # POSTed the changes (JSON) after an evaluation that changed
+    webhook_command: str = _knob("")  # run with the changes (Markdown) on its standard input
+    webhook_timeout_s: float = _knob(10.0, 0.1, 600)
 
 
 STOP_RULES = ("buscar_ranked", "buscar", "recall_estimate", "consecutive_excludes", "none")
@@ -364,6 +370,7 @@ class Config:
     mindkb: MindKbConfig = field(default_factory=MindKbConfig)
     ann: AnnConfig = field(default_factory=AnnConfig)
     screen: ScreenConfig = field(default_factory=ScreenConfig)
+    living: LivingConfig = field(default_factory=LivingConfig)
     secrets: Secrets = field(default_factory=Secrets)
     source: str = "<defaults>"
     root: str = "."

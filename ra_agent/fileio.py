@@ -2,13 +2,15 @@
 
 A temp file is written next to the target, fsynced, then os.replace()d over it, and the folder
 is fsynced so the rename itself survives a power cut. A crash at any point leaves either the old
-file or the new one, never a torn mix; a failed write removes its temp file.
+file or the new one, never a torn mix; a failed write removes its temp file. Writers that must not overlap
+take `exclusive_lock`.
 """
 
 from __future__ import annotations
 
 import codecs
 import os
+import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -30,7 +32,7 @@ def atomic_writer(path: Path) -> Iterator[BinaryIO]:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 def atomic_write(path: Path, data: bytes | str) -> None:
@@ -39,7 +41,8 @@ def atomic_write(path: Path, data: bytes | str) -> None:
         fh.write(data.encode("utf-8") if isinstance(data, str) else data)
 
 
-def _fsync_dir(folder: Path) -> None:
+def fsync_dir(folder: Path) -> None:
+    """Make a folder's entries (a rename into it) durable (POSIX; a no-op elsewhere)."""
     if os.name != "posix":
         return
     fd = os.open(folder, os.O_RDONLY)
@@ -47,6 +50,45 @@ def _fsync_dir(folder: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+if sys.platform == "win32":
+    import msvcrt
+
+    def _lock(f: BinaryIO) -> None:
+        f.seek(0)
+        while True:
+            try:
+                msvcrt.locking(f.fileno(), msvcrt.LK_LOCK, 1)
+                return
+            except OSError:  # LK_LOCK gives up after 10 s; keep waiting for the other writer
+                continue
+
+    def _unlock(f: BinaryIO) -> None:
+        f.seek(0)
+        msvcrt.locking(f.fileno(), msvcrt.LK_UNLCK, 1)
+
+else:
+    import fcntl
+
+    def _lock(f: BinaryIO) -> None:
+        fcntl.flock(f, fcntl.LOCK_EX)
+
+    def _unlock(f: BinaryIO) -> None:
+        fcntl.flock(f, fcntl.LOCK_UN)
+
+
+@contextmanager
+def exclusive_lock(path: Path) -> Iterator[None]:
+    """An exclusive lock on the file `path` (created when missing), held across processes and released by the OS
+    if the holder dies."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+b") as f:
+        _lock(f)
+        try:
+            yield
+        finally:
+            _unlock(f)
 
 
 # ---------------------------------------------------------------------------- reading user files

@@ -59,7 +59,10 @@ class Paper:
     journal: str = ""
     year: int | None = None
     pub_types: list[str] = field(default_factory=list)
-    mesh: list[str] = field(default_factory=list)
+    mesh: list[str] = field(default_factory=list)  # MeSH descriptors ("Venous Thrombosis")
+    # the same headings as indexed, MEDLINE-style: "Venous Thrombosis/diagnostic imaging/*etiology" ("*" marks a
+    # major topic, "/" a subheading); empty when the source gave descriptors only
+    mesh_terms: list[str] = field(default_factory=list)
     sections: list[AbstractSection] = field(default_factory=list)
     authors: list[str] = field(default_factory=list)
     other_ids: dict[str, str] = field(default_factory=dict)

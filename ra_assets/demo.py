@@ -109,7 +109,7 @@ def brain_line(cfg, goal_id: str) -> str:
 def run_demo(config_path: Path, handbook: str, instance: dg.DagsterInstance, say=print,
              found: list[str] | None = None) -> list[str]:  # fmt: skip
     """Run the demo's steps on `instance`; returns the written report paths (the first goal's state when none).
-    `found` collects one line per goal: its primary goal, status and why it stopped."""
+    `found` collects one line per goal: its primary goal and its answer in plain words."""
     found = [] if found is None else found
     from ra_assets.definitions import defs as load_defs
     from ra_assets.defs.agent.automation import HANDBOOKS, agent_sensor
@@ -155,7 +155,7 @@ def run_demo(config_path: Path, handbook: str, instance: dg.DagsterInstance, say
         written = [path for state in states for path in written_reports(cfg, state)]
         for state in states:
             say(f"demo: goal {state.goal_id} {state.status} after {state.cycle} cycles: {state.stop_reason() or '-'}")
-            found.append(goal_outcome(state))
+            found.append(goal_outcome(cfg, state))
         return written or [str(goals.state_path(goal_id))]
 
 

@@ -1,4 +1,4 @@
-"""One partitions definition per entity: searches, ingest batches (embedding shards), clusters, weeks."""
+"""One partitions definition per entity: searches, ingest batches (embedding shards), clusters, handbooks, weeks."""
 
 from collections.abc import Iterable
 
@@ -12,6 +12,9 @@ ingest_batch_partitions = dg.DynamicPartitionsDefinition(name="ingest_batch")
 
 # keys are frozen cluster ids (cluster_manifest.cluster_id)
 cluster_partitions = dg.DynamicPartitionsDefinition(name="cluster")
+
+# keys are handbook keys (ra_agent.evidence.questions.question_set.question_set_key: "<stem>-<hash of its path>")
+handbook_partitions = dg.DynamicPartitionsDefinition(name="handbook")
 
 # keys are "<cluster_id>.<semantic|ripple>" (ra_agent.agent.stages.expansion_key)
 expansion_partitions = dg.DynamicPartitionsDefinition(name="cluster_expansion")

@@ -5,8 +5,16 @@ from ra_agent.agent.cycle import run_cycle
 from ra_agent.agent.goal import GoalStore
 from ra_agent.agent.guards import pause_requested
 from ra_agent.agent.handbook import HandbookError
+from ra_agent.agent.living import set_changes
 from ra_agent.agent.loopguard import GoalLock, GoalLocked, goal_activity, live_holder
-from ra_agent.agent.questions import cluster_questions
+from ra_agent.agent.questions import (
+    current_question_set,
+    load_question_set,
+    map_files,
+    questions_root,
+    register_handbook,
+    registered_handbook,
+)
 from ra_agent.agent.reporting import record_goal_playbook, report_verdict, workspace_relative
 from ra_agent.agent.runner import mark_crashed, spawned_goals, start_goal, written_reports
 from ra_agent.agent.stages import (
@@ -17,6 +25,7 @@ from ra_agent.agent.stages import (
     run_sr_overlap,
     switch_index,
 )
+from ra_agent.evidence.questions.gap_map_draw import map_preview
 
 __all__ = [
     "GoalLock",
@@ -25,13 +34,19 @@ __all__ = [
     "HandbookError",
     "StageRequest",
     "closing_block",
-    "cluster_questions",
+    "current_question_set",
     "goal_activity",
     "goal_outcome",
     "live_holder",
+    "load_question_set",
+    "map_files",
+    "map_preview",
     "mark_crashed",
     "pause_requested",
+    "questions_root",
     "record_goal_playbook",
+    "register_handbook",
+    "registered_handbook",
     "report_gist",
     "report_verdict",
     "run_cycle",
@@ -39,6 +54,7 @@ __all__ = [
     "run_pico_stage",
     "run_reports",
     "run_sr_overlap",
+    "set_changes",
     "spawned_goals",
     "start_goal",
     "switch_index",

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ra_agent.agent.goal import LLM_STATUSES, PRIMARY_GOALS, GoalMutationError, validate_changes
+from ra_agent.agent.goal import LLM_STATUSES, PRIMARY_GOALS, QUESTION_ID_RE, GoalMutationError, validate_changes
 from ra_agent.agent.registry import REGISTRY_SPECS
 from ra_agent.config import Config
 from ra_agent.llm.base import ReplySchema
@@ -103,15 +103,23 @@ def allowed_specs(
     return [s for s in specs.values() if _refusal(s, cfg, handbook) is None]
 
 
-def goal_changes_schema(cluster_ids: list[str]) -> dict[str, Any]:
+def question_schema(question_ids: Sequence[str]) -> dict[str, Any]:
+    """A question id argument: an enum of the handbook's question ids, or the id's pattern before they are known."""
+    return {"enum": list(question_ids)} if question_ids else {"type": "string", "pattern": QUESTION_ID_RE.pattern}
+
+
+def goal_changes_schema(cluster_ids: list[str], question_ids: Sequence[str] = ()) -> dict[str, Any]:
     """update_goal's `changes` as a schema: one field per change, each with the values validate_changes accepts."""
     from ra_agent.llm.structured import STRING_CHARS
 
     text = {"type": "string", "minLength": 1, "maxLength": STRING_CHARS}
     cluster = {"enum": cluster_ids} if cluster_ids else {**text, "maxLength": 64}
+    question = question_schema(question_ids)
     fields: dict[str, Any] = {
         "status": {"enum": list(LLM_STATUSES)},
         "primary_goal": {"enum": list(PRIMARY_GOALS)},
+        "question_id": question,
+        "questions_done": {"type": "array", "items": question, "minItems": 1, "maxItems": 50},
         "cluster_id": cluster,
         "topic": text,
         "rejected_clusters": {"type": "array", "items": cluster, "minItems": 1, "maxItems": 20},
@@ -121,12 +129,17 @@ def goal_changes_schema(cluster_ids: list[str]) -> dict[str, Any]:
                       for k, v in fields.items()]}  # fmt: skip
 
 
-def cycle_schema(cfg: Config, handbook: Handbook, cluster_ids: list[str]) -> ReplySchema:
+def cycle_schema(
+    cfg: Config, handbook: Handbook, cluster_ids: list[str], question_ids: Sequence[str] = ()
+) -> ReplySchema:
     """The JSON schema of a cycle's reply: reasoning, then an Action naming one of the allowed tools, its
-    arguments typed, cluster ids as an enum of the clusters the prompt shows, no extra keys."""
+    arguments typed, cluster ids as an enum of the clusters the prompt shows and question ids as an enum of the
+    handbook's questions, no extra keys."""
     from ra_agent.llm.structured import action_schema
 
-    overrides: dict[str, dict[str, Any]] = {"update_goal.changes": goal_changes_schema(cluster_ids)}
+    overrides: dict[str, dict[str, Any]] = {"update_goal.changes": goal_changes_schema(cluster_ids, question_ids)}
+    overrides.update({f"{spec.name}.question_id": question_schema(question_ids)
+                      for spec in REGISTRY_SPECS.values() if "question_id" in spec.args})  # fmt: skip
     if not handbook.exploration:  # ripple needs Exploration: true
         overrides["search_pubmed.expand_mode"] = {"enum": ["semantic"]}
     return action_schema(allowed_specs(cfg=cfg, handbook=handbook), cluster_ids, overrides)

@@ -37,6 +37,7 @@ def in_progress_resume(goals: GoalStore, state: GoalState) -> tuple[bool, str]:
 def status_lines(cfg: Config, store: Store) -> list[str]:
     """The lines of `ra status` after the corpus: the embedding index, the clusters, each goal (an in_progress one
     running or interrupted), the ask runs."""
+    from ra_agent.agent.goal_questions import goal_answer
     from ra_agent.store.vectors import active_index, open_active
     from ra_agent.topics.members import noise_share
 
@@ -66,8 +67,12 @@ def status_lines(cfg: Config, store: Store) -> list[str]:
             lines.append(f"    its process stopped after cycle {state.cycle}; ra resume {state.goal_id} continues it")
         elif activity:
             lines.append(f"    {activity}")
-        if not state.is_active and state.stop_reason():
-            lines.append(f"    reason: {state.stop_reason()}")
+        if state.question_id and state.is_active:
+            lines.append(f"    working on question {state.question_id}")
+        if not state.is_active:
+            lines.append(f"    answer: {goal_answer(cfg, state)}")
+            if state.stop_reason():
+                lines.append(f"    reason: {state.stop_reason()}")
         if state.parent_goal:
             lines.append(f"    spawned by {state.parent_goal} (depth {state.spawn_depth})")
         for h in state.events("report_written"):

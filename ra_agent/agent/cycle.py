@@ -23,11 +23,12 @@ import psutil
 from ra_agent.agent.actions import cycle_schema, interpret_reply, validate_action
 from ra_agent.agent.cyclelog import CycleLog, CycleRecord, truncate_middle
 from ra_agent.agent.goal import GoalState, GoalStore
+from ra_agent.agent.goal_questions import questions_request, seed_searched, successful_questions
 from ra_agent.agent.guards import check_guards
 from ra_agent.agent.handbook import load_handbook, recorded_handbook
 from ra_agent.agent.loopguard import ERROR_EVENTS, ended_line, error_streak, rejections, repeated_noop, state_digest
 from ra_agent.agent.ownership import no_papers_reason, refresh_owned
-from ra_agent.agent.prompt import build_messages, metrics_of, observe, playbooks_for
+from ra_agent.agent.prompt import build_messages, observe, playbooks_for
 from ra_agent.agent.registry import REGISTRY_SPECS
 from ra_agent.agent.stages import StageRequest
 from ra_agent.agent.tools import ToolContext, execute
@@ -104,7 +105,7 @@ def stage_observation(store: Store, request: StageRequest) -> dict[str, Any]:
         row = store.conn.execute("SELECT count, fetched, offline FROM search_run WHERE query_key=?",
                                  (request.partition,)).fetchone()  # fmt: skip
         return dict(row) if row else {"missing": True}
-    if request.stage in ("pico", "sr_overlap"):
+    if request.stage == "pico":
         row = store.conn.execute(
             "SELECT eligible_trials, sr_overlap FROM cluster_metrics WHERE cluster_id=? ORDER BY computed_ts DESC LIMIT 1",
             (request.partition,),
@@ -116,26 +117,18 @@ def stage_observation(store: Store, request: StageRequest) -> dict[str, Any]:
     return {}
 
 
-def successful_clusters(state: GoalState, handbook, observation: dict[str, Any]) -> list[str]:
-    """The goal's own clusters (state.owned_clusters, in that order) that meet Success and are not rejected."""
-    by_id = {c["cluster_id"]: c for c in observation["clusters"]}
-    return [cid for cid in state.owned_clusters if cid in by_id and cid not in state.rejected_clusters
-            and handbook.success_met(metrics_of(by_id[cid]))]  # fmt: skip
-
-
 def _check_success(cfg: Config, store: Store, state: GoalState, handbook, observation=None) -> list[StageRequest]:
-    """Stop the goal once `Stop_after` of its own clusters meet `Success`; ask for the reports then.
-
-    Without an `observation` the owned clusters are recomputed and the store observed afresh."""
+    """Stop the goal once `Stop_after` of its handbook's questions meet `Success` (`successful_questions`); ask for
+    the reports then. Without an `observation` the store is observed afresh."""
     if observation is None:
         refresh_owned(store, state)
         observation = observe(cfg, store, state, handbook)
-    winners = successful_clusters(state, handbook, observation)
+    winners = successful_questions(handbook, observation.get("questions") or [], cfg.sr.min_eligible_trials)
     if len(winners) < handbook.stop_after:
         return []
-    state.success_clusters = winners[: max(handbook.stop_after, 1)]
-    state.set_status("stopped", reason="success", clusters=state.success_clusters, success=handbook.success_text)
-    return [StageRequest("reports", reason=f"success of {', '.join(state.success_clusters)}")]
+    state.success_questions = winners[: max(handbook.stop_after, 1)]
+    state.set_status("stopped", reason="success", questions=state.success_questions, success=handbook.success_text)
+    return [StageRequest("reports", reason=f"success of {', '.join(state.success_questions)}")]
 
 
 def _guard(cfg: Config, store: Store, goals: GoalStore, state: GoalState) -> str | None:
@@ -200,6 +193,12 @@ def _cycle(cfg, store, goals, state, brain, embedder_factory) -> CycleOutcome:
     if no_papers:
         state.set_status("stopped", reason=no_papers)
         event = "stopped"
+    elif not requests and observation.get("questions_note") == "stale" and seed_searched(state, handbook):
+        # the brain decides on the questions as they stand: judged again first when the corpus changed since
+        requests = questions_request(cfg, handbook, "the corpus, the handbook or the [sr] knobs changed since the "
+                                     "questions were judged")  # fmt: skip
+        event = "waiting_questions"
+        notes.append("the handbook's review questions are judged again first (review_questions asset)")
     elif not requests and _tool_calls(store, state.goal_id) >= cfg.goal.max_tool_calls:
         state.set_status("stopped", reason=f"max_tool_calls ({cfg.goal.max_tool_calls}) reached")
         event = "stopped"
@@ -261,8 +260,9 @@ def _cycle(cfg, store, goals, state, brain, embedder_factory) -> CycleOutcome:
 
 def _schema(cfg: Config, handbook, observation: dict[str, Any]):
     """The cycle's reply schema; cluster ids are the clusters the prompt shows, rejected ones included (they
-    may be named again, e.g. to merge)."""
-    return cycle_schema(cfg, handbook, [c["cluster_id"] for c in observation["clusters"]])
+    may be named again, e.g. to merge), question ids the questions of the handbook's set."""
+    return cycle_schema(cfg, handbook, [c["cluster_id"] for c in observation["clusters"]],
+                        [q["question_id"] for q in observation.get("questions") or []])  # fmt: skip
 
 
 def _reply_text(asked: StructuredReply) -> str:

@@ -31,12 +31,14 @@ RESUMABLE_STATUSES = ("in_progress", "crashed", "paused_api")
 # The LLM may change every top-level field except goal_id and history; handbook_path is fixed
 # too (the handbook is the operator's contract). The executor's bookkeeping fields (cycle counter, brain,
 # pending work, success list, timestamps) are not the LLM's to set either: writing pending_tool_calls or
-# success_clusters would bypass validation and the success test.
+# success_questions would bypass validation and the success test.
 FIXED_FIELDS = ("goal_id", "history", "handbook_path")
 LLM_MUTABLE_FIELDS = (
     "primary_goal",
     "topic",
     "status",
+    "question_id",
+    "questions_done",
     "cluster_id",
     "subgoals",
     "rejected_clusters",
@@ -49,6 +51,8 @@ LLM_STATUSES = ("in_progress", "stopped")
 FIELD_EVENTS = {
     "primary_goal": "pivoted",
     "topic": "topic_changed",
+    "question_id": "question_selected",
+    "questions_done": "questions_done",
     "cluster_id": "cluster_selected",
     "subgoals": "subgoals_changed",
     "rejected_clusters": "clusters_rejected",
@@ -66,6 +70,8 @@ STATUS_EVENTS = {
 HISTORY_KEYS = ("cycle", "ts", "brain", "event")
 
 SAFE_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # cluster ids end up in file names (pico/<cluster_id>.jsonl)
+QUESTION_ID_RE = re.compile(r"^q-[0-9a-f]{10}$")  # a review question's id (evidence.questions.build.question_id)
+LEGACY_FIELDS = ("success_clusters",)  # goal_state.json fields of earlier versions, dropped when read
 GOAL_ID_RE = re.compile(r"^[0-9a-f]{12}$")
 EVENT_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 
@@ -101,7 +107,9 @@ class GoalState:
     topic: str
     handbook_path: str
     status: str = "in_progress"
-    cluster_id: str | None = None
+    question_id: str | None = None  # the review question in focus (its handbook's QuestionSet)
+    questions_done: list[str] = field(default_factory=list)  # questions the goal finished with (any outcome)
+    cluster_id: str | None = None  # the cluster in focus: the retrieval layer (search expansion, split, merge)
     subgoals: list[Any] = field(default_factory=list)
     history: list[dict[str, Any]] = field(default_factory=list)
     cycle: int = 0
@@ -112,7 +120,7 @@ class GoalState:
     pending_queries: list[str] = field(default_factory=list)
     pending_asset_requests: list[dict[str, Any]] = field(default_factory=list)
     pending_tool_calls: list[dict[str, Any]] = field(default_factory=list)
-    success_clusters: list[str] = field(default_factory=list)
+    success_questions: list[str] = field(default_factory=list)  # the questions that met Success
     owned_clusters: list[str] = field(default_factory=list)  # agent/ownership.py: the only clusters Success reads
     parent_goal: str | None = None  # the goal whose propose_alternative_pico spawned this one
     spawn_depth: int = 0  # 0 for a goal started from a handbook, parent's depth + 1 for a spawned goal
@@ -126,8 +134,8 @@ class GoalState:
         for h in reversed(self.history):
             if h["event"] in STATUS_EVENTS.values() and h.get("new", self.status) == self.status:
                 reason = str(h.get("reason") or h.get("error") or ("set by the brain" if h.get("by") == "llm" else ""))
-                if reason == "success" and h.get("clusters"):
-                    return f"success: {', '.join(h['clusters'])} met {h.get('success', 'the handbook')}"
+                if reason == "success" and h.get("questions"):
+                    return f"success: {', '.join(h['questions'])} met {h.get('success', 'the handbook')}"
                 return reason
         return ""
 
@@ -177,6 +185,7 @@ class GoalState:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], source: str = "<goal_state>") -> GoalState:
         names = {f.name for f in dataclasses.fields(cls)}
+        data = {k: v for k, v in data.items() if k not in LEGACY_FIELDS}
         unknown = sorted(set(data) - names)
         if unknown:
             raise GoalStateError(f"{source}: unknown goal_state fields {unknown}")
@@ -243,6 +252,13 @@ def _check_value(name: str, value: Any) -> Any:
     elif name == "cluster_id":
         if value is not None and not (isinstance(value, str) and SAFE_ID_RE.match(value)):
             raise GoalMutationError("cluster_id must be null or a cluster id (letters, digits, '_' or '-')")
+    elif name == "question_id":
+        if value is not None and not (isinstance(value, str) and QUESTION_ID_RE.match(value)):
+            raise GoalMutationError("question_id must be null or a question id ('q-' and 10 hex digits)")
+    elif name == "questions_done":
+        if not isinstance(value, list) or not all(isinstance(v, str) and QUESTION_ID_RE.match(v) for v in value):
+            raise GoalMutationError("questions_done must be a list of question ids ('q-' and 10 hex digits)")
+        return list(dict.fromkeys(value))
     elif name == "subgoals":
         if not isinstance(value, list):
             raise GoalMutationError("subgoals must be a list")
@@ -377,6 +393,7 @@ __all__ = [
     "LLM_MUTABLE_FIELDS",
     "LLM_STATUSES",
     "PRIMARY_GOALS",
+    "QUESTION_ID_RE",
     "RESUMABLE_STATUSES",
     "SAFE_ID_RE",
     "GoalMutationError",

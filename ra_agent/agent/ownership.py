@@ -3,8 +3,8 @@
 Rule (`owned_clusters`): an active cluster is owned by a goal when it holds at least one hit of the
 goal's own searches (`candidate_papers` rows of the queries its `search_pubmed` calls registered),
 ranked by the number of hits it holds (ties: cluster id); after those come the active clusters the
-goal acted on by name: its focus `cluster_id`, the clusters it ran PICO, find_existing_sr or
-prisma_check on, expanded, or split into. Success, Stop_after and reports look only at these.
+goal acted on by name: its focus `cluster_id`, the clusters it ran PICO on, expanded, or split into. They are the
+goal's retrieval layer (the prompt shows them first); Success and the reports read its handbook's questions.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from ra_agent.store.db import Store
 from ra_agent.workspace import query_key
 
 # tools whose `cluster_id` argument names a cluster the goal works on
-CLUSTER_TOOLS = ("run_pico", "find_existing_sr", "prisma_check", "split_cluster")
+CLUSTER_TOOLS = ("run_pico", "split_cluster")
 EXPAND_RE = re.compile(r"^expand\[(?P<cluster>[A-Za-z0-9_-]+)\.(semantic|ripple)\]$")
 
 
@@ -43,7 +43,7 @@ def hits_per_cluster(store: Store, state: GoalState) -> dict[str, int]:
 
 
 def acted_on(state: GoalState) -> list[str]:
-    """Clusters the goal named: focus cluster, tool arguments, expansions, split children, past successes."""
+    """Clusters the goal named: focus cluster, tool arguments, expansions, split children."""
     named: list[str] = [state.cluster_id] if state.cluster_id else []
     for h in state.events("tool_call"):
         args, result = h.get("args") or {}, h.get("result") or {}
@@ -52,7 +52,7 @@ def acted_on(state: GoalState) -> list[str]:
         named += [m["cluster"] for m in (EXPAND_RE.match(r) for r in h.get("requests", [])) if m]
         if h["tool"] == "split_cluster" and isinstance(result.get("children"), list):
             named += [c for c in result["children"] if isinstance(c, str)]
-    return list(dict.fromkeys([*named, *state.success_clusters]))
+    return list(dict.fromkeys(named))
 
 
 def owned_clusters(store: Store, state: GoalState) -> list[str]:

@@ -48,19 +48,16 @@ def trial_pmids(store: Store, pmids: list[int]) -> set[int]:
 
 
 def observe(cfg: Config, store: Store, state: GoalState, handbook: Handbook) -> dict[str, Any]:
-    """The structured view of the world a cycle reasons over (also the `<state>` block of the prompt)."""
-    from ra_agent.evidence.sr.overlap import load_sr_overlap
+    """The structured view of the world a cycle reasons over (also the `<state>` block of the prompt): the
+    handbook's review questions (`goal_questions.question_entries`: the set's numbers, with what this goal measured)
+    and the clusters that organise the corpus (the retrieval layer: search hits, trial candidates, splits)."""
+    from ra_agent.agent.goal_questions import goal_question_set, question_entries
     from ra_agent.topics.metrics import manifest_table
-    from ra_agent.topics.view import member_pmids, pico_path
+    from ra_agent.topics.view import member_pmids
 
-    pivot = cfg.sr.sr_overlap_pivot
-    proposed = {h.get("cluster_id") for h in state.events("alternative_proposed") + state.events("alternative_failed")}
     split_tried = {
         h.get("args", {}).get("cluster_id") for h in state.events("tool_call") if h.get("tool") == "split_cluster"
     }
-    # A cluster's measures count for this goal only when the goal measured them itself: another goal's run_pico,
-    # find_existing_sr or prisma_check is not this goal's evidence (unmeasured: null, so Success reads unknown).
-    measured = {(h.get("tool"), (h.get("args") or {}).get("cluster_id")) for h in state.events("tool_call")}
     corpus = store.counts()["paper"]
     searches = []
     for query in dict.fromkeys(h["args"]["query"] for h in state.events("tool_call") if h["tool"] == "search_pubmed"):
@@ -76,39 +73,17 @@ def observe(cfg: Config, store: Store, state: GoalState, handbook: Handbook) -> 
         cid = row["cluster_id"]
         members = member_pmids(store, cid)
         trials = trial_pmids(store, members)
-        pico_own, sr_own, prisma_own = (("run_pico", cid) in measured, ("find_existing_sr", cid) in measured,
-                                        ("prisma_check", cid) in measured)  # fmt: skip
-        overlap = row.get("sr_overlap") if sr_own else None
-        prisma = row.get("prisma_compliant") if prisma_own else None
-        entry = {
-            "cluster_id": cid,
-            "label": row["label"],
-            "size": row["size"],
+        clusters.append({
+            "cluster_id": cid, "label": row["label"], "size": row["size"],
             "corpus_share": round(row["size"] / corpus, 3) if corpus else 0.0,
-            "ers": row.get("ers"),
-            "cvgr": row.get("cvgr"),
-            "het_numeric": row.get("het_numeric"),
-            "dispersion": row.get("dispersion"),
-            "unstable": bool(row.get("unstable")),
-            "mean_year": row.get("mean_year"),
-            "sr_overlap": overlap,
-            "eligible_trials": row.get("eligible_trials") if pico_own else None,
-            "PRISMA_compliant": None if prisma is None else bool(prisma),
-            "prisma_checked": _prisma_source(cfg, cid) if prisma_own else None,  # "draft", "prior_sr", "none", None
-            "trial_candidates": len(trials),
-            "search_hits": len(hits.intersection(members)),
+            "ers": row.get("ers"), "cvgr": row.get("cvgr"), "het_numeric": row.get("het_numeric"),
+            "dispersion": row.get("dispersion"), "unstable": bool(row.get("unstable")), "mean_year": row.get("mean_year"),
+            "trial_candidates": len(trials), "search_hits": len(hits.intersection(members)),
             "hit_trials": len(trials & hits),  # on-topic trials
-            "owned": cid in state.owned_clusters,  # agent/ownership.py: Success reads only these
-            "pico_done": pico_own and pico_path(cfg, cid).exists(),
-            "covered_by_sr": overlap is not None and overlap > pivot,
-            "rejected": cid in state.rejected_clusters,
-            "alternative_proposed": cid in proposed,
-            "split_attempted": cid in split_tried,
-        }
-        if entry["covered_by_sr"]:
-            found = load_sr_overlap(cfg, cid)
-            entry["sr_pmids"] = sorted(found.sr_pmids) if found else []
-        clusters.append(entry)
+            "owned": cid in state.owned_clusters,  # agent/ownership.py: the goal's retrieval layer
+            "rejected": cid in state.rejected_clusters, "split_attempted": cid in split_tried,
+        })  # fmt: skip
+    qset, note = goal_question_set(cfg, store, state, handbook)
     return {
         "task": "cycle",
         "goal": {
@@ -116,6 +91,8 @@ def observe(cfg: Config, store: Store, state: GoalState, handbook: Handbook) -> 
             "primary_goal": state.primary_goal,
             "topic": state.topic,
             "status": state.status,
+            "question_id": state.question_id,
+            "questions_done": state.questions_done,
             "cluster_id": state.cluster_id,
             "owned_clusters": state.owned_clusters,
             "rejected_clusters": state.rejected_clusters,
@@ -133,31 +110,20 @@ def observe(cfg: Config, store: Store, state: GoalState, handbook: Handbook) -> 
         },
         "thresholds": {
             "min_eligible_trials": cfg.sr.min_eligible_trials,
-            "sr_overlap_pivot": pivot,
+            "sr_overlap_pivot": cfg.sr.sr_overlap_pivot,
             "rules_split_share": cfg.goal.rules_split_share,
             "split_min_size": 2 * cfg.clustering.split_min_cluster_size,
         },
         "corpus_papers": corpus,
         "searches": searches,
+        # the handbook's questions (None while they are judged again, or when the handbook has none: questions_note)
+        "questions": question_entries(cfg, state, qset) if qset is not None else None,
+        "questions_note": note,
         "clusters": clusters,
         "last_results": [h for h in state.history if h["event"] in ("tool_call", "tool_result")][-3:],
         # actions the loop guard ended (rejected in the same form too often): never propose them again
         "ended_lines": [{k: e.get(k) for k in ("tool", "form", "reason")} for e in state.events("line_ended")],
     }
-
-
-def _prisma_source(cfg: Config, cluster_id: str) -> str | None:
-    """What the cluster's last prisma_check read: ra's own "draft", the covering reviews ("prior_sr"), "none"."""
-    from ra_agent.evidence.prisma.store import load_prisma
-
-    found = load_prisma(cfg, cluster_id)
-    return found.source if found is not None else None
-
-
-def metrics_of(cluster: dict[str, Any]) -> dict[str, Any]:
-    """The names a handbook `Success` expression may use, from one observed cluster."""
-    return {k: cluster.get(k) for k in ("size", "ers", "cvgr", "het_numeric", "dispersion", "sr_overlap",
-                                        "eligible_trials", "PRISMA_compliant")}  # fmt: skip
 
 
 def _fmt(value: Any) -> str:
@@ -199,14 +165,15 @@ def playbooks_for(
 
 STATE_SHARE = 0.4  # part of the prompt budget left after the fixed parts that the <state> block may take
 _SAFETY_TOKENS = 64  # joints between parts, notes added by cuts
-_STATE_LIST_CAP = 20  # searches and SR PMIDs listed in the state block (the rest counted)
+_STATE_LIST_CAP = 20  # searches and questions listed in the state block (the rest counted)
+PROMPT_QUESTIONS = 12  # questions described in the prompt's questions block (in the set's order)
 
 
 def _state_order(observation: dict[str, Any]) -> list[dict[str, Any]]:
     """Clusters in the order the state block keeps them: the goal's own clusters first, then the
     most relevant (search hits, trial candidates), newest (mean year) and largest; rejected ones last."""
     goal = observation["goal"]
-    own = [goal.get("cluster_id"), *(goal.get("owned_clusters") or []), *(goal.get("success_clusters") or [])]
+    own = [goal.get("cluster_id"), *(goal.get("owned_clusters") or [])]
     rank = {cid: i for i, cid in enumerate(c for c in own if c)}
     return sorted(observation["clusters"], key=lambda c: (
         rank.get(c["cluster_id"], len(rank)), bool(c.get("rejected")), -(c.get("search_hits") or 0),
@@ -226,14 +193,15 @@ def state_block(observation: dict[str, Any], budget: int, enc) -> tuple[str, int
     base["searches"] = searches[-_STATE_LIST_CAP:]
     if len(searches) > _STATE_LIST_CAP:
         base["searches_left_out"] = len(searches) - _STATE_LIST_CAP
+    questions = observation.get("questions")
+    if questions is not None and len(questions) > _STATE_LIST_CAP:  # the set's order: the topic's question first
+        base["questions"] = questions[:_STATE_LIST_CAP]
+        base["questions_left_out"] = len(questions) - _STATE_LIST_CAP
     used = count_tokens(f"<state>\n{dumps(base)}\n</state>", enc) + 40  # + the "clusters" key and the note
     kept: list[dict[str, Any]] = []
     ordered = _state_order(observation)
     for cluster in ordered:
         entry = dict(cluster)
-        if len(entry.get("sr_pmids") or []) > _STATE_LIST_CAP:  # the list stays PMIDs only: a brain may copy it
-            entry["sr_pmids"] = entry["sr_pmids"][:_STATE_LIST_CAP]
-            entry["sr_pmids_left_out"] = len(cluster["sr_pmids"]) - _STATE_LIST_CAP
         cost = count_tokens(dumps(entry), enc) + 1
         if used + cost > budget:
             break
@@ -249,16 +217,40 @@ def state_block(observation: dict[str, Any], budget: int, enc) -> tuple[str, int
     return f"<state>\n{dumps(doc)}\n</state>{note}", left_out
 
 
+def questions_block(observation: dict[str, Any]) -> str:
+    """The handbook's review questions as the prompt shows them (the numbers `ra questions` prints): in-scope first,
+    each with its id, the question in words, studies, reports, verdict, covering review, trials since, and what this
+    goal did to it."""
+    questions = observation.get("questions")
+    if questions is None:
+        note = observation.get("questions_note") or "not judged yet"
+        return f"# Review questions of the handbook\nNone now: {note}."
+    lines = ["# Review questions of the handbook (judged once over the whole corpus; tools take their question_id)"]
+    ordered = sorted(questions, key=lambda q: not q["in_scope"])
+    for q in ordered[:PROMPT_QUESTIONS]:
+        covered = f"; covered by {q['covering']}, {q['trials_since']} trials since" if q["covering"] else ""
+        done = [t for t, key in (("PICO", "pico_done"), ("reviews", "sr_checked"), ("PRISMA", "prisma_checked"),
+                                 ("pivot", "alternative_proposed")) if q.get(key)]  # fmt: skip
+        flags = "".join([" [focus]" if q["focus"] else "", " [done]" if q["done"] else "",
+                         "" if q["in_scope"] else " [outside the handbook's scope]"])  # fmt: skip
+        lines.append(f"- {q['question_id']}{flags}: {q['in_words']}: {q['studies']} studies ({q['reports']} "
+                     f"reports); {q['verdict']}{covered}; PRISMA_compliant {_fmt(q['PRISMA_compliant'])}"
+                     + (f"; checked: {', '.join(done)}" if done else ""))  # fmt: skip
+    if len(ordered) > PROMPT_QUESTIONS:
+        lines.append(f"({len(ordered) - PROMPT_QUESTIONS} more questions in the state block)")
+    return "\n".join(lines)
+
+
 def build_messages(
     cfg: Config, store: Store, handbook: Handbook, observation: dict[str, Any], playbooks: str = ""
 ) -> list[dict[str, str]]:
-    """System + user messages: per-cluster blocks, handbook, success rule, state JSON.
+    """System + user messages: the handbook's questions, per-cluster blocks, handbook, success rule, state JSON.
 
     The whole prompt stays within `prompt_budget(cfg)` tokens (token_soft_cap, with [llm] reply_tokens
     free under num_ctx): the system prompt, tool list, goal lines and instructions are kept whole; handbook
     prose is cut to [tokens] handbook_prose_tokens and Mind-KB playbooks to [mindkb] token_budget; the
     `<state>` block takes up to STATE_SHARE of what is left (clusters sampled token-aware, see state_block);
-    the cluster blocks share the rest, sample titles newest first.
+    the questions block (`questions_block`) and the cluster blocks share the rest, sample titles newest first.
     """
     from ra_agent.embed.tokens import cap_tokens, count_tokens, encoder_for, prompt_budget
 
@@ -268,12 +260,13 @@ def build_messages(
     searched = ", ".join(repr(s["query"]) for s in observation["searches"][-_STATE_LIST_CAP:]) or "none yet"
     goal_lines = cap_tokens(
         f'Handbook says Primary_goal = "{hb["primary_goal"]}" (goal now: {goal["primary_goal"]}, '
-        f"focus cluster: {goal['cluster_id'] or 'none'}).\n"
+        f"focus question: {goal['question_id'] or 'none'}; done: {', '.join(goal['questions_done']) or 'none'}).\n"
         f"Seed query: {hb['seed_query'] or '(none)'}; searches done: {searched}.\n"
-        f"This goal's clusters (hold its search hits or were chosen by it): "
-        f"{', '.join(goal.get('owned_clusters') or []) or 'none yet'}; Success is judged on these only.\n"
-        f"Success requires: {hb['success']} (for {hb['stop_after']} cluster(s)).\n"
-        f"Pivot when Existing_SR_overlap > {observation['thresholds']['sr_overlap_pivot']}."
+        f"This goal's clusters (hold its search hits or were chosen by it; they retrieve, they do not decide): "
+        f"{', '.join(goal.get('owned_clusters') or []) or 'none yet'}.\n"
+        f"Success requires, of one review question: {hb['success']} (for {hb['stop_after']} question(s)).\n"
+        f"Pivot from a question a review covers (holding > {observation['thresholds']['sr_overlap_pivot']} of "
+        "its studies)."
         + "".join(
             f"\nEnded (do not propose again): {e['tool']}: {e['reason']}" for e in observation.get("ended_lines", [])
         ),
@@ -289,6 +282,8 @@ def build_messages(
     left = prompt_budget(cfg) - sum(count_tokens(t, enc) for t in fixed) - 8 * len(fixed) - _SAFETY_TOKENS
     state, _ = state_block(observation, max(0, int(left * STATE_SHARE)), enc)
     left -= count_tokens(state, enc)
+    questions = cap_tokens(questions_block(observation), max(left // 2, 0), enc, "questions block")
+    left -= count_tokens(questions, enc) + 4
     shown = sorted(observation["clusters"],
                    key=lambda c: (not c.get("owned"), -(c["trial_candidates"] or 0), -c["size"], c["cluster_id"]))  # fmt: skip
     blocks: list[str] = []
@@ -298,8 +293,7 @@ def build_messages(
             f"# Cluster {c['cluster_id']} – {c['label']}\n"
             f"Size: {c['size']} | ERS: {_fmt(c['ers'])} | het_numeric: {_fmt(c['het_numeric'])} | "
             f"CVGR: {_fmt(c['cvgr'])} | dispersion: {_fmt(c['dispersion'])}{' (unstable)' if c['unstable'] else ''}\n"
-            f"Trial candidates: {c['trial_candidates']} | eligible_trials: {_fmt(c['eligible_trials'])} | "
-            f"Existing_SR_overlap: {_fmt(c['sr_overlap'])} | PRISMA_compliant: {_fmt(c['PRISMA_compliant'])}\n"
+            f"Trial candidates: {c['trial_candidates']} | search hits: {c['search_hits']}\n"
             f"Sample titles:\n"
         )
         cost = count_tokens(head, enc) + 4
@@ -310,5 +304,5 @@ def build_messages(
         block = cap_tokens(head + titles, max(cost, left - 40), enc, "cluster block")
         left -= count_tokens(block, enc) + 4
         blocks.append(block)
-    user = "\n\n".join([*blocks, goal_lines, prose, *([playbooks] if playbooks else []), instruction, state])
+    user = "\n\n".join([questions, *blocks, goal_lines, prose, *([playbooks] if playbooks else []), instruction, state])
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]

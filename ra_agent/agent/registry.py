@@ -5,15 +5,19 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ra_agent.agent.goal import SAFE_ID_RE
+from ra_agent.agent.goal import QUESTION_ID_RE, SAFE_ID_RE
 from ra_agent.config import Config
 from ra_agent.llm.protocol import ArgSpec, ToolSpec
 
-_CLUSTER_ID = ArgSpec("str", required=True, pattern=SAFE_ID_RE, description="a cluster id")
+_CLUSTER_ID = ArgSpec("str", required=True, pattern=SAFE_ID_RE, description="a cluster id (letters, digits, _ or -)")
+_QUESTION_ID = ArgSpec(
+    "str", required=True, pattern=QUESTION_ID_RE, description="a review question's id (q- and 10 hex digits)"
+)
 
 
 def registry_specs(cfg: Config | None = None) -> dict[str, ToolSpec]:
-    """The heavy tools (docs/handbooks.md, Tools_allowed), the cluster commands and update_goal; defaults from cfg."""
+    """The heavy tools (docs/handbooks.md, Tools_allowed), the cluster commands and update_goal; defaults from cfg.
+    The review-question tools take a question id of the handbook's set (the prompt lists them)."""
     cfg = cfg or Config()
     specs = [
         ToolSpec(
@@ -33,18 +37,30 @@ def registry_specs(cfg: Config | None = None) -> dict[str, ToolSpec]:
         ToolSpec(
             "run_pico",
             {
+                "question_id": replace(_QUESTION_ID, required=False),
                 "cluster_id": replace(_CLUSTER_ID, required=False),
                 "pmid_list": ArgSpec("list[int]", minimum=1),
             },
-            "Extract P, I, C, O and study design for a cluster's (or a PMID list's) abstracts.",
-            exactly_one_of=("cluster_id", "pmid_list"),
+            "Extract P, I, C, O and study design for a question's reports (or a cluster's, or a PMID list's abstracts).",
+            exactly_one_of=("question_id", "cluster_id", "pmid_list"),
         ),
-        ToolSpec("prisma_check", {"cluster_id": _CLUSTER_ID}, "Check PRISMA items 4-8 for a cluster."),
-        ToolSpec("find_existing_sr", {"cluster_id": _CLUSTER_ID}, "Measure overlap with existing systematic reviews."),
+        ToolSpec(
+            "prisma_check",
+            {"question_id": _QUESTION_ID},
+            "seek_gap: check PRISMA items 4-8 of the review covering a question; conduct_SR: write ra's SR draft of "
+            "the question and check it.",
+        ),
+        ToolSpec(
+            "find_existing_sr",
+            {"question_id": _QUESTION_ID},
+            "Record the reviews that answer a question and whether one covers it (and searches PubMed for more "
+            "reviews when online).",
+        ),
         ToolSpec(
             "propose_alternative_pico",
-            {"exclude_pmids": ArgSpec("list[int]", required=True, minimum=1)},
-            "Propose a new PICO theme from the papers left after excluding these PMIDs.",
+            {"question_id": _QUESTION_ID},
+            "Pivot from a covered question: to a narrower in-scope question its covering review leaves open, else a "
+            "new goal on the trials it leaves out.",
         ),
         ToolSpec("split_cluster", {"cluster_id": _CLUSTER_ID}, "Re-cluster one cluster's members.", kind="cluster"),
         ToolSpec(

@@ -1,4 +1,5 @@
-"""Reports for goals that met their handbook: a gap dossier (seek_gap) or an SR draft (conduct_SR) per cluster."""
+"""Reports for goals that met their handbook: a gap dossier (seek_gap) or an SR draft (conduct_SR) per review question
+that met Success, read from the handbook's QuestionSet."""
 
 from __future__ import annotations
 
@@ -33,52 +34,58 @@ def workspace_relative(cfg: Config, path: str | Path) -> str:
     return relative_posix(path, cfg.data_dir)
 
 
-def goal_question(cfg: Config, state):
-    """The review question of a goal as the SR draft's synthesis reads it: its handbook's topic
-    (`agent.questions.handbook_topic`: the seed query's population × intervention classes × comparator, with the
-    prose's synonyms) through `evidence.synthesis.question.from_topic`; None, with a warning, when the handbook
-    is unreadable or its seed query names no question."""
+def synthesis_question(cfg: Config, state, question):
+    """The review question as an SR draft's synthesis reads it (`evidence.synthesis.question.from_review_question`),
+    its population test from the handbook's topic (`agent.questions.handbook_topic`); without the topic's test, with
+    a warning, when the handbook can no longer be read."""
     from ra_agent.agent.handbook import recorded_handbook
     from ra_agent.agent.questions import handbook_topic
-    from ra_agent.evidence.synthesis.question import from_topic
+    from ra_agent.evidence.synthesis.question import from_review_question
 
     try:
-        return from_topic(handbook_topic(recorded_handbook(cfg, state.handbook_path)))
+        topic = handbook_topic(recorded_handbook(cfg, state.handbook_path))
     except (OSError, ValueError) as exc:  # HandbookError is a ValueError naming the file and Seed_query
-        log.warning("goal %s: the SR draft has no review question (%s)", state.goal_id, exc)
-        return None
+        log.warning("goal %s: the SR draft tests no population (%s)", state.goal_id, exc)
+        topic = None
+    return from_review_question(question, topic)
 
 
 def write_goal_reports(cfg: Config, store: Store, goal_id: str | None = None, brain=None) -> list[Path]:
-    """Write the report of each successful cluster of one goal into reports/<goal_id>/; note it in its history.
+    """Write the report of each question that met Success for one goal into reports/<goal_id>/; note it in its
+    history. The question is read from its handbook's set as it stands (`load_question_set`).
 
-    Without `goal_id` (the Dagster `reports` asset run outside a goal): every goal that has a successful
-    cluster without a report yet. A goal's finished reports are never rewritten for another goal. An SR draft
-    answers the goal's review question (`goal_question`); its arm data are read by `brain` when it is a language
-    model, else by the rules.
+    Without `goal_id` (the Dagster `reports` asset run outside a goal): every goal that has a successful question
+    without a report yet. A goal's finished reports are never rewritten for another goal. An SR draft's arm data
+    are read by `brain` when it is a language model, else by the rules.
     """
+    from ra_agent.agent.handbook import recorded_handbook
+    from ra_agent.agent.questions import load_question_set
     from ra_agent.evidence.prisma.store import load_prisma
     from ra_agent.evidence.reports.gap_dossier import gap_dossier
     from ra_agent.evidence.reports.sr_draft import sr_draft
-    from ra_agent.evidence.sr.overlap import load_sr_overlap
 
     goals = GoalStore(cfg.data_dir, store)
     written: list[Path] = []
     for state in [goals.load(goal_id)] if goal_id else goals.states():
-        recorded = {h.get("cluster_id") for h in state.events("report_written")}
-        todo = state.success_clusters if goal_id else [c for c in state.success_clusters if c not in recorded]
+        recorded = {h.get("question_id") for h in state.events("report_written")}
+        todo = state.success_questions if goal_id else [q for q in state.success_questions if q not in recorded]
+        if not todo:
+            record_goal_playbook(cfg, store, goals, state)
+            continue
+        qset = load_question_set(cfg, store, recorded_handbook(cfg, state.handbook_path))
         out_dir = goal_reports_dir(cfg, state.goal_id)
-        for cluster_id in todo:
-            prisma = load_prisma(cfg, cluster_id)
+        for question_id in todo:
+            question, prisma = qset.question(question_id), load_prisma(cfg, question_id)
             if state.primary_goal == "conduct_SR":
-                path = sr_draft(cfg, store, cluster_id, goal_id=state.goal_id, brain_name=state.brain, prisma=prisma,
-                                out_dir=out_dir, question=goal_question(cfg, state), brain=brain)  # fmt: skip
+                path = sr_draft(cfg, store, qset, question, goal_id=state.goal_id, brain_name=state.brain,
+                                prisma=prisma, out_dir=out_dir, synthesis_question=synthesis_question(cfg, state,
+                                question), brain=brain)  # fmt: skip
                 kind = "sr_draft"
             else:
-                path = gap_dossier(cfg, store, cluster_id, goal_id=state.goal_id, brain_name=state.brain,
-                                   sr=load_sr_overlap(cfg, cluster_id), prisma=prisma, out_dir=out_dir)  # fmt: skip
+                path = gap_dossier(cfg, store, qset, question, goal_id=state.goal_id, brain_name=state.brain,
+                                   prisma=prisma, out_dir=out_dir)  # fmt: skip
                 kind = "gap_dossier"
-            path, recorded_now = record_report(cfg, goals, state, kind, cluster_id, Path(path))
+            path, recorded_now = record_report(cfg, goals, state, kind, question_id, Path(path))
             written.append(path)
             if recorded_now:
                 goals.save(state)
@@ -86,36 +93,30 @@ def write_goal_reports(cfg: Config, store: Store, goal_id: str | None = None, br
     return written
 
 
-def record_report(cfg: Config, goals: GoalStore, state, kind: str, cluster_id: str, path: Path,
+def record_report(cfg: Config, goals: GoalStore, state, kind: str, question_id: str, path: Path,
                   **extra) -> tuple[Path, bool]:  # fmt: skip
     """Note a written report in the goal's history (once per path): (the report's path, whether it was noted now).
 
-    One dossier per question: a report reaching the verdict of a report already written on the same cluster or
-    the same review question (by this goal on another cluster, or by an ancestor goal) keeps no copy: its file is
-    removed and the history points at the existing report (`same_as_ancestor` / `same_question`)."""
-    same, how = earlier_report(cfg, goals, state, cluster_id, kind, path)
-    question = report_question(path) if same is None else report_question(cfg.data_dir / same)
+    One report per question: a report reaching the verdict of a report of the same kind already written on the same
+    question by this goal or an ancestor goal keeps no copy: its file is removed and the history points at the
+    existing report (`same_question`)."""
+    same = earlier_report(cfg, goals, state, question_id, kind, path)
     if same:
         path.unlink()
         path = cfg.data_dir / same
     relative = workspace_relative(cfg, path)
-    log.info("%s for %s (goal %s): %s%s", kind, cluster_id, state.goal_id, relative,
+    log.info("%s for %s (goal %s): %s%s", kind, question_id, state.goal_id, relative,
              " (the same verdict on the same question as an earlier report: no copy written)" if same else "")  # fmt: skip
-    if any(h["path"] == relative and h.get("cluster_id") == cluster_id for h in state.events("report_written")):
+    if any(h["path"] == relative and h.get("question_id") == question_id for h in state.events("report_written")):
         return path, False
-    state.record("report_written", kind=kind, cluster_id=cluster_id, path=relative, **extra,
-                 **({"question_id": question} if question else {}), **({how: True} if same else {}))  # fmt: skip
+    state.record("report_written", kind=kind, question_id=question_id, path=relative, **extra,
+                 **({"same_question": True} if same else {}))  # fmt: skip
     return path, True
 
 
 def report_verdict(path: Path) -> str:
     """The verdict line of a dossier or SR draft ("**Verdict: ...**"), or "" when it has none."""
     return _report_line(path, "**Verdict:", lambda x: x.split("**Verdict:", 1)[1].split("**", 1)[0].strip(" ."))
-
-
-def report_question(path: Path) -> str:
-    """The review question id a dossier is about ("- Question id: q-..."), or "" for a cluster dossier."""
-    return _report_line(path, "- Question id:", lambda x: x.split(":", 1)[1].strip())
 
 
 def _report_line(path: Path, marker: str, value) -> str:
@@ -126,29 +127,24 @@ def _report_line(path: Path, marker: str, value) -> str:
     return next((value(x) for x in lines if marker in x), "")
 
 
-def earlier_report(
-    cfg: Config, goals: GoalStore, state, cluster_id: str, kind: str, path: Path
-) -> tuple[str | None, str]:
-    """(the workspace-relative path, how it matched) of a report of the same kind and verdict as `path` written
-    before by an ancestor goal on the same cluster ("same_as_ancestor"), or by this goal or an ancestor about the
-    same review question ("same_question"); (None, "") when there is none."""
-    verdict, question = report_verdict(path), report_question(path)
-    own = workspace_relative(cfg, path)
+def earlier_report(cfg: Config, goals: GoalStore, state, question_id: str, kind: str, path: Path) -> str | None:
+    """The workspace-relative path of a report of the same kind and verdict as `path`, written before about the same
+    question by this goal or an ancestor goal; None when there is none."""
+    verdict, own = report_verdict(path), workspace_relative(cfg, path)
     goal, seen = state, set()
     while verdict and goal is not None and goal.goal_id not in seen:
         seen.add(goal.goal_id)
         for h in goal.events("report_written"):
-            if h.get("kind") != kind or h["path"] == own:
-                continue
-            if report_verdict(cfg.data_dir / h["path"]) != verdict:
-                continue
-            if h.get("cluster_id") == cluster_id and goal is not state:
-                return h["path"], "same_as_ancestor"
-            if question and report_question(cfg.data_dir / h["path"]) == question:
-                return h["path"], "same_question"
+            if (
+                h.get("kind") == kind
+                and h["path"] != own
+                and h.get("question_id") == question_id
+                and (report_verdict(cfg.data_dir / h["path"]) == verdict)
+            ):
+                return h["path"]
         parent = goal.parent_goal
         goal = goals.load(parent) if parent and goals.exists(parent) else None
-    return None, ""
+    return None
 
 
 def goal_playbook_steps(state) -> list[tuple[dict, object]]:
@@ -159,13 +155,13 @@ def goal_playbook_steps(state) -> list[tuple[dict, object]]:
 def record_goal_playbook(cfg: Config, store: Store, goals: GoalStore, state) -> str | None:
     """Store a successful goal's tool sequence in Mind-KB (seed 002), once per goal; None when there is
     nothing to record (Mind-KB off, no success yet, or already recorded)."""
-    if not cfg.mindkb.enabled or not state.success_clusters or state.events("playbook_recorded"):
+    if not cfg.mindkb.enabled or not state.success_questions or state.events("playbook_recorded"):
         return None
     from ra_agent.ask.mindkb import open_playbook_store, record_agent_cycle_playbook
     from ra_agent.embed.embedder import SentenceTransformerEmbedder
 
     prompt = f"{state.primary_goal}: {state.topic} (handbook {Path(state.handbook_path).name})"
-    final = f"Success: {', '.join(state.success_clusters)}; reports: " + ", ".join(
+    final = f"Success: {', '.join(state.success_questions)}; reports: " + ", ".join(
         Path(h["path"]).name for h in state.events("report_written")
     )
     playbooks = open_playbook_store(cfg, store, SentenceTransformerEmbedder(cfg))

@@ -230,5 +230,5 @@ def run_demo(cfg: Config, store: Store, handbook, progress_factory, found: list[
         log.info("demo: goal %s %s after %d cycles (%s): %s", state.goal_id, state.status, state.cycle, brain.label(),
                  state.stop_reason() or "-")  # fmt: skip
         if found is not None:
-            found.append(goal_outcome(state))
+            found.append(goal_outcome(cfg, state))
     return written or [str(GoalStore(cfg.data_dir, store).state_path(first.goal_id))]

@@ -24,12 +24,12 @@ STAGE_ASSETS: dict[str, tuple[str, ...]] = {
     "embed": ("embedding_shards",),
     "organise": ("embedding_index", "clusters", "cluster_metrics"),
     "pico": ("pico_extractions",),
-    "sr_overlap": ("sr_overlap",),
+    "questions": ("review_questions",),
     "expand": ("cluster_expansion",),
     "reports": ("reports", "mind_kb"),
 }
 # stages whose assets are partitioned: a request for one must name its partition key
-PARTITIONED_STAGES = frozenset({"search", "pico", "sr_overlap", "expand"})
+PARTITIONED_STAGES = frozenset({"search", "pico", "questions", "expand"})
 
 
 @dataclass(frozen=True)
@@ -145,9 +145,8 @@ def run_pico_stage(cfg: Config, store: Store, cluster_id: str, brain=None, embed
 
 
 def run_sr_overlap(cfg: Config, store: Store, cluster_id: str, embedder=None, eutils=None):
-    """Stage `sr_overlap`: find_existing_sr for one cluster (live E-utilities, or the local corpus offline), by
-    the review question of the goal working on it when there is one (`goal_topic`)."""
-    from ra_agent.agent.questions import goal_topic
+    """The sr_overlap asset: reviews covering one cluster by title cosine (live E-utilities, or the local corpus
+    offline); the cluster layer's view, not a goal's stage (a goal reads its question's coverage from its set)."""
     from ra_agent.embed.embedder import SentenceTransformerEmbedder
     from ra_agent.evidence.sr.search import find_existing_sr
     from ra_agent.ingest.eutils import EutilsClient
@@ -155,9 +154,16 @@ def run_sr_overlap(cfg: Config, store: Store, cluster_id: str, embedder=None, eu
     if eutils is None and not cfg.ingest.offline:
         eutils = EutilsClient(cfg, store=store)
     return find_existing_sr(
-        cfg, store, cluster_id, embedder=embedder or SentenceTransformerEmbedder(cfg), eutils=eutils,
-        topic=goal_topic(cfg, store, cluster_id) if cfg.sr.coverage_rule == "question" else None,
-    )  # fmt: skip
+        cfg, store, cluster_id, embedder=embedder or SentenceTransformerEmbedder(cfg), eutils=eutils
+    )
+
+
+def run_questions(cfg: Config, store: Store, key: str):
+    """Stage `questions`: the review questions of the handbook registered under `key` (`load_question_set`: the
+    stored set when current, else computed and written)."""
+    from ra_agent.agent.questions import load_question_set, registered_handbook
+
+    return load_question_set(cfg, store, registered_handbook(cfg, key))
 
 
 def expansion_key(cluster_id: str, mode: str) -> str:
@@ -187,8 +193,8 @@ def run_expand(cfg: Config, store: Store, key: str, brain=None, embedder=None, e
 
 
 def run_reports(cfg: Config, store: Store, goal_id: str | None = None, brain=None):
-    """Stage `reports`: the dossier or SR draft of the goal's successful clusters, in reports/<goal_id>/
-    (without a goal: every goal whose successful clusters have no report yet); an SR draft's arm data are read by
+    """Stage `reports`: the dossier or SR draft of the goal's successful questions, in reports/<goal_id>/
+    (without a goal: every goal whose successful questions have no report yet); an SR draft's arm data are read by
     `brain` when it is a language model, else by the rules."""
     from ra_agent.agent.reporting import write_goal_reports
 
@@ -219,8 +225,8 @@ def perform(cfg: Config, store: Store, request: StageRequest, *, brain=None, emb
     if request.stage == "pico":
         with bar(f"pico {request.key}", unit="paper") as progress:
             return run_pico_stage(cfg, store, request.key, brain=brain, embedder=embedder, progress=progress)
-    if request.stage == "sr_overlap":
-        return run_sr_overlap(cfg, store, request.key, embedder=embedder)
+    if request.stage == "questions":
+        return run_questions(cfg, store, request.key)
     if request.stage == "expand":
         return run_expand(cfg, store, request.key, brain=brain, embedder=embedder)
     return run_reports(cfg, store, goal_id, brain)

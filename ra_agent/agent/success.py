@@ -1,4 +1,4 @@
-"""Handbook Success expressions: a safe parser and evaluator over cluster metrics (no eval)."""
+"""Handbook Success expressions: a safe parser and evaluator over a review question's metrics (no eval)."""
 
 from __future__ import annotations
 
@@ -10,18 +10,19 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-# the metrics a Success expression may use: cluster_metrics columns (docs/handbooks.md) plus the SR checks
+# the metrics a Success expression may use: a review question's (docs/handbooks.md). eligible_trials counts its
+# studies, sr_overlap the share of them its covering review could include, PRISMA_compliant the check of that review
+# (false when none covers it), newest_trial the year of its newest study, trials_since_review the studies published
+# after its newest covering review.
 METRIC_NAMES = (
     "eligible_trials",
     "PRISMA_compliant",
     "sr_overlap",
-    "size",
-    "ers",
-    "cvgr",
-    "het_numeric",
-    "dispersion",
-    "mean_year",
+    "newest_trial",
+    "trials_since_review",
 )
+# a cluster's measures: clusters organise the corpus; a goal's answer is about a question, so Success refuses them
+CLUSTER_METRICS = ("size", "ers", "cvgr", "het_numeric", "dispersion", "mean_year")
 _METRIC_BY_LOWER = {m.lower(): m for m in METRIC_NAMES}
 
 
@@ -262,6 +263,9 @@ class _SuccessParser:
                 yield _Token("lit", _LITERALS[text.lower()], line)
             elif text.lower() in _METRIC_BY_LOWER:
                 yield _Token("metric", _METRIC_BY_LOWER[text.lower()], line)
+            elif text.lower() in CLUSTER_METRICS:
+                raise HandbookError(self.source, line, "Success", f"{text!r} is a cluster's measure; Success is "
+                                    f"judged on a review question's metrics ({', '.join(METRIC_NAMES)})")  # fmt: skip
             else:
                 raise HandbookError(
                     self.source, line, "Success", f"unknown metric {text!r} (allowed: {', '.join(METRIC_NAMES)})"

@@ -1,10 +1,10 @@
 """Tool execution: a validated Action becomes inline effects (light tools) or stage requests (heavy tools).
 
-Light tools (prisma_check, propose_alternative_pico, embed_text, the cluster commands,
-update_goal) run inside the cycle. Heavy tools (search_pubmed, run_pico,
-find_existing_sr) return `StageRequest`s: Dagster materialises them through the
-agent sensor, the local runner through `stages.perform`. The LLM never names a file:
-every path is derived here from ids.
+Light tools (run_pico on a question or a PMID list, find_existing_sr, prisma_check, propose_alternative_pico,
+embed_text, the cluster commands, update_goal) run inside the cycle; the review-question tools read the handbook's
+QuestionSet (`goal_questions`), never compute a question's studies or verdict. Heavy work (search_pubmed, run_pico on
+a cluster, the questions judged again) is returned as `StageRequest`s: Dagster materialises them through the agent
+sensor, the local runner through `stages.perform`. The LLM never names a file: every path is derived here from ids.
 """
 
 from __future__ import annotations
@@ -18,9 +18,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ra_agent.agent.goal import GoalState, GoalStore, apply_llm_mutation
+from ra_agent.agent.goal_questions import covering_pmids, goal_calls, goal_question_set, questions_request
 from ra_agent.agent.handbook import Handbook, load_handbook
 from ra_agent.agent.stages import StageRequest, after_new_papers, expansion_key
 from ra_agent.config import Config
+from ra_agent.evidence.questions.model import ReviewQuestion
+from ra_agent.evidence.questions.question_set import QuestionSet, QuestionSetError
 from ra_agent.llm.base import ReplySchema
 from ra_agent.llm.protocol import ValidAction
 from ra_agent.llm.structured import ask_structured
@@ -81,12 +84,34 @@ def search_pubmed(ctx: ToolContext, query: str, retmax: int, expand_mode: str) -
     if ctx.goal.cluster_id:  # grow the focus cluster from what the search brought in
         requests.append(StageRequest("expand", expansion_key(ctx.goal.cluster_id, expand_mode),
                                      f"{expand_mode} expansion of {ctx.goal.cluster_id}"))  # fmt: skip
+    requests += questions_request(ctx.cfg, ctx.handbook, "new search results")
     return ToolEffect({"query": query, "query_key": key, "expand_mode": expand_mode}, requests)
 
 
-def run_pico(ctx: ToolContext, cluster_id: str | None = None, pmid_list: list[int] | None = None) -> ToolEffect:
+class QuestionUnavailable(LookupError):
+    """A tool named a question the handbook's current set does not hold, or the set must be judged again first."""
+
+
+def _question(ctx: ToolContext, question_id: str) -> tuple[QuestionSet, ReviewQuestion]:
+    """The handbook's current set and one of its questions; QuestionUnavailable (the cycle records it as the
+    brain's error) when the set is stale or the id is not one of its questions."""
+    qset, why = goal_question_set(ctx.cfg, ctx.store, ctx.goal, ctx.handbook)
+    if qset is None:
+        raise QuestionUnavailable(f"the handbook's questions are not available now ({why}); they are judged again "
+                                  "before the next cycle")  # fmt: skip
+    try:
+        return qset, qset.question(question_id)
+    except QuestionSetError as exc:
+        raise QuestionUnavailable(str(exc)) from None
+
+
+def run_pico(ctx: ToolContext, question_id: str | None = None, cluster_id: str | None = None,
+             pmid_list: list[int] | None = None) -> ToolEffect:  # fmt: skip
+    """PICO of a question's reports (pico/<question id>.jsonl, inline), of a cluster's members (the pico stage), or
+    of a PMID list (inline); above [sr] pico_confirm_above abstracts the brain is asked first."""
     from ra_agent.evidence.pico.extract import run_pico as extract
     from ra_agent.evidence.pico.llm_extract import make_extractor
+    from ra_agent.topics.view import pico_path
 
     if cluster_id is not None:
         size = ctx.store.conn.execute(
@@ -97,40 +122,64 @@ def run_pico(ctx: ToolContext, cluster_id: str | None = None, pmid_list: list[in
         if size > ctx.cfg.sr.pico_confirm_above and not _confirm_large(ctx, size):
             return ToolEffect({"declined": True, "cluster_id": cluster_id, "size": size})
         return ToolEffect({"cluster_id": cluster_id, "size": size}, [StageRequest("pico", cluster_id, "run_pico")])
-    papers = ctx.store.papers(pmid_list or [])
-    digest = hashlib.sha1(",".join(map(str, sorted(p.pmid for p in papers))).encode()).hexdigest()[:10]
-    path = Workspace.of(ctx.cfg).pico_dir / f"list-{digest}.jsonl"
+    if question_id is not None:
+        _, question = _question(ctx, question_id)
+        papers = ctx.store.papers(sorted(question.trials))
+        path, named = pico_path(ctx.cfg, question_id), {"question_id": question_id}
+    else:
+        papers = ctx.store.papers(pmid_list or [])
+        digest = hashlib.sha1(",".join(map(str, sorted(p.pmid for p in papers))).encode()).hexdigest()[:10]
+        path = Workspace.of(ctx.cfg).pico_dir / f"list-{digest}.jsonl"
+        named = {"pmids": len(papers), "unknown_pmids": len(set(pmid_list or [])) - len(papers)}
     confirm = lambda n: _confirm_large(ctx, n)  # noqa: E731
     result = extract(papers, make_extractor(ctx.brain, ctx.cfg), path, confirm=confirm,
                      confirm_above=ctx.cfg.sr.pico_confirm_above)  # fmt: skip
-    return ToolEffect({"pmids": len(papers), "unknown_pmids": len(set(pmid_list or [])) - len(papers),
-                       **result.metadata()})  # fmt: skip
+    return ToolEffect({**named, **result.metadata()})
 
 
-def find_existing_sr(ctx: ToolContext, cluster_id: str) -> ToolEffect:
-    return ToolEffect({"cluster_id": cluster_id}, [StageRequest("sr_overlap", cluster_id, "find_existing_sr")])
+def find_existing_sr(ctx: ToolContext, question_id: str) -> ToolEffect:
+    """The reviews that answer a question and whether one covers it, as its set holds them (the numbers `ra
+    questions` prints). Online, PubMed is also searched for reviews of the handbook's topic (`(<seed query>) AND
+    systematic[sb]`); the records it brings in are judged with the questions again before the next cycle."""
+    qset, question = _question(ctx, question_id)
+    covering = question.covering
+    result = {
+        "question_id": question_id, "question": question.in_words, "verdict": question.verdict,
+        "studies": len(question.studies), "reviews_answering": len(question.reviews),
+        "covering": {"pmid": covering.pmid, "year": covering.year, "title": covering.title[:160]} if covering else None,
+        "covering_pmids": covering_pmids(ctx.cfg, question), "sr_overlap": question.metrics["sr_overlap"],
+        "trials_since_review": len(question.trials_since), "reviews_checked": qset.reviews_checked,
+    }  # fmt: skip
+    requests: list[StageRequest] = []
+    if not (ctx.cfg.ingest.offline or ctx.store.api_state("eutils")["offline"]) and qset.seed_query:
+        query = f"({qset.seed_query}) AND systematic[sb]"
+        key = register_query(ctx.store, query, retmax=ctx.cfg.sr.sr_retmax, origin=ctx.goal.goal_id)
+        requests = [StageRequest("search", key, f"reviews of {question_id} in PubMed"),
+                    *after_new_papers("reviews found in PubMed"),
+                    *questions_request(ctx.cfg, ctx.handbook, "reviews found in PubMed")]  # fmt: skip
+        result["pubmed_query"] = query
+    return ToolEffect(result, requests)
 
 
-def prisma_check(ctx: ToolContext, cluster_id: str) -> ToolEffect:
-    """seek_gap: PRISMA status of each review covering the cluster (PMC full text when online, else the
-    abstract). conduct_SR: ra writes its own SR draft first, checks it, regenerates it once with explicit
-    statements of the items found missing, and keeps the checked draft with its PRISMA 2020 checklist."""
-    from ra_agent.evidence.prisma.check import prisma_check as check
+def prisma_check(ctx: ToolContext, question_id: str) -> ToolEffect:
+    """seek_gap: the PRISMA status of each review covering the question (PMC full text when online, else the
+    abstract); no covering review: not compliant (none exists). conduct_SR: ra writes its own SR draft of the
+    question first, checks it, regenerates it once with explicit statements of the items found missing, and keeps
+    the checked draft with its PRISMA 2020 checklist. The result is kept per question (sr/<question id>.prisma.json)."""
+    from ra_agent.evidence.prisma.check import review_statuses
     from ra_agent.evidence.prisma.store import save_prisma
     from ra_agent.evidence.reports.common import ReportError
-    from ra_agent.evidence.sr.overlap import load_sr_overlap
 
+    qset, question = _question(ctx, question_id)
     if ctx.goal.primary_goal == "conduct_SR":
         try:
-            return _check_own_draft(ctx, cluster_id)
+            return _check_own_draft(ctx, qset, question)
         except ReportError as exc:
-            return ToolEffect({"cluster_id": cluster_id, "error": "no_draft", "message": str(exc)[:300]})
-    found = load_sr_overlap(ctx.cfg, cluster_id)
-    result = check(ctx.cfg, ctx.store, cluster_id, ctx.brain, sr_pmids=found.sr_pmids if found else [],
-                   eutils=_eutils(ctx))  # fmt: skip
-    save_prisma(ctx.cfg, cluster_id, result)
-    return ToolEffect({"cluster_id": cluster_id, **result.as_dict(), "judged_by": result.judged_by,
-                       "source": result.source, "undetermined": result.undetermined,
+            return ToolEffect({"question_id": question_id, "error": "no_draft", "message": str(exc)[:300]})
+    result = review_statuses(ctx.cfg, ctx.store, covering_pmids(ctx.cfg, question), ctx.brain, _eutils(ctx))
+    save_prisma(ctx.cfg, question_id, result)
+    return ToolEffect({"question_id": question_id, "PRISMA_compliant": result.compliance, **result.as_dict(),
+                       "judged_by": result.judged_by, "source": result.source, "undetermined": result.undetermined,
                        "reviews": {str(r.pmid): r.status for r in result.reviews}})  # fmt: skip
 
 
@@ -143,118 +192,128 @@ def _eutils(ctx: ToolContext):
     return EutilsClient(ctx.cfg, store=ctx.store)
 
 
-def _covered_dossier(ctx: ToolContext, cluster_id: str) -> None:
-    """seek_gap pivots away from a cluster covered by prior reviews: write its dossier first (verdict "covered
-    by review X → pivot", the reviews checked with their PRISMA status) so the judgement is on record."""
+def _covered_dossier(ctx: ToolContext, qset: QuestionSet, question: ReviewQuestion) -> None:
+    """seek_gap pivots away from a covered question: its dossier is written first (the question's verdict, the
+    reviews checked with the PRISMA status of its covering review) so the judgement is on record."""
     from ra_agent.agent.reporting import goal_reports_dir, record_report
-    from ra_agent.evidence.prisma.check import review_statuses
+    from ra_agent.evidence.prisma.store import load_prisma
     from ra_agent.evidence.reports.common import ReportError
     from ra_agent.evidence.reports.gap_dossier import gap_dossier
-    from ra_agent.evidence.sr.overlap import load_sr_overlap
 
-    sr = load_sr_overlap(ctx.cfg, cluster_id)
-    if sr is None or not sr.covered or ctx.goal.primary_goal != "seek_gap":
+    if ctx.goal.primary_goal != "seek_gap" or not question.verdict.startswith("covered"):
         return
-    prisma = review_statuses(ctx.cfg, ctx.store, sr.sr_pmids, ctx.brain, _eutils(ctx))
+    prisma = load_prisma(ctx.cfg, question.id) if question.id in goal_calls(ctx.goal)["prisma_check"] else None
     try:
-        path = gap_dossier(ctx.cfg, ctx.store, cluster_id, goal_id=ctx.goal.goal_id, brain_name=ctx.brain.name,
-                           sr=sr, prisma=prisma, out_dir=goal_reports_dir(ctx.cfg, ctx.goal.goal_id))  # fmt: skip
+        path = gap_dossier(ctx.cfg, ctx.store, qset, question, goal_id=ctx.goal.goal_id, brain_name=ctx.brain.name,
+                           prisma=prisma, out_dir=goal_reports_dir(ctx.cfg, ctx.goal.goal_id))  # fmt: skip
     except ReportError as exc:
-        log.warning("dossier of covered cluster %s not written: %s", cluster_id, exc)
+        log.warning("dossier of covered question %s not written: %s", question.id, exc)
         return
-    record_report(ctx.cfg, ctx.goals, ctx.goal, "gap_dossier", cluster_id, path, verdict="covered")
+    record_report(ctx.cfg, ctx.goals, ctx.goal, "gap_dossier", question.id, path)
 
 
-def _check_own_draft(ctx: ToolContext, cluster_id: str) -> ToolEffect:
-    """Write ra's SR draft, judge it, fill the missing items once, write the final draft with its checklist."""
-    from ra_agent.agent.reporting import goal_question, goal_reports_dir, workspace_relative
-    from ra_agent.evidence.prisma.check import prisma_check as check
+def _check_own_draft(ctx: ToolContext, qset: QuestionSet, question: ReviewQuestion) -> ToolEffect:
+    """Write ra's SR draft of the question, judge it, fill the missing items once, write the final draft with its
+    checklist."""
+    from ra_agent.agent.reporting import goal_reports_dir, synthesis_question, workspace_relative
+    from ra_agent.evidence.prisma.check import check_draft
     from ra_agent.evidence.prisma.checklist import checked_text
     from ra_agent.evidence.prisma.store import save_prisma
     from ra_agent.evidence.reports.sr_draft import sr_draft
 
-    question, arms = goal_question(ctx.cfg, ctx.goal), {}  # the LLM reads each trial's arms once
+    asked, arms = synthesis_question(ctx.cfg, ctx.goal, question), {}  # the LLM reads each trial's arms once
 
     def draft(prisma=None, fill=()):
-        return sr_draft(ctx.cfg, ctx.store, cluster_id, goal_id=ctx.goal.goal_id, brain_name=ctx.brain.name,
+        return sr_draft(ctx.cfg, ctx.store, qset, question, goal_id=ctx.goal.goal_id, brain_name=ctx.brain.name,
                         prisma=prisma, fill=fill, out_dir=goal_reports_dir(ctx.cfg, ctx.goal.goal_id),
-                        question=question, brain=ctx.brain, arm_cache=arms)  # fmt: skip
+                        synthesis_question=asked, brain=ctx.brain, arm_cache=arms)  # fmt: skip
 
     def judge(path):
-        return check(ctx.cfg, ctx.store, cluster_id, ctx.brain, draft_text=checked_text(path.read_text("utf-8")))
+        return check_draft(ctx.cfg, ctx.brain, checked_text(path.read_text("utf-8")))
 
     result = judge(draft())
     first_missing = list(result.missing_items)
     if first_missing:  # regenerate with explicit statements of the missing items, then judge again
         result = judge(draft(fill=first_missing))
         result.filled = first_missing
-    save_prisma(ctx.cfg, cluster_id, result)
+    save_prisma(ctx.cfg, question.id, result)
     path = draft(prisma=result)
     checklist = path.with_name(f"{path.stem}_prisma_checklist.md")
     flow = path.with_name(f"{path.stem}_prisma_flow.png")
-    ctx.goal.record("report_written", kind="sr_draft", cluster_id=cluster_id, path=workspace_relative(ctx.cfg, path))
-    return ToolEffect({"cluster_id": cluster_id, **result.as_dict(), "judged_by": result.judged_by,
-                       "source": "draft", "missing_first_check": first_missing, "draft": path.name,
-                       "checklist": checklist.name, "flow_diagram": flow.name})  # fmt: skip
+    ctx.goal.record("report_written", kind="sr_draft", question_id=question.id,
+                    path=workspace_relative(ctx.cfg, path))  # fmt: skip
+    return ToolEffect({"question_id": question.id, "PRISMA_compliant": result.compliance, **result.as_dict(),
+                       "judged_by": result.judged_by, "source": "draft", "missing_first_check": first_missing,
+                       "draft": path.name, "checklist": checklist.name, "flow_diagram": flow.name})  # fmt: skip
 
 
-def propose_alternative_pico(ctx: ToolContext, exclude_pmids: list[int]) -> ToolEffect:
-    """Craft a new theme from the papers the covering reviews leave out, write a new handbook and start a
-    goal on it. A failed attempt is recorded too, so the agent does not repeat it."""
+def propose_alternative_pico(ctx: ToolContext, question_id: str) -> ToolEffect:
+    """Pivot from a covered question. First to a narrower in-scope question of the same set that its covering
+    review leaves open (a gap, or too few trials for a review: the goal's focus moves there); else a new theme from
+    the question's reports that the covering reviews could not include (`evidence.sr.alternative`), written as a
+    new handbook and started as a goal. The covered question's dossier is written first; a failed attempt is
+    recorded too, so the agent does not repeat it."""
     from ra_agent.agent.spawn import spawn_handbook
     from ra_agent.evidence.sr.alternative import propose_alternative_pico as propose
-    from ra_agent.evidence.sr.overlap import load_sr_overlap
 
-    cluster_id = _cluster_of(ctx.cfg, ctx.store, exclude_pmids) or ctx.goal.cluster_id
-    if cluster_id:
-        _covered_dossier(ctx, cluster_id)
-        found = load_sr_overlap(ctx.cfg, cluster_id)
-        if found and set(exclude_pmids) <= set(found.sr_pmids):  # the state block lists 20 of them at most
-            exclude_pmids = sorted(found.sr_pmids)
+    qset, question = _question(ctx, question_id)
+    _covered_dossier(ctx, qset, question)
+    open_below = [q for q in qset.questions if q.parent == question_id and q.in_scope and q.verdict == "gap"
+                  and q.id not in ctx.goal.questions_done]  # fmt: skip
+    if open_below:
+        target = open_below[0]
+        ctx.goal.questions_done = list(dict.fromkeys([*ctx.goal.questions_done, question_id]))
+        ctx.goal.question_id = target.id
+        ctx.goal.record("question_pivoted", question_id=question_id, to=target.id, question=target.in_words)
+        return ToolEffect({"question_id": question_id, "pivot": "narrower question", "to": target.id,
+                           "question": target.in_words, "verdict": target.verdict})  # fmt: skip
     limit = ctx.cfg.goal.max_spawn_depth
     if ctx.goal.spawn_depth >= limit:  # guard against endless spawning: goals of goals of goals...
         message = f"spawn depth {ctx.goal.spawn_depth} reached [goal] max_spawn_depth = {limit}"
-        ctx.goal.record("alternative_failed", cluster_id=cluster_id, message=message)
-        return ToolEffect({"error": "max_spawn_depth", "cluster_id": cluster_id, "message": message})
+        ctx.goal.record("alternative_failed", question_id=question_id, message=message)
+        return ToolEffect({"error": "max_spawn_depth", "question_id": question_id, "message": message})
+    covered = {p for r in question.reviews if r.pmid in covering_pmids(ctx.cfg, question) for p in r.trials_covered}
+    excluded = sorted({p for reports in question.studies.values() if reports[0] in covered for p in reports}
+                      | set(covering_pmids(ctx.cfg, question)))  # fmt: skip
     try:
-        alt = propose(ctx.cfg, ctx.store, ctx.brain, exclude_pmids, cluster_id=cluster_id)
+        alt = propose(ctx.cfg, ctx.store, ctx.brain, excluded, cluster_id=question_id, pool=sorted(question.trials),
+                      label=question.in_words)  # fmt: skip
     except ValueError as exc:
-        ctx.goal.record("alternative_failed", cluster_id=cluster_id, message=str(exc)[:300])
-        return ToolEffect({"error": "no_alternative", "cluster_id": cluster_id, "message": str(exc)[:300]})
+        ctx.goal.record("alternative_failed", question_id=question_id, message=str(exc)[:300])
+        return ToolEffect({"error": "no_alternative", "question_id": question_id, "message": str(exc)[:300]})
     from ra_agent.evidence.questions.topic import keep_to_topic
 
     decision = keep_to_topic(ctx.handbook.seed_query, alt.seed_query, ctx.handbook.prose)
     if decision.seed_query is None:  # it would broaden the intervention or drop the comparator
         message = f"skipped: outside the goal's topic ({decision.skipped})"
-        ctx.goal.record("alternative_skipped", cluster_id=cluster_id, seed_query=alt.seed_query, message=message)
-        return ToolEffect({"error": "outside_topic", "cluster_id": cluster_id, "seed_query": alt.seed_query,
+        ctx.goal.record("alternative_skipped", question_id=question_id, seed_query=alt.seed_query, message=message)
+        return ToolEffect({"error": "outside_topic", "question_id": question_id, "seed_query": alt.seed_query,
                            "message": message})  # fmt: skip
     if decision.note:  # a spawned goal narrows the parent's question, never another condition
         alt = replace(alt, seed_query=decision.seed_query)
-        ctx.goal.record("alternative_narrowed", cluster_id=cluster_id, seed_query=decision.seed_query,
+        ctx.goal.record("alternative_narrowed", question_id=question_id, seed_query=decision.seed_query,
                         note=decision.note)  # fmt: skip
     earlier = _goal_on_theme(ctx.goals, alt.seed_query)
     if earlier is not None:  # one spawned goal per theme, whichever goal proposed it first
         message = f"theme {alt.seed_query!r} already has goal {earlier}"
-        ctx.goal.record("alternative_failed", cluster_id=cluster_id, message=message, existing_goal=earlier)
-        return ToolEffect({"error": "theme_has_a_goal", "cluster_id": cluster_id, "existing_goal": earlier,
+        ctx.goal.record("alternative_failed", question_id=question_id, message=message, existing_goal=earlier)
+        return ToolEffect({"error": "theme_has_a_goal", "question_id": question_id, "existing_goal": earlier,
                            "seed_query": alt.seed_query})  # fmt: skip
     out_dir = Workspace.of(ctx.cfg).root / "handbooks"
     handbook_path = spawn_handbook(ctx.cfg, ctx.handbook.path, alt.seed_query, out_dir, new_pico=alt.new_PICO)
     spawned = load_handbook(handbook_path)
     child = ctx.goals.create(str(handbook_path), spawned.primary_goal, alt.new_PICO, brain=ctx.brain.name)
     child.parent_goal, child.spawn_depth = ctx.goal.goal_id, ctx.goal.spawn_depth + 1
-    # the covered cluster is what the child pivots away from: it looks for its theme elsewhere
-    child.rejected_clusters = [c for c in [cluster_id, *ctx.goal.rejected_clusters] if c]
     child.record("spawned_from", parent_goal=ctx.goal.goal_id, new_PICO=alt.new_PICO, seed_query=alt.seed_query,
-                 depth=child.spawn_depth, rejected_clusters=child.rejected_clusters)  # fmt: skip
+                 depth=child.spawn_depth, question_id=question_id)  # fmt: skip
     ctx.goals.save(child)
-    ctx.goal.record("alternative_proposed", cluster_id=cluster_id, new_goal=child.goal_id,
+    ctx.goal.questions_done = list(dict.fromkeys([*ctx.goal.questions_done, question_id]))
+    ctx.goal.record("alternative_proposed", question_id=question_id, new_goal=child.goal_id,
                     new_PICO=alt.new_PICO, handbook=handbook_path.name)  # fmt: skip
     log.info("goal %s spawned goal %s on %r (seed query %r, handbook %s)", ctx.goal.goal_id, child.goal_id,
              alt.new_PICO, alt.seed_query, handbook_path)  # fmt: skip
-    return ToolEffect({"new_PICO": alt.new_PICO, "seed_query": alt.seed_query, "new_goal": child.goal_id,
-                       "judged_by": alt.judged_by})  # fmt: skip
+    return ToolEffect({"question_id": question_id, "new_PICO": alt.new_PICO, "seed_query": alt.seed_query,
+                       "new_goal": child.goal_id, "judged_by": alt.judged_by})  # fmt: skip
 
 
 def _goal_on_theme(goals: GoalStore, seed_query: str) -> str | None:
@@ -265,26 +324,6 @@ def _goal_on_theme(goals: GoalStore, seed_query: str) -> str | None:
             if " ".join(str(h.get("seed_query", "")).lower().split()) == wanted:
                 return state.goal_id
     return None
-
-
-def _cluster_of(cfg: Config, store: Store, pmids: list[int]) -> str | None:
-    """The active cluster these PMIDs describe: the one whose find_existing_sr result lists them as its
-    covering reviews, else the one holding most of them as members."""
-    from ra_agent.evidence.sr.overlap import load_sr_overlap
-
-    if not pmids:
-        return None
-    for (cluster_id,) in store.conn.execute("SELECT cluster_id FROM cluster_manifest WHERE status='active'"):
-        found = load_sr_overlap(cfg, cluster_id)
-        if found and set(pmids) <= set(found.sr_pmids):
-            return cluster_id
-    marks = ",".join("?" * len(pmids))
-    row = store.conn.execute(
-        f"SELECT m.cluster_id, COUNT(*) n FROM cluster_member m JOIN cluster_manifest c USING (cluster_id) "
-        f"WHERE c.status='active' AND m.pmid IN ({marks}) GROUP BY m.cluster_id ORDER BY n DESC, m.cluster_id LIMIT 1",
-        pmids,
-    ).fetchone()
-    return row[0] if row else None
 
 
 def embed_text(ctx: ToolContext, text: str | list[str]) -> ToolEffect:
@@ -377,8 +416,15 @@ TOOLS: dict[str, Callable[..., ToolEffect]] = {
 
 
 def execute(ctx: ToolContext, action: ValidAction) -> ToolEffect:
-    """Run a validated action (embed_text arrives split into ≤ max_items calls, merged here)."""
+    """Run a validated action (embed_text arrives split into ≤ max_items calls, merged here). A review-question tool
+    that ran without error on a question puts it in the goal's focus (`question_id`) unless the tool moved it."""
+    focus = ctx.goal.question_id
     effects = [TOOLS[action.tool](ctx, **call) for call in action.calls()]
     if len(effects) == 1:
-        return effects[0]
+        effect = effects[0]
+        asked = action.args.get("question_id")
+        if asked and asked != focus and ctx.goal.question_id == focus and "error" not in effect.result:
+            ctx.goal.question_id = asked
+            ctx.goal.record("question_selected", field="question_id", old=focus, new=asked, by="executor")
+        return effect
     return ToolEffect({"calls": [e.result for e in effects]}, [r for e in effects for r in e.requests])

@@ -47,10 +47,17 @@ def mesh_headings(values: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(d for d in (v.strip().lstrip("*").split("/")[0].strip() for v in values) if d))
 
 
+def qualified_headings(values: Iterable[str]) -> list[str]:
+    """The keyword/MH entries that carry subheadings or a major-topic star, as written ("Anticoagulants/*therapeutic
+    use", "*Fibrin"): what `Paper.mesh_terms` keeps; empty when the export gave bare descriptors only."""
+    kept = [" ".join(v.split()) for v in values]
+    return kept if any("/" in v or v.startswith("*") for v in kept) else []
+
+
 def export_lines(path: Path) -> Iterator[str]:
     """The file's lines, streamed (line endings kept; a BOM dropped). check_text_file has vetted the encoding."""
     with path.open(encoding="utf-8-sig", newline="") as fh:
         yield from fh
 
 
-__all__ = ["FieldWarning", "Record", "author_name", "export_lines", "mesh_headings"]
+__all__ = ["FieldWarning", "Record", "author_name", "export_lines", "mesh_headings", "qualified_headings"]

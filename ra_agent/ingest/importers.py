@@ -17,7 +17,14 @@ from pathlib import Path
 from ra_agent.config import Config
 from ra_agent.fileio import InputError, check_regular_file, check_text_file
 from ra_agent.ingest.baseline import LoadSummary, store_records
-from ra_agent.ingest.export_fields import FieldWarning, Record, author_name, export_lines, mesh_headings
+from ra_agent.ingest.export_fields import (
+    FieldWarning,
+    Record,
+    author_name,
+    export_lines,
+    mesh_headings,
+    qualified_headings,
+)
 from ra_agent.ingest.medline import (
     XmlItem,
     as_pmid,
@@ -121,6 +128,7 @@ def _csv_record(row: dict, columns: dict[str, str], where: str, source: str) -> 
         authors=[author_name(a) for a in value("authors").split(";") if a.strip()],
         pub_types=[t.strip() for t in value("pub_types").split(";") if t.strip()],
         mesh=mesh_headings(value("mesh").split(";")),
+        mesh_terms=qualified_headings(value("mesh").split(";")),
         source=source,
     )
 

@@ -195,6 +195,21 @@ def _texts(elems: Iterable) -> list[str]:
     return [text for elem in elems if (text := _text(elem))]
 
 
+def _mesh_terms(headings: Iterable) -> list[str]:
+    """MeshHeading elements in MEDLINE's MH form: "Venous Thrombosis/diagnostic imaging/*etiology" ("*" before a
+    descriptor or subheading whose MajorTopicYN is Y)."""
+    out = []
+    for heading in headings:
+        descriptor = heading.find("DescriptorName")
+        if descriptor is None or not (name := _text(descriptor)):
+            continue
+        parts = [("*" if descriptor.get("MajorTopicYN") == "Y" else "") + name]
+        parts += [("*" if q.get("MajorTopicYN") == "Y" else "") + text
+                  for q in heading.iterfind("QualifierName") if (text := _text(q))]  # fmt: skip
+        out.append("/".join(parts))
+    return out
+
+
 # ---------------------------------------------------------------------------- XML record parts
 def _abstract(abstract) -> tuple[list[AbstractSection], str]:
     """Sections keep NlmCategory (else Label); the joined text shows the Label the article prints."""
@@ -280,6 +295,9 @@ def _journal_article(rec, citation, pmid: int, source: str) -> Paper:
     journal = article.find("Journal")
     data = rec.find("PubmedData")
     ids = _article_ids(data.find("ArticleIdList") if data is not None else None)
+    registered = [_text(n) for n in article.iterfind("DataBankList/DataBank/AccessionNumberList/AccessionNumber")]
+    if registered := [r for r in registered if r]:
+        ids["registration"] = ";".join(dict.fromkeys(registered))  # trial registries' numbers (NCT..., ISRCTN...)
     sections, abstract = _abstract(article.find("Abstract"))
     return Paper(
         pmid=pmid,
@@ -294,6 +312,7 @@ def _journal_article(rec, citation, pmid: int, source: str) -> Paper:
         year=_pubdate_year(journal.find("JournalIssue/PubDate")) or year_of(article.findtext("ArticleDate/Year")),
         pub_types=_texts(article.iterfind("PublicationTypeList/PublicationType")),
         mesh=_texts(citation.iterfind("MeshHeadingList/MeshHeading/DescriptorName")),
+        mesh_terms=_mesh_terms(citation.iterfind("MeshHeadingList/MeshHeading")),
         sections=sections,
         authors=_authors(article.find("AuthorList")),
         other_ids=ids,
@@ -321,6 +340,7 @@ def _book_article(rec, document, pmid: int, source: str) -> Paper:
         year=_pubdate_year(book.find("PubDate")) or _pubdate_year(document.find("ContributionDate")),
         pub_types=_texts(document.iterfind("PublicationType")),
         mesh=_texts(document.iterfind("MeshHeadingList/MeshHeading/DescriptorName")),
+        mesh_terms=_mesh_terms(document.iterfind("MeshHeadingList/MeshHeading")),
         sections=sections,
         authors=_authors(document.find("AuthorList")) or _authors(book_authors),
         other_ids=ids,
@@ -475,6 +495,7 @@ def _medline_paper(fields: dict[str, list[str]], where: str, source: str) -> Pap
         year=year_of(first.get("DP")),
         pub_types=[clean(v) for v in fields.get("PT", [])],
         mesh=[clean(v).lstrip("*").split("/")[0] for v in fields.get("MH", [])],
+        mesh_terms=[clean(v) for v in fields.get("MH", [])],
         sections=split_labelled_abstract(abstract),
         authors=[clean(v) for v in fields.get("AU", [])],
         other_ids=tagged_ids,

@@ -10,7 +10,14 @@ from pathlib import Path
 
 import rispy
 
-from ra_agent.ingest.export_fields import FieldWarning, Record, author_name, export_lines, mesh_headings
+from ra_agent.ingest.export_fields import (
+    FieldWarning,
+    Record,
+    author_name,
+    export_lines,
+    mesh_headings,
+    qualified_headings,
+)
 from ra_agent.ingest.medline import as_pmid, clean, split_labelled_abstract, year_of
 from ra_agent.models import Paper, ParseProblem, doi_id, normalise_doi
 
@@ -128,6 +135,7 @@ def _ris_record(entry: dict, where: str, source: str) -> Iterator[Record | Field
         year=year,
         pub_types=[RIS_TYPES.get(kind, kind)] if kind else [],
         mesh=mesh_headings(entry.get("keywords") or []),
+        mesh_terms=qualified_headings(entry.get("keywords") or []),
         sections=split_labelled_abstract(abstract),
         authors=[author_name(a) for a in authors if clean(a)],
         source=source,

@@ -517,7 +517,7 @@ def _type_problem(value: Any, spec: ArgSpec) -> str | None:
     if spec.minimum is not None and any(is_int(n) and n < spec.minimum for n in numbers):
         return f"must be >= {spec.minimum}"
     if spec.pattern is not None and isinstance(value, str) and not spec.pattern.match(value):
-        return "is not a valid id (letters, digits, '_' or '-')"
+        return f"is not a valid id: {value[:40]!r} is not {spec.description or 'an id'} ({spec.pattern.pattern})"
     return None
 
 

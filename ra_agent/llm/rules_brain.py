@@ -2,9 +2,9 @@
 
 It reads the same prompt the LLM reads (the `<state>` JSON block the cycle puts at
 the end of every user message) and answers like an LLM would: a few lines of
-reasoning and one `Action:` block. Its rules use real fields only (cluster
-metrics, publication-type and abstract-cue trial counts, PICO eligibility, SR
-overlap, PRISMA result); it never invents content.
+reasoning and one `Action:` block. Its rules use real fields only (the handbook's
+review questions with their studies, verdicts and covering reviews, what the goal
+checked of them, the PRISMA result); it never invents content.
 """
 
 from __future__ import annotations
@@ -140,23 +140,34 @@ def _conduct_sr(state: dict[str, Any]) -> bool:
     return state["goal"].get("primary_goal") == "conduct_SR"
 
 
-def _ranked_clusters(state: dict[str, Any]) -> list[dict[str, Any]]:
-    """Open clusters, most promising first: most trials among the goal's own search hits (on-topic trials), then
-    most search hits, then most trial candidates, then recency (ERS), then size; only the goal's own clusters
-    (older prompts carry no flag). For conduct_SR a cluster covered by prior reviews stays open (the review cites them rather than
-    abandoning the topic)."""
-    open_clusters = [c for c in state["clusters"] if not c.get("rejected") and c.get("owned", True)
-                     and (_conduct_sr(state) or not c.get("covered_by_sr"))]  # fmt: skip
-    return sorted(
-        open_clusters,
-        key=lambda c: (-(c.get("hit_trials") or 0), -(c.get("search_hits") or 0), -(c.get("trial_candidates") or 0),
-                       -(c.get("ers") or 0.0), -c["size"], c["cluster_id"]),
-    )  # fmt: skip
+def _stop(reasons: list[str]) -> Decision:
+    return Decision(reasons, "update_goal", {"changes": {"status": "stopped"}})
+
+
+def _done(state: dict[str, Any], reasons: list[str], *question_ids: str) -> Decision:
+    """Finish with questions (any outcome) and go on with the next."""
+    done = list(dict.fromkeys([*state["goal"].get("questions_done", []), *question_ids]))
+    return Decision(reasons, "update_goal", {"changes": {"questions_done": done}})
+
+
+def _nothing_left(questions: list[dict[str, Any]], min_trials: int) -> Decision:
+    """Stop when no question is left, saying which way the questions ended."""
+    scoped = [q for q in questions if q["in_scope"]]
+    enough = [q for q in scoped if q["studies"] >= min_trials]
+    if not enough:
+        top = questions[0]
+        return _stop([f"No question with enough trials: the topic's question ({top['in_words']}) has "
+                      f"{top['studies']} studies, every in-scope question fewer than {min_trials}."])  # fmt: skip
+    covered = sum(q["verdict"].startswith("covered") for q in enough)
+    return _stop([f"No question is left to examine: {len(enough)} in-scope questions with enough trials were "
+                  f"examined ({covered} covered by a review), {len(scoped) - len(enough)} had too few trials."])  # fmt: skip
 
 
 def decide(state: dict[str, Any]) -> Decision:
-    """The policy: search the seed query, run PICO on the most promising cluster, check for an
-    existing SR, pivot when one covers the topic, check PRISMA for conduct_SR, stop when done."""
+    """The policy, by the handbook's review questions (the same set `ra questions` prints): search the seed query;
+    take the question in focus, else the topic's question, then the in-scope narrower questions by studies; skip
+    one with fewer studies than [sr] min_eligible_trials; run_pico, find_existing_sr and prisma_check on it; pivot
+    when a review covers it; stop when no question is left (Success stops the goal before, in the executor)."""
     goal, handbook = state["goal"], state["handbook"]
     searched = {s["query"].strip().lower() for s in state.get("searches", [])}
     seed = (handbook.get("seed_query") or "").strip()
@@ -166,88 +177,62 @@ def decide(state: dict[str, Any]) -> Decision:
         if query.strip().lower() not in searched and _allowed(state, "search_pubmed"):
             return Decision([f"The alternative theme {query!r} has not been searched yet."], "search_pubmed",
                             {"query": query})  # fmt: skip
-
+    questions = state.get("questions")
+    if questions is None:
+        return _stop([f"No review question to work on: {state.get('questions_note') or 'none judged'}."])
     min_trials = state["thresholds"]["min_eligible_trials"]
-    pivot_at = state["thresholds"]["sr_overlap_pivot"]
-    for covered in state["clusters"]:
-        if covered.get("covered_by_sr") and not covered.get("alternative_proposed") and not covered.get("rejected"):
-            # the covering reviews' PMIDs as the state lists them (integers only; the tool adds any left out)
-            reviews = [p for p in covered.get("sr_pmids") or [] if isinstance(p, int) and not isinstance(p, bool)]
-            pivot = {"exclude_pmids": reviews}
-            if (reviews and _allowed(state, "propose_alternative_pico") and not _conduct_sr(state)
-                    and action_form("propose_alternative_pico", pivot) not in _ended_forms(state)):  # fmt: skip
-                return Decision(
-                    [f"Cluster {covered['cluster_id']} ({covered['label']!r}) is covered by existing reviews "
-                     f"(overlap {covered['sr_overlap']:.2f} > {pivot_at}).",
-                     "Pivot: propose an alternative PICO from the papers those reviews leave out."],
-                    "propose_alternative_pico", pivot,
-                )  # fmt: skip
-    ranked = _ranked_clusters(state)
-    if not ranked:
-        return Decision(
-            ["No open cluster is left to examine (none formed, or all covered by existing reviews)."],
-            "update_goal",
-            {"changes": {"status": "stopped"}},
-        )
-    focus = next((c for c in ranked if c["cluster_id"] == goal.get("cluster_id")), ranked[0])
-    cid = focus["cluster_id"]
-    why = (
-        f"Cluster {cid} ({focus['label']!r}, {focus['size']} papers, "
-        f"{focus.get('search_hits') or 0} hits of this goal's searches, {focus.get('trial_candidates') or 0} trial "
-        "candidates) is the most promising open cluster."
-    )
-    too_broad = focus.get("corpus_share", 0.0) > state["thresholds"]["rules_split_share"]
-    splittable = focus["size"] >= state["thresholds"]["split_min_size"] and not focus.get("split_attempted")
-    if (focus.get("unstable") or too_broad) and splittable:
-        cause = (
-            "it is flagged unstable (dispersion)"
-            if focus.get("unstable")
-            else (f"it holds {focus['corpus_share']:.0%} of the corpus, too broad to be one topic")
-        )
-        return Decision([why, f"Split it first: {cause}."], "split_cluster", {"cluster_id": cid})
-    if not focus.get("pico_done") and _allowed(state, "run_pico"):
-        return Decision([why, "Its PICO fields are not extracted yet."], "run_pico", {"cluster_id": cid})
-    eligible = focus.get("eligible_trials") or 0
-    if eligible < min_trials:
-        return Decision(
-            [why, f"Only {eligible} eligible trials (< {min_trials}); this cluster cannot meet the handbook."],
-            "update_goal",
-            {"changes": {"rejected_clusters": [*goal.get("rejected_clusters", []), cid]}},
-        )
-    if focus.get("sr_overlap") is None and _allowed(state, "find_existing_sr"):
-        return Decision([why, f"{eligible} eligible trials; check whether a systematic review already covers it."],
-                        "find_existing_sr", {"cluster_id": cid})  # fmt: skip
+    open_questions = [q for q in questions if q["in_scope"] and not q["done"]]
+    if not open_questions:
+        return _nothing_left(questions, min_trials)
+    focus = next((q for q in open_questions if q["focus"]), open_questions[0])
+    qid = focus["question_id"]
+    which = "the topic's question" if qid == questions[0]["question_id"] else "the next in-scope question"
+    why = (f"Question {qid} ({focus['in_words']}: {focus['studies']} studies, {focus['reports']} reports; "
+           f"{focus['verdict']}) is {which}.")  # fmt: skip
+    if focus["studies"] < min_trials:  # skip it with every other open question that has too few
+        few = [q["question_id"] for q in open_questions if q["studies"] < min_trials]
+        return _done(state, [why, f"Only {focus['studies']} studies (< {min_trials}): too few trials for a review; "
+                     f"skip it{f' and {len(few) - 1} more with too few' if len(few) > 1 else ''}."], *few)  # fmt: skip
+    if not focus["pico_done"] and _allowed(state, "run_pico"):
+        return Decision([why, "Its studies' PICO fields are not extracted yet."], "run_pico", {"question_id": qid})
+    if not focus["sr_checked"] and _allowed(state, "find_existing_sr"):
+        return Decision([why, "Check which reviews answer it and whether one covers it."], "find_existing_sr",
+                        {"question_id": qid})  # fmt: skip
     if _conduct_sr(state):
         return _conduct_sr_step(state, focus, why)
-    # seek_gap judges the covering reviews: a stored check of ra's own draft (conduct_SR) does not count
-    prior_checked = focus.get("prisma_checked") in ("prior_sr", "none") or (
-        "prisma_checked" not in focus and focus.get("PRISMA_compliant") is not None
-    )
-    if not prior_checked and _allowed(state, "prisma_check"):
-        overlap = focus.get("sr_overlap") or 0.0
-        return Decision([why, f"Existing reviews cover {overlap:.0%} of its eligible trials (≤ {pivot_at:.0%}); "
-                         "check whether a covering review is PRISMA-compliant (items 4–8)."],
-                        "prisma_check", {"cluster_id": cid})  # fmt: skip
-    if goal.get("primary_goal") == "seek_gap" and handbook.get("primary_goal") == "conduct_SR":
+    if focus["prisma_checked"] is None and _allowed(state, "prisma_check"):
+        what = (f"check whether its covering review ({focus['covering']}) reports PRISMA items 4-8" if focus["covering"]
+                else "no review covers it: record that no compliant review exists")  # fmt: skip
+        return Decision([why, f"{what[:1].upper()}{what[1:]}."], "prisma_check", {"question_id": qid})
+    covered = focus["verdict"].startswith("covered")
+    open_below = any(q["parent"] == qid and q["verdict"] == "gap" for q in open_questions)
+    spawned = any(q["alternative_proposed"] for q in questions)  # one new goal per goal: the first covered question's
+    if (
+        covered
+        and not focus["alternative_tried"]
+        and (open_below or not spawned)
+        and _allowed(state, "propose_alternative_pico")
+    ):
+        return Decision([why, f"A review covers it ({focus['covering']}): pivot to a narrower question it leaves "
+                         "open, or to the trials it leaves out."], "propose_alternative_pico", {"question_id": qid})  # fmt: skip
+    if covered and spawned:
+        return _done(state, [why, f"A review covers it ({focus['covering']}); this goal already pivoted to a new "
+                     "goal, so go on with the next question."], qid)  # fmt: skip
+    if goal.get("primary_goal") == "seek_gap" and handbook.get("primary_goal") == "conduct_SR" and not covered:
         return Decision([why, "The handbook asks for a full review of this gap."], "update_goal",
-                        {"changes": {"primary_goal": "conduct_SR", "cluster_id": cid}})  # fmt: skip
-    return Decision(
-        [why, "Every check the handbook names has run for this cluster; the success test decides now."],
-        "update_goal",
-        {"changes": {"cluster_id": cid}},
-    )
+                        {"changes": {"primary_goal": "conduct_SR", "question_id": qid}})  # fmt: skip
+    return _done(state, [why, "Every check the handbook names has run for it and Success does not hold; go on "
+                 "with the next question."], qid)  # fmt: skip
 
 
 def _conduct_sr_step(state: dict[str, Any], focus: dict[str, Any], why: str) -> Decision:
-    """conduct_SR: ra's own draft is written and judged by prisma_check (which fills what it can); a draft
-    that passes leaves the decision to the success test, one that still misses items stops the goal."""
-    cid = focus["cluster_id"]
-    if focus.get("prisma_checked") != "draft" and _allowed(state, "prisma_check"):
-        return Decision([why, "Write the SR draft (PICO table, PRISMA flow diagram, checklist) and check it "
-                         "against PRISMA 2020 items 4–8."], "prisma_check", {"cluster_id": cid})  # fmt: skip
-    if focus.get("PRISMA_compliant") is False:
-        return Decision([why, "The SR draft still misses PRISMA items after its missing items were filled from "
-                         "the data; stop with the draft and its checklist for a human reviewer."],
-                        "update_goal", {"changes": {"status": "stopped"}})  # fmt: skip
-    return Decision([why, "The SR draft is written and passes the PRISMA check; the success test decides now."],
-                    "update_goal", {"changes": {"cluster_id": cid}})  # fmt: skip
+    """conduct_SR: ra's own draft of the question is written and judged by prisma_check (which fills what it can); a
+    draft that passes leaves the decision to the success test, one that still misses items stops the goal."""
+    qid = focus["question_id"]
+    if focus["prisma_checked"] != "draft" and _allowed(state, "prisma_check"):
+        return Decision([why, "Write the SR draft of this question (PICO table, PRISMA flow diagram, checklist) and "
+                         "check it against PRISMA 2020 items 4-8."], "prisma_check", {"question_id": qid})  # fmt: skip
+    if focus["PRISMA_compliant"] is False:
+        return _stop([why, "The SR draft still misses PRISMA items after its missing items were filled from the "
+                      "data; stop with the draft and its checklist for a human reviewer."])  # fmt: skip
+    return _done(state, [why, "The SR draft is written and checked; Success does not hold for this question."], qid)

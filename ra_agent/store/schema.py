@@ -343,6 +343,11 @@ CREATE INDEX IF NOT EXISTS mind_kb_collection ON mind_kb(collection, count);
     );
     """,
     ("-- nothing: FTS5 splits and stems as it did", _V8_FTS_POSTGRESQL),
+    # 9: MeSH headings with their subheadings and major-topic stars as indexed ("Hypertension/*chemically induced"),
+    # so the review-question rules can tell the condition a trial treats from one it reports as an adverse effect
+    """
+    ALTER TABLE paper ADD COLUMN mesh_terms TEXT NOT NULL DEFAULT '[]';
+    """,
 )
 
 

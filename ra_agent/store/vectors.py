@@ -6,18 +6,15 @@ import json
 import logging
 import os
 import re
-import sys
 import time
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
 
 import numpy as np
 
 from ra_agent.config import Config
-from ra_agent.fileio import atomic_write, atomic_writer
+from ra_agent.fileio import atomic_write, atomic_writer, exclusive_lock
 from ra_agent.store.db import Store
 from ra_agent.store.scan import FlatScan, one_faiss_thread
 from ra_agent.workspace import Workspace
@@ -490,41 +487,9 @@ def _test_pause(stage: str) -> None:
         time.sleep(float(os.environ.get(PAUSE_S_ENV, "60")))
 
 
-if sys.platform == "win32":
-    import msvcrt
-
-    def _lock(f: BinaryIO) -> None:
-        f.seek(0)
-        while True:
-            try:
-                msvcrt.locking(f.fileno(), msvcrt.LK_LOCK, 1)
-                return
-            except OSError:  # LK_LOCK gives up after 10 s; keep waiting for the other writer
-                continue
-
-    def _unlock(f: BinaryIO) -> None:
-        f.seek(0)
-        msvcrt.locking(f.fileno(), msvcrt.LK_UNLCK, 1)
-
-else:
-    import fcntl
-
-    def _lock(f: BinaryIO) -> None:
-        fcntl.flock(f, fcntl.LOCK_EX)
-
-    def _unlock(f: BinaryIO) -> None:
-        fcntl.flock(f, fcntl.LOCK_UN)
-
-
-@contextmanager
-def _locked(root: Path) -> Iterator[None]:
+def _locked(root: Path):
     """Exclusive writer lock on root/.lock, held across processes (released by the OS if the holder dies)."""
-    with open(root / LOCK, "a+b") as f:
-        _lock(f)
-        try:
-            yield
-        finally:
-            _unlock(f)
+    return exclusive_lock(root / LOCK)
 
 
 def _append_at(path: Path, offset: int, array: np.ndarray) -> None:

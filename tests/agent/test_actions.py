@@ -174,7 +174,7 @@ def test_defaults_are_filled():
         (action("add_papers", pmids=[1]), "unknown_tool", "known: search_pubmed"),
         (action("search_pubmed"), "missing_arg", "['query']"),
         (action("merge_clusters", source="a"), "missing_arg", "['target']"),
-        (action("run_pico"), "missing_arg", "one of cluster_id, pmid_list"),
+        (action("run_pico"), "missing_arg", "one of question_id, cluster_id, pmid_list"),
         (action("search_pubmed", query="x", db="pmc"), "extra_arg", "['db']"),
         (action("search_pubmed", query="x", retmax="2000"), "bad_arg", "retmax must be an integer"),
         (action("search_pubmed", query="x", retmax=True), "bad_arg", "retmax must be an integer"),
@@ -184,8 +184,10 @@ def test_defaults_are_filled():
         (action("run_pico", cluster_id="a", pmid_list=[1, 2]), "bad_arg", "exactly one of"),
         (action("run_pico", pmid_list=[1, "2"]), "bad_arg", "list of integers"),
         (action("run_pico", pmid_list=[]), "bad_arg", "non-empty list"),
-        (action("propose_alternative_pico", exclude_pmids=[-5]), "bad_arg", ">= 1"),
-        (action("prisma_check", cluster_id="a b"), "bad_arg", "not a valid id"),
+        (action("propose_alternative_pico", question_id="q-123"), "bad_arg", "not a valid id"),
+        (action("prisma_check", cluster_id="a"), "extra_arg", "['cluster_id']"),
+        (action("find_existing_sr", question_id="a b"), "bad_arg", "not a valid id"),
+        (action("run_pico", question_id="q-0123456789", cluster_id="a"), "bad_arg", "exactly one of"),
         (action("merge_clusters", source="a", target="a"), "bad_arg", "two different clusters"),
         (action("embed_text", text=[]), "bad_arg", "string or a list of strings"),
         (action("update_goal", changes="stop"), "bad_arg", "JSON object"),
@@ -267,7 +269,8 @@ def test_strings_inside_goal_changes_are_checked_too():
 def test_handbook_whitelist_and_config_switches():
     book = handbook()
     assert (
-        "Tools_allowed" in rejected(action("prisma_check", cluster_id="a"), "tool_not_allowed", handbook=book).message
+        "Tools_allowed"
+        in rejected(action("prisma_check", question_id="q-0123456789"), "tool_not_allowed", handbook=book).message
     )
     accepted(action("run_pico", cluster_id="a"), handbook=book)
     cfg = Config().with_overrides(tools={"enable_run_pico": False})
@@ -298,7 +301,7 @@ def test_ripple_needs_exploration():
 def test_describe_tools_lists_only_usable_tools():
     text = describe_tools(handbook=handbook())
     assert '`search_pubmed(query: str, retmax: int = 2000, expand_mode: "semantic" | "ripple" = "semantic")`' in text
-    assert "run_pico(" in text and "exactly one of cluster_id, pmid_list" in text
+    assert "run_pico(" in text and "exactly one of question_id, cluster_id, pmid_list" in text
     assert "prisma_check" not in text and "update_goal" in text and "split_cluster" in text
 
 

@@ -45,9 +45,20 @@ def test_goal_id_is_sha1_of_handbook_path_and_start_ts(state):
 def test_created_goal_file_has_memo_fields_and_created_entry(goals, state, tmp_path):
     path = tmp_path / "data" / "goals" / state.goal_id / "goal_state.json"
     doc = json.loads(path.read_text())
-    for key in ("goal_id", "primary_goal", "topic", "status", "handbook_path", "cluster_id", "subgoals", "history"):
+    for key in (
+        "goal_id",
+        "primary_goal",
+        "topic",
+        "status",
+        "handbook_path",
+        "question_id",
+        "questions_done",
+        "cluster_id",
+        "subgoals",
+        "history",
+    ):
         assert key in doc
-    for key in ("cycle", "brain", "pending_asset_requests", "pending_tool_calls", "success_clusters"):
+    for key in ("cycle", "brain", "pending_asset_requests", "pending_tool_calls", "success_questions"):
         assert key in doc
     assert doc["status"] == "in_progress" and doc["cluster_id"] is None and doc["handbook_path"] == HANDBOOK
     (created,) = doc["history"]
@@ -152,7 +163,7 @@ def test_lists_are_validated_and_normalised(state):
 
 
 @pytest.mark.parametrize(
-    "key", ["goal_id", "history", "handbook_path", "cycle", "brain", "pending_tool_calls", "success_clusters"]
+    "key", ["goal_id", "history", "handbook_path", "cycle", "brain", "pending_tool_calls", "success_questions"]
 )
 def test_forbidden_fields_are_rejected_and_nothing_applies(state, key):
     snapshot = state.to_dict()
@@ -170,6 +181,8 @@ def test_forbidden_fields_are_rejected_and_nothing_applies(state, key):
         ({"primary_goal": "write_novel"}, "not one of"),
         ({"topic": "  "}, "non-empty"),
         ({"cluster_id": "../pico/x"}, "cluster id"),
+        ({"question_id": "q-../../x"}, "question id"),
+        ({"questions_done": ["q-0123456789", "cluster7"]}, "list of question ids"),
         ({"subgoals": "find trials"}, "must be a list"),
         ({"favourite_colour": "blue"}, "unknown goal field"),
         ({}, "non-empty"),
@@ -191,6 +204,14 @@ def test_from_dict_is_strict():
         GoalState.from_dict({**good, "status": "sleeping"})
     with pytest.raises(GoalStateError, match="missing"):
         GoalState.from_dict({"goal_id": "abc"})
+    # a goal_state.json of the version whose goals succeeded on clusters still loads (its cluster list is dropped)
+    assert GoalState.from_dict({**good, "success_clusters": ["c1"]}).to_dict() == good
+
+
+def test_the_question_in_focus_and_the_questions_done_are_the_goals(state):
+    apply_llm_mutation(state, {"question_id": "q-0123456789", "questions_done": ["q-abcdefabcd", "q-abcdefabcd"]})
+    assert state.question_id == "q-0123456789" and state.questions_done == ["q-abcdefabcd"]
+    assert [h["event"] for h in state.history[-2:]] == ["question_selected", "questions_done"]
 
 
 def test_goal_ids_must_be_hex(goals):

@@ -127,27 +127,49 @@ def test_a_hash_inside_quotes_is_not_a_comment():
         ("  Primary_goal: seek_gap\n", 2, None, "bad indentation"),
         ("Primary_goal: seek_gap\nTools_allowed:\n  - run_pico\n    - prisma_check\n", 5, "Tools_allowed", "line up"),
         ("Primary_goal: seek_gap\nTools_allowed: run_pico\n  - prisma_check\n", 4, "Tools_allowed", "bad indentation"),
-        ("Primary_goal: seek_gap\nSuccess: size > 1\n  - item\n", 4, "Success", "bad indentation"),
+        ("Primary_goal: seek_gap\nSuccess: eligible_trials > 1\n  - item\n", 4, "Success", "bad indentation"),
         ('Primary_goal: seek_gap\nSeed_query:\n\t"x"\n', 4, "Seed_query", "tabs"),
         ("Primary_goal: seek_gap\nSuccess: eligible_trials >= \n", 3, "Success", "found the end of the expression"),
         ("Primary_goal: seek_gap\nSuccess: eligible_trials = 6\n", 3, "Success", "use '=='"),
-        ("Primary_goal: seek_gap\nSuccess: (size > 30 AND ers > 0.2\n", 3, "Success", "missing ')'"),
-        ("Primary_goal: seek_gap\nSuccess: size > 30 ers > 0.2\n", 3, "Success", "unexpected 'ers'"),
-        ("Primary_goal: seek_gap\nSuccess:\n  size > 30\n  AND trials >= 6\n", 5, "Success", "unknown metric 'trials'"),
+        ("Primary_goal: seek_gap\nSuccess: (eligible_trials > 30 AND sr_overlap > 0.2\n", 3, "Success", "missing ')'"),
+        (
+            "Primary_goal: seek_gap\nSuccess: eligible_trials > 30 sr_overlap > 0.2\n",
+            3,
+            "Success",
+            "unexpected 'sr_overlap'",
+        ),
+        (
+            "Primary_goal: seek_gap\nSuccess:\n  eligible_trials > 30\n  AND trials >= 6\n",
+            5,
+            "Success",
+            "unknown metric 'trials'",
+        ),
         ("Primary_goal: seek_gap\nSuccess: 6\n", 3, "Success", "not a condition"),
-        ("Primary_goal: seek_gap\nSuccess: 1 < size < 5\n", 3, "Success", "cannot be chained"),
+        ("Primary_goal: seek_gap\nSuccess: 1 < eligible_trials < 5\n", 3, "Success", "cannot be chained"),
+        # a cluster's measure is refused: Success is judged on a review question (clusters only retrieve)
+        (
+            "Primary_goal: seek_gap\nSuccess:\n  eligible_trials >= 6\n  AND size > 30\n",
+            5,
+            "Success",
+            "'size' is a cluster's measure; Success is judged on a review question's metrics",
+        ),
         ("Primary_goal: seek_gap\nSuccess: PRISMA_compliant > false\n", 3, "Success", "needs numbers"),
-        ("Primary_goal: seek_gap\nSuccess: eval(size)\n", 3, "Success", "unknown metric 'eval'"),
-        ("Primary_goal: seek_gap\nSuccess: size > 1; import os\n", 3, "Success", "unexpected character ';'"),
+        ("Primary_goal: seek_gap\nSuccess: eval(eligible_trials)\n", 3, "Success", "unknown metric 'eval'"),
+        ("Primary_goal: seek_gap\nSuccess: eligible_trials > 1; import os\n", 3, "Success", "unexpected character ';'"),
         ("Primary_goal: find_trials\n", 2, "Primary_goal", "not one of seek_gap, conduct_SR, manual_task"),
         ("Primary_goal: seek_gap\nExploration: yes\n", 3, "Exploration", "expected true or false"),
         ("Primary_goal: seek_gap\nStop_after: 0\n", 3, "Stop_after", "integer >= 1"),
         ("Primary_goal: seek_gap\nStop_after: two\n", 3, "Stop_after", "integer >= 1"),
         # numbers past int()'s 4,300-digit limit used to end in "internal error: ValueError"
         ("Primary_goal: seek_gap\nStop_after: " + "9" * 5000 + "\n", 3, "Stop_after", "has 5000 digits (at most 15)"),
-        ("Primary_goal: seek_gap\nSuccess: size > " + "9" * 5000 + "\n", 3, "Success", "has 5000 digits (at most 15)"),
         (
-            "Primary_goal: seek_gap\nSuccess:\n  size > 1\n  AND ers > 0." + "9" * 15 + "\n",
+            "Primary_goal: seek_gap\nSuccess: eligible_trials > " + "9" * 5000 + "\n",
+            3,
+            "Success",
+            "has 5000 digits (at most 15)",
+        ),
+        (
+            "Primary_goal: seek_gap\nSuccess:\n  eligible_trials > 1\n  AND sr_overlap > 0." + "9" * 15 + "\n",
             5,
             "Success",
             "has 16 digits",
@@ -239,17 +261,29 @@ def test_success_truth_table(metrics, met):
     ("expr", "metrics", "expected"),
     [
         # NOT binds tighter than AND, AND tighter than OR
-        ("NOT size > 100 OR ers >= 0.5", {"size": 200, "ers": 0.6}, True),
-        ("NOT size > 100 OR ers >= 0.5", {"size": 200, "ers": 0.1}, False),
-        ("NOT size > 100 OR ers >= 0.5", {"size": 50, "ers": 0.1}, True),
-        ("size > 1 OR ers > 0.5 AND cvgr > 0", {"size": 2, "ers": 0, "cvgr": 0}, True),
-        ("(size > 1 OR ers > 0.5) AND cvgr > 0", {"size": 2, "ers": 0, "cvgr": 0}, False),
-        ("NOT (size > 1 OR ers > 0.5)", {"size": 0, "ers": 0}, True),
-        ("NOT NOT size > 1", {"size": 2}, True),
-        ("not size > 1 and ers < 1", {"size": 0, "ers": 0}, True),  # keywords are case-insensitive
+        ("NOT eligible_trials > 100 OR sr_overlap >= 0.5", {"eligible_trials": 200, "sr_overlap": 0.6}, True),
+        ("NOT eligible_trials > 100 OR sr_overlap >= 0.5", {"eligible_trials": 200, "sr_overlap": 0.1}, False),
+        ("NOT eligible_trials > 100 OR sr_overlap >= 0.5", {"eligible_trials": 50, "sr_overlap": 0.1}, True),
         (
-            "eligible_trials ≥ 6 AND sr_overlap ≤ 0.6 AND size ≠ 0",
-            {"eligible_trials": 6, "sr_overlap": 0.6, "size": 3},
+            "eligible_trials > 1 OR sr_overlap > 0.5 AND trials_since_review > 0",
+            {"eligible_trials": 2, "sr_overlap": 0, "trials_since_review": 0},
+            True,
+        ),
+        (
+            "(eligible_trials > 1 OR sr_overlap > 0.5) AND trials_since_review > 0",
+            {"eligible_trials": 2, "sr_overlap": 0, "trials_since_review": 0},
+            False,
+        ),
+        ("NOT (eligible_trials > 1 OR sr_overlap > 0.5)", {"eligible_trials": 0, "sr_overlap": 0}, True),
+        ("NOT NOT eligible_trials > 1", {"eligible_trials": 2}, True),
+        (
+            "not eligible_trials > 1 and sr_overlap < 1",
+            {"eligible_trials": 0, "sr_overlap": 0},
+            True,
+        ),  # keywords are case-insensitive
+        (
+            "eligible_trials ≥ 6 AND sr_overlap ≤ 0.6 AND trials_since_review ≠ 0",
+            {"eligible_trials": 6, "sr_overlap": 0.6, "trials_since_review": 3},
             True,
         ),
         ("6 <= eligible_trials", {"eligible_trials": 7}, True),
@@ -259,8 +293,8 @@ def test_success_truth_table(metrics, met):
         ("NOT sr_overlap >= 0.6", {}, False),  # a comparison over a null metric is unknown, and so is its NOT
         ("PRISMA_compliant", {"prisma_compliant": 1}, True),
         ("NOT PRISMA_compliant", {"prisma_compliant": None}, False),  # the check never ran: not "non-compliant"
-        ("dispersion < .7 AND mean_year >= 2015", {"dispersion": 0.69, "mean_year": 2016.5}, True),
-        ("het_numeric > -1", {"het_numeric": 0}, True),
+        ("sr_overlap < .7 AND newest_trial >= 2015", {"sr_overlap": 0.69, "newest_trial": 2016.5}, True),
+        ("trials_since_review > -1", {"trials_since_review": 0}, True),
         ("true", {}, True),
     ],
 )
@@ -269,9 +303,18 @@ def test_precedence_and_null_semantics(expr, metrics, expected):
 
 
 def test_canonical_text_keeps_grouping():
-    assert str(parse_success("NOT size > 100 OR ers >= 0.5")) == "NOT size > 100 OR ers >= 0.5"
-    assert str(parse_success("(size > 1 OR ers > 0.5) AND cvgr > 0")) == "(size > 1 OR ers > 0.5) AND cvgr > 0"
-    assert str(parse_success("not (size > 1 or ers > 0.5)")) == "NOT (size > 1 OR ers > 0.5)"
+    assert (
+        str(parse_success("NOT eligible_trials > 100 OR sr_overlap >= 0.5"))
+        == "NOT eligible_trials > 100 OR sr_overlap >= 0.5"
+    )
+    assert (
+        str(parse_success("(eligible_trials > 1 OR sr_overlap > 0.5) AND trials_since_review > 0"))
+        == "(eligible_trials > 1 OR sr_overlap > 0.5) AND trials_since_review > 0"
+    )
+    assert (
+        str(parse_success("not (eligible_trials > 1 or sr_overlap > 0.5)"))
+        == "NOT (eligible_trials > 1 OR sr_overlap > 0.5)"
+    )
     assert str(parse_success("6 <= ELIGIBLE_TRIALS")) == "eligible_trials >= 6"
 
 
@@ -282,8 +325,12 @@ def test_describe_success_and_unmet_conditions():
         "eligible_trials ≥ 6 (now eligible_trials = 5)"
     ]
     assert handbook.unmet_conditions({"eligible_trials": 6, "PRISMA_compliant": False}) == []
-    mixed = parse_handbook(hb("Primary_goal: seek_gap\nSuccess: size > 30 OR NOT (ers < 0.2 AND cvgr > 0)\n"))
-    assert mixed.describe_success() == "size > 30 or not (ers < 0.2 and cvgr > 0)"
+    mixed = parse_handbook(
+        hb(
+            "Primary_goal: seek_gap\nSuccess: eligible_trials > 30 OR NOT (sr_overlap < 0.2 AND trials_since_review > 0)\n"
+        )
+    )
+    assert mixed.describe_success() == "eligible_trials > 30 or not (sr_overlap < 0.2 and trials_since_review > 0)"
 
 
 # ---------------------------------------------------------------------------- three-valued logic over null metrics
@@ -314,7 +361,7 @@ def test_null_metrics_are_unknown_and_unknown_is_not_success(expr, metrics, trut
 @pytest.mark.parametrize("name", sorted(SHIPPED))
 def test_shipped_handbooks_never_succeed_before_prisma_check_ran(name):
     handbook = SHIPPED[name]
-    enough = {"eligible_trials": 40, "sr_overlap": 0.1, "size": 60}
+    enough = {"eligible_trials": 40, "sr_overlap": 0.1}
     assert handbook.success_met({**enough, "PRISMA_compliant": None}) is False
     assert handbook.success.truth(normalise_metrics({**enough, "PRISMA_compliant": None})) is None
     wanted = {"seek_gap": False, "conduct_SR": True}[handbook.primary_goal]
@@ -326,7 +373,7 @@ def test_shipped_handbooks_never_succeed_before_prisma_check_ran(name):
 # ---------------------------------------------------------------------------- hostile handbooks up to the size cap
 def _exercise(handbook) -> None:
     """Everything a goal does with a loaded handbook's Success (prompt text, metric list, evaluation)."""
-    metrics = {"eligible_trials": 7, "PRISMA_compliant": False, "size": 40, "ers": None}
+    metrics = {"eligible_trials": 7, "PRISMA_compliant": False}
     handbook.success_text, handbook.success_metrics, handbook.describe_success()
     handbook.success_met(metrics), handbook.unmet_conditions(metrics)
 
@@ -334,28 +381,34 @@ def _exercise(handbook) -> None:
 def test_success_nesting_at_the_cap_loads_and_past_it_names_the_line():
     """50 levels of parentheses or NOTs load and evaluate; one more is a HandbookError naming the line of the
     '(' or NOT past the cap (150 levels or 1,000 NOTs used to raise RecursionError)."""
-    at_cap = parse_handbook(hb("Primary_goal: seek_gap\nSuccess:\n" + "  (\n" * 50 + "  size > 30\n" + "  )\n" * 50))
-    assert at_cap.success_met({"size": 31}) and not at_cap.success_met({"size": 30})
-    nots = parse_handbook(hb("Primary_goal: seek_gap\nSuccess: " + "NOT " * 50 + "size > 30\n"))
-    assert nots.success_met({"size": 31}) and not nots.success_met({"size": 30})  # an even number of NOTs
+    at_cap = parse_handbook(
+        hb("Primary_goal: seek_gap\nSuccess:\n" + "  (\n" * 50 + "  eligible_trials > 30\n" + "  )\n" * 50)
+    )
+    assert at_cap.success_met({"eligible_trials": 31}) and not at_cap.success_met({"eligible_trials": 30})
+    nots = parse_handbook(hb("Primary_goal: seek_gap\nSuccess: " + "NOT " * 50 + "eligible_trials > 30\n"))
+    assert nots.success_met({"eligible_trials": 31}) and not nots.success_met(
+        {"eligible_trials": 30}
+    )  # an even number of NOTs
     assert nots.describe_success().count("not (") == 50
     with pytest.raises(HandbookError, match=r"^<handbook>:54: Success: nested more than 50 levels deep"):
-        parse_handbook(hb("Primary_goal: seek_gap\nSuccess:\n" + "  (\n" * 150 + "  size > 30\n" + "  )\n" * 150))
+        parse_handbook(
+            hb("Primary_goal: seek_gap\nSuccess:\n" + "  (\n" * 150 + "  eligible_trials > 30\n" + "  )\n" * 150)
+        )
     with pytest.raises(HandbookError, match=r"^<handbook>:3: Success: nested more than 50 levels deep"):
-        parse_handbook(hb("Primary_goal: seek_gap\nSuccess: " + "NOT " * 1000 + "size > 30\n"))
+        parse_handbook(hb("Primary_goal: seek_gap\nSuccess: " + "NOT " * 1000 + "eligible_trials > 30\n"))
 
 
 def test_a_flat_success_at_the_size_cap_loads_and_evaluates():
-    """A Success of ~1 MB (the handbook_max_bytes default): 40,000 comparisons joined by AND/OR on their own
+    """A Success of ~1 MB (the handbook_max_bytes default): 34,000 comparisons joined by AND/OR on their own
     lines parse and evaluate (the chains are loops, not recursion)."""
     from ra_agent.config import Config
 
     cap = Config().goal.handbook_max_bytes
-    terms = [f"  {'OR' if i % 3 else 'AND'} size > {i}\n" for i in range(1, 40_000)]
-    text = hb("Primary_goal: seek_gap\nSuccess:\n  size > 0\n" + "".join(terms))
+    terms = [f"  {'OR' if i % 3 else 'AND'} eligible_trials > {i}\n" for i in range(1, 34_000)]
+    text = hb("Primary_goal: seek_gap\nSuccess:\n  eligible_trials > 0\n" + "".join(terms))
     assert 0.6 * cap < len(text.encode()) <= cap
     handbook = parse_handbook(text)
-    assert handbook.success_met({"size": 50_000}) and not handbook.success_met({"size": 0})
+    assert handbook.success_met({"eligible_trials": 50_000}) and not handbook.success_met({"eligible_trials": 0})
     _exercise(handbook)
 
 
@@ -366,11 +419,20 @@ def test_mutated_shipped_handbooks_load_or_fail_with_a_handbook_error():
     import random
 
     rng = random.Random(28)
-    pieces = ["(", ")", "NOT ", "AND ", "OR ", "size ", ">= ", "== ", "6 ", "null ", "true ", "-", "=", '"', "'",
+    pieces = ["(", ")", "NOT ", "AND ", "OR ", "eligible_trials ", ">= ", "== ", "6 ", "null ", "true ", "-", "=", '"', "'",
               "#", ":", "  - ", "\t", "Success:", "---", "é", "1e999 ", "(" * 200, "NOT " * 1000, "9" * 5000,
               "0." + "9" * 5000, "[", "]", ",", "\\", "\ufeff", "∞", "١٢٣", "+"]  # fmt: skip
     keys = ["Primary_goal", "Seed_query", "Tools_allowed", "Exploration", "Success", "Stop_after"]
-    values = ["", "9" * 5000, "+" + "9" * 5000, "size > " + "9" * 5000, "ers < 0." + "9" * 5000, "[", '"', "-1"]
+    values = [
+        "",
+        "9" * 5000,
+        "+" + "9" * 5000,
+        "eligible_trials > " + "9" * 5000,
+        "sr_overlap < 0." + "9" * 5000,
+        "[",
+        '"',
+        "-1",
+    ]
     outcomes = {"loaded": 0, "refused": 0, "too many digits": 0}
     for path in sorted(HANDBOOKS.glob("*.md")):
         original = path.read_text(encoding="utf-8").splitlines()

@@ -83,7 +83,7 @@ def test_missing_arg(ollama_cfg, ollama_server):
     bad = THOUGHT + 'Action: {"tool": "find_existing_sr", "args": {}}'
     result = cycle_turn(ollama_cfg, ollama_server, bad, bad)
     assert isinstance(result, ActionError) and result.kind == "missing_arg"
-    assert result.outcome.status is None and "cluster_id" in result.message
+    assert result.outcome.status is None and "question_id" in result.message
 
 
 def test_no_action(ollama_cfg, ollama_server):

@@ -24,7 +24,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 )
 RANK = {name: i for i, layer in enumerate(LAYERS) for name in layer}
 # evidence/ by concern: each folder imports only those before it (the package's __init__ may use any)
-EVIDENCE_FOLDERS = ("classes", "pico", "synthesis", "questions", "sr", "prisma", "reports")
+EVIDENCE_FOLDERS = ("classes", "pico", "synthesis", "questions", "sr", "prisma", "reports", "living")
 
 
 def module_name(path: Path) -> str:

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from built_once import cached_array, shared_folder
 
+from ra_agent.agent.questions import load_question_set
 from ra_agent.agent.runner import start_goal
 from ra_agent.config import Config
 from ra_agent.embed.embedder import SentenceTransformerEmbedder
@@ -48,11 +49,10 @@ def write_config(project: Path) -> Path:
     path.write_text(
         f'[workspace]\ndata_dir = "data"\ndemo_corpus = "{DEMO}"\n'
         '[ingest]\noffline = true\n[goal]\nloop_delay_s = 0\n[llm]\nbrain = "rules"\n'
-        # the flow tests follow the gap path to its reports: under the older cluster-cosine coverage rule no demo
-        # review reaches cosine 0.85 to a cluster (at the default 0.75 a 2002 review covers the reflux cluster and
-        # the goal pivots; see tests/flow/test_evidence_acceptance.py for that path; under the default review-question
-        # rule the 2002-2003 reviews cover the demo's question: tests/evidence/questions/test_questions.py)
-        '[sr]\nsr_cosine_threshold = 0.85\ncoverage_rule = "cosine"\n'
+        # the flow tests follow the gap path to its reports: a review covers a question only when it could include
+        # 95% of its studies, which no demo review does for the topic's question (at the default 60% the 2002 review
+        # PMID 11683686 covers it, an update warranted, and the goal pivots: tests/flow/test_question_goals.py)
+        "[sr]\nsr_overlap_pivot = 0.95\n"
     )
     return path
 
@@ -60,11 +60,13 @@ def write_config(project: Path) -> Path:
 @pytest.fixture(scope="session")
 def demo_template(request, tmp_path_factory) -> Path:
     """A project folder with the demo workspace built once (by one xdist worker for all): import, embed, index, first
-    clustering."""
+    clustering, and the gap handbook's questions judged (a copy of the project keeps its questions)."""
 
     def build(project: Path) -> None:
         shutil.copytree(ROOT / "handbooks", project / "handbooks")
         build_workspace(request, demo_cfg(project), "ra_demo_vectors")
+        with open_store(demo_cfg(project)) as store:
+            load_question_set(demo_cfg(project), store, project / "handbooks" / f"{GAP_HANDBOOK}.md")
 
     return shared_folder(tmp_path_factory, "demo_project", build)
 

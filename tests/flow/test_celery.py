@@ -320,7 +320,12 @@ def test_the_agent_flow_through_celery_gives_the_local_runner_reports(demo_proje
     assert all(r["steps"] for r in runs)  # every run's steps executed on a worker
     used = {s["worker"] for r in [started, *runs] for s in r["steps"]}
     assert used == {w.hostname for w in pool}
-    assert {r["job"] for r in runs} >= {"agent_cycle_job", "agent_search_job", "agent_pico_job", "agent_reports_job"}
+    assert {r["job"] for r in runs} >= {
+        "agent_cycle_job",
+        "agent_search_job",
+        "agent_questions_job",
+        "agent_reports_job",
+    }
 
     cfg = load_config(config)
     with open_store(cfg) as store:

@@ -37,25 +37,26 @@ def test_good_action_requests_exactly_the_stages_it_touches(llm, goal, ollama_se
     ollama_server.script(action("search_pubmed", query="omeprazole AND oesophagitis"))
     outcome, state, calls = cycle(cfg, goal, brain)
     assert outcome.event == "tool_call" and outcome.tool == "search_pubmed"
-    assert [r.stage for r in outcome.requests] == ["search", "embed", "organise"]
+    assert [r.stage for r in outcome.requests] == ["search", "embed", "organise", "questions"]
     assert state.pending_asset_requests == [r.to_dict() for r in outcome.requests]
     assert calls == [("search_pubmed", "finished")]
     (entry,) = state.events("tool_call")
     assert entry["brain"] == "ollama:gemma3n:e4b" and entry["args"]["retmax"] == cfg.ingest.default_retmax
-    # the prompt carried the memo-60 cluster blocks, the success rule and the state block
+    # the prompt carried the handbook's questions, the cluster blocks, the success rule and the state block
     prompt = ollama_server.chat_requests[0]["messages"][-1]["content"]
-    assert "# Cluster " in prompt and "Success requires" in prompt and "<state>" in prompt
+    assert "# Review questions of the handbook" in prompt and "# Cluster " in prompt
+    assert "Success requires, of one review question" in prompt and "<state>" in prompt
 
 
 def test_malformed_json_gets_exactly_one_repair_turn(llm, goal, ollama_server):
     cfg, brain = llm
     cid, _ = largest_cluster(cfg)
     ollama_server.script(
-        'Thinking.\nAction: {"tool": "find_existing_sr", "args": {"cluster_id": "' + cid + '"',
-        '{"tool": "find_existing_sr", "args": {"cluster_id": "' + cid + '"}}',
+        'Thinking.\nAction: {"tool": "run_pico", "args": {"cluster_id": "' + cid + '"',
+        '{"tool": "run_pico", "args": {"cluster_id": "' + cid + '"}}',
     )
     outcome, state, calls = cycle(cfg, goal, brain)
-    assert outcome.tool == "find_existing_sr" and [r.stage for r in outcome.requests] == ["sr_overlap"]
+    assert outcome.tool == "run_pico" and [r.stage for r in outcome.requests] == ["pico"]
     assert len(ollama_server.chat_requests) == 2
     assert "FIX JSON ONLY" in ollama_server.chat_requests[1]["messages"][-1]["content"]
     assert state.events("tool_call")[0]["repaired"] is True
@@ -177,9 +178,10 @@ def test_search_with_a_focus_cluster_expands_it(llm, goal, ollama_server):
     )
     cycle(cfg, goal, brain)
     outcome, state, _ = cycle(cfg, goal, brain)
-    assert [r.label() for r in outcome.requests][-1] == f"expand[{cid}.semantic]"
-    with open_store(cfg) as store:
-        results = [perform(cfg, store, r, brain=RulesBrain()) for r in outcome.requests]
+    labels = [r.label() for r in outcome.requests]
+    assert f"expand[{cid}.semantic]" in labels and labels[-1].startswith("questions[seek_gap_ppi_gerd-")
+    with open_store(cfg) as store:  # the search, the index and the expansion (the questions are another test's)
+        results = [perform(cfg, store, r, brain=RulesBrain()) for r in outcome.requests if r.stage != "questions"]
         accepted_new, members = store.conn.execute(
             "SELECT accepted_new, (SELECT COUNT(*) FROM cluster_member m WHERE m.cluster_id = c.cluster_id) "
             "FROM cluster_manifest c WHERE cluster_id=?", (cid,)

@@ -130,12 +130,12 @@ def test_dagster_path_gives_the_local_runner_history(project, defs, local_gap_ru
     cfg = load_config(project / "config.toml")
     with dg.instance_for_test() as instance:
         drive(defs, instance, project)
-        wanted = ("pubmed_search", "clusters", "pico_extractions", "sr_overlap", "reports", "mind_kb")
+        wanted = ("pubmed_search", "clusters", "review_questions", "reports", "mind_kb")
         materialized = {k for k in wanted if instance.get_latest_materialization_event(dg.AssetKey(k))}
-        pico = instance.get_latest_materialization_event(dg.AssetKey("pico_extractions"))
-        assert pico is not None and pico.asset_materialization is not None
-        meta = pico.asset_materialization.metadata  # how long the extraction took, and how fast it went
-        assert meta["papers_per_second"].value == pytest.approx(meta["papers"].value / meta["seconds"].value, 0.02)
+        questions = instance.get_latest_materialization_event(dg.AssetKey("review_questions"))
+        assert questions is not None and questions.asset_materialization is not None
+        assert questions.asset_materialization.partition.startswith("seek_gap_ppi_gerd-")  # per handbook
+        table = questions.asset_materialization.metadata["table"].value  # every question, the set's numbers
     with open_store(cfg) as store:
         dagster_state = GoalStore(cfg.data_dir, store).load(goal_id)
         reports = [h["path"] for h in dagster_state.history if h["event"] == "report_written"]
@@ -143,6 +143,8 @@ def test_dagster_path_gives_the_local_runner_history(project, defs, local_gap_ru
         assert all(p.startswith(f"reports/{goal_id}/") for p in reports)  # per goal, relative to the workspace
         assert all(verify_citations(store, cfg.data_dir / p) == [] for p in reports)
     assert materialized == set(wanted)
+    (question_id,) = dagster_state.success_questions
+    assert f"| {question_id} | Proton pump inhibitor for people with gastroesophageal reflux | " in table
 
     # the same handbook on a fresh copy through the local runner
     local_cfg, local_state = local_gap_run
@@ -257,7 +259,7 @@ def test_the_agent_flow_on_a_postgres_instance_with_the_store_on_postgres(projec
         n_goal_runs = goal_runs.fetchone()[0]
     assert runs and {status for _, status in runs} == {"SUCCESS"}
     assert n_goal_runs == len(runs) == len(instance.get_run_records())
-    assert {"pubmed_search", "clusters", "pico_extractions", "sr_overlap", "reports", "mind_kb"} <= materialized
+    assert {"pubmed_search", "clusters", "review_questions", "reports", "mind_kb"} <= materialized
     assert instance.event_log_storage.get_concurrency_keys() >= {"llm", "ncbi"}  # pool slots kept in PostgreSQL
     assert all(instance.event_log_storage.get_concurrency_info(k).slot_count == 1 for k in ("llm", "ncbi"))
 

@@ -123,7 +123,7 @@ def test_handbook_job_and_agent_sensor_reach_stopped(dagster_dev):
     # about 400 s on an idle 2-core machine; every run and every step is a process of its own, so a loaded machine (or
     # the other xdist worker's llama.cpp server) stretches it: 900 s ran out at cycle 3 of the goal under load 12
     state, runs = wait_for(goal_done, 2700, "the goal to stop", poll=5)
-    assert state["status"] == "stopped" and state["success_clusters"]
+    assert state["status"] == "stopped" and state["success_questions"]
     report = [h for h in state["history"] if h["event"] == "report_written"]
     assert report and (project / "data" / report[0]["path"]).exists()  # relative to the workspace
     # the UI can tell which runs served which cycle
@@ -132,11 +132,10 @@ def test_handbook_job_and_agent_sensor_reach_stopped(dagster_dev):
     assert all(t["ra/goal"] == state["goal_id"] for t in cycles.values())
     # lineage: the assets the cycles asked for were materialised and are connected
     nodes = {"/".join(n["assetKey"]["path"]): n for n in graphql(port, LINEAGE)["assetNodes"]}
-    for key in ("pubmed_search", "clusters", "cluster_metrics", "pico_extractions", "sr_overlap", "reports"):
+    for key in ("pubmed_search", "clusters", "cluster_metrics", "review_questions", "reports"):
         assert nodes[key]["assetMaterializations"], key
-    assert {"cluster_metrics", "pico_extractions", "sr_overlap"} <= {
-        "/".join(d["path"]) for d in nodes["reports"]["dependencyKeys"]
-    }
+    assert {"cluster_metrics", "review_questions"} <= {"/".join(d["path"]) for d in nodes["reports"]["dependencyKeys"]}
+    assert {"papers", "references"} <= {"/".join(d["path"]) for d in nodes["review_questions"]["dependencyKeys"]}
     # the code location loaded and ran without a single warning
     warnings = [line for line in log.read_text().splitlines() if "warning" in line.lower()]
     assert not warnings, warnings[:5]

@@ -10,7 +10,6 @@ from PIL import Image
 from ra_agent.agent.runner import run_goal, start_goal
 from ra_agent.evidence.prisma.checklist import PRISMA_2020
 from ra_agent.evidence.reports.common import verify_citations
-from ra_agent.evidence.sr.overlap import load_sr_overlap
 from ra_agent.llm.rules_brain import RulesBrain
 from ra_agent.workspace import open_store
 
@@ -39,39 +38,41 @@ def section(markdown: str, title: str) -> str:
     return rest[: end.start()] if end else rest
 
 
-def test_seek_gap_dossier_lists_the_reviews_checked_is_provisional_offline_and_counts_no_review(demo, demo_project):
+def test_seek_gap_dossier_lists_the_reviews_checked_says_what_was_not_checked_and_counts_no_review(demo, demo_project):
+    """The demo goal's dossier (the covered question it pivoted from): its summary and its rows agree (the reviews
+    checked against those listed, the studies against the rows), it says the search was the local corpus only, and
+    no review is counted as a study."""
     state = run(demo, demo_project, "handbooks/seek_gap_ppi_gerd.md")
     assert state.status == "stopped"
-    written = [h for h in state.events("report_written") if h["kind"] == "gap_dossier"]
+    (written,) = [h for h in state.events("report_written") if h["kind"] == "gap_dossier"]
     dossier = reports_of(demo, state, "gap_dossier")[0]
     text = dossier.read_text(encoding="utf-8")
-    cluster_id = written[0]["cluster_id"]
-    sr = load_sr_overlap(demo, cluster_id)
-    assert sr is not None and sr.offline and sr.n_reviews >= 1
-    verdict = section(text, "Verdict")
-    assert "(provisional)" in verdict and "local corpus" in verdict  # local-only SR search, said so
-    if sr.covered:  # the goal pivoted: the dossier names the (first) covering review and says pivot
-        assert re.search(r"covered by an existing review|covered, update warranted", verdict) and "pivot" in verdict
-        assert f"[PMID:{sr.sr_pmids[0]}]" in verdict and f"{len(sr.sr_pmids)} covering" in verdict
-        assert any(h["cluster_id"] == cluster_id for h in state.events("alternative_proposed"))
-    else:
-        assert cluster_id in state.success_clusters and "Verdict: evidence gap" in verdict
-    by_question = sr.decided_by == "review question"  # the default rule: the dossier is about the question
-    reviews = section(text, "Reviews that answer the question" if by_question else "Existing systematic reviews")
-    assert "local corpus only (offline)" in reviews and "Overlap definition" in reviews
-    listed = {int(p) for p in re.findall(r"^\| \[PMID:(\d+)\]", reviews, re.M)}
-    assert listed == set(sr.reviews)  # every review checked is listed with its cosine and PRISMA status
-    listing = section(text, "Eligible randomised")  # a table with why each is eligible, or a numbered list
-    trials = [int(a or b) for a, b in re.findall(r"^\| \[PMID:(\d+)\] \||^\d+\. .*\[PMID:(\d+)\]$", listing, re.M)]
-    assert len(trials) >= demo.sr.min_eligible_trials and f"{len(trials)} eligible randomised trials" in verdict
+    assert any(h["question_id"] == written["question_id"] for h in state.events("alternative_proposed"))
+    assert "**Verdict: covered, update warranted.**" in text and text.splitlines()[4].startswith("Covered by ")
+    assert "- trials and reviews outside the local corpus (PubMed was not searched again)" in text
+    reviews = section(text, "Reviews checked")
+    checked = re.search(r"Reviews checked: (\d+) reviews of the local corpus .*?: (\d+) answer the question, (\d+) name "
+                        r"its population but ask another question, (\d+) are about other topics", reviews)  # fmt: skip
+    assert checked, reviews[:400]
+    total, answering, other, rest = map(int, checked.groups())
+    assert answering + other + rest == total >= 1
+    listed = re.findall(r"^- \[PMID:(\d+)\] \(\d+\) ", section(text, "Reviews whose own question encompasses it"), re.M)
+    assert len(listed) == answering and f"({answering})" in reviews
+    assert f"encompasses it ({answering})" in reviews and f"do not answer it ({other}" in reviews
+    studies = section(text, "Studies")
+    rows = re.findall(r"^\| s-\d+ \| ((?:\[PMID:\d+\](?:, )?)+) \|", studies, re.M)
+    heading = re.search(r"^## Studies \((\d+) studies \((\d+) reports\)\)", text, re.M)
+    assert heading and len(rows) == int(heading.group(1)) >= demo.sr.min_eligible_trials
+    reports = [int(p) for row in rows for p in re.findall(r"\[PMID:(\d+)\]", row)]
+    assert len(reports) == int(heading.group(2)) == len(set(reports))
     with open_store(demo) as store:
         assert verify_citations(store, dossier) == []
-        papers = store.papers(trials)
-    assert len(papers) == len(trials)
+        papers = store.papers(reports)
+    assert len(papers) == len(reports)
     for paper in papers:  # no review, systematic review or meta-analysis counts as a trial
         assert not REVIEW_TYPES & set(paper.pub_types), paper.pmid
         assert not REVIEW_TITLE.search(paper.title), (paper.pmid, paper.title)
-    assert not set(trials) & set(sr.reviews)
+    assert not set(reports) & {int(p) for p in listed}
 
 
 def test_conduct_sr_stops_with_its_draft_prisma_checklist_and_flow_diagram(demo, demo_project):
@@ -86,10 +87,20 @@ def test_conduct_sr_stops_with_its_draft_prisma_checklist_and_flow_diagram(demo,
     with open_store(demo) as store:
         assert verify_citations(store, draft) == []
     # the draft: PICO table, methods with the search string and its date, PRISMA check and checklist
-    assert re.search(r"^\| \[PMID:\d+\] \|", section(text, "Included trials"), re.M)
+    assert re.search(r"^\| \[PMID:\d+\] \|", section(text, "Included studies"), re.M)
     search = section(text, "Search strategy")
     assert "proton pump inhibitors AND gastroesophageal reflux" in search
     assert re.search(r"on \d{4}-\d\d-\d\d", search)
+    # the Objectives compare what the title compares; the sources are the imports the question's records came from
+    title = text.splitlines()[0]
+    objectives = section(text, "Objectives")
+    assert "effects of proton pump inhibitors compared with any comparator in people with gastroesophageal reflux" \
+        in objectives  # fmt: skip
+    main = title.split("(main comparison: ", 1)[1].rstrip(")")
+    assert f"Its main comparison: {main}." in objectives
+    sources = re.findall(r"^- (.+)$", section(text, "Information sources"), re.M)
+    assert sources[0].startswith("search export Cohen_2006_ProtonPumpInhibitors.csv") and "of its reports" in sources[0]
+    assert not [s for s in sources if s.startswith("search export") and "Cohen_2006" not in s]
     assert "**compliant**" in section(text, "PRISMA check")
     checklist = draft.with_name(f"{draft.stem}_prisma_checklist.md")
     listed = checklist.read_text(encoding="utf-8")
@@ -109,7 +120,7 @@ def test_conduct_sr_stops_with_its_draft_prisma_checklist_and_flow_diagram(demo,
         assert len(image.getcolors(1 << 16) or range(3)) > 2  # not a blank canvas
     assert f"]({flow.name})" in text
     # Success (eligible_trials >= 6 AND PRISMA_compliant == true) holds on ra's own checked draft
-    assert state.success_clusters and any(h.get("reason") == "success" for h in state.events("stopped"))
+    assert state.success_questions and any(h.get("reason") == "success" for h in state.events("stopped"))
     with open_store(demo) as store:
         assert_synthesis_traceable(text, draft, store)
     assert_reports_asset_shows_the_synthesis(demo_project, state.goal_id, draft)

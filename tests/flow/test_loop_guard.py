@@ -15,12 +15,6 @@ from ra_agent.llm.rules_brain import RulesBrain
 from ra_agent.workspace import open_store
 
 
-def review_pmids(cfg, n: int) -> list[int]:
-    """Real PMIDs of the demo corpus (its first n papers)."""
-    with open_store(cfg) as store:
-        return [r[0] for r in store.conn.execute("SELECT pmid FROM paper ORDER BY pmid LIMIT ?", (n,))]
-
-
 def run_until_done(cfg, goal_id, brain) -> tuple[list[str], object]:
     events = []
     with open_store(cfg) as store:
@@ -36,20 +30,18 @@ def run_until_done(cfg, goal_id, brain) -> tuple[list[str], object]:
 def test_an_action_rejected_twice_in_the_same_form_ends_that_line_and_the_goal_stops_with_the_reason(
     llm, goal, ollama_server
 ):
-    """The shared review's max_cycles run: the brain proposed propose_alternative_pico with the state block's
-    capped list (20 PMIDs and a "+N" marker) every cycle, the repair turn repeated it, 50 cycles ran. Now the
-    second rejection ends that line (shown in the prompt), the third proposal stops the goal, and the reason
-    names the bad item instead of a list cut off after 80 characters."""
+    """The shared review's max_cycles run: the brain proposed the same invalid action every cycle, the repair turn
+    repeated it, 50 cycles ran. Now the second rejection ends that line (shown in the prompt), the third proposal
+    stops the goal, and the reason names the bad argument."""
     cfg, brain = llm
-    capped = [*review_pmids(cfg, 20), "+6"]
-    bad = action("propose_alternative_pico", exclude_pmids=capped)
+    bad = action("propose_alternative_pico", question_id="q-+6")
     ollama_server.script(*[bad] * 2 * cfg.goal.max_cycles)
     events, state = run_until_done(cfg, goal, brain)
     assert events == ["error", "error", "stopped"]
     assert state.status == "stopped" and state.cycle == 3 < cfg.goal.max_cycles
-    why = ('rejected 2 times in the same form: propose_alternative_pico.exclude_pmids must be a non-empty list of '
-           'integers, got a list of 21 whose item 20 is "+6"')  # fmt: skip
-    assert [e["reason"] for e in state.events("line_ended")] == [why]
+    (why,) = [e["reason"] for e in state.events("line_ended")]
+    assert why == ("rejected 2 times in the same form: propose_alternative_pico.question_id is not a valid id: 'q-+6' "
+                   "is not a review question's id (q- and 10 hex digits) (^q-[0-9a-f]{10}$)")  # fmt: skip
     assert state.stop_reason().startswith("propose_alternative_pico proposed again after the loop guard ended it: ")
     assert state.stop_reason().endswith(why)
     # the brain was told: the third prompt names the ended line, and the state block carries it
@@ -73,31 +65,23 @@ def test_error_cycles_in_a_row_stop_the_goal(llm, goal, ollama_server):
     assert not state.events("line_ended")
 
 
-def test_the_rules_brain_proposes_a_valid_exclude_list_from_a_capped_state_block(demo, demo_project):
-    """The rules brain copied the state block's capped sr_pmids (20 PMIDs and a "+N" string) into
-    propose_alternative_pico, which the validator rejects. The block now lists PMIDs only (the rest counted
-    in sr_pmids_left_out) and the rules send integers, so the action validates."""
-    cfg = demo.with_overrides(llm={"brain": "rules"})
+def test_the_rules_brain_names_a_question_of_the_set_and_stops_on_an_ended_line(demo, demo_project):
+    """After the seed search the rules take the topic's question (its id from the handbook's set, as the prompt
+    lists it): the action validates against the registry; once the loop guard ended that line, the rules stop."""
     brain = RulesBrain()
-    with open_store(cfg) as store:
-        state = start_goal(cfg, store, demo_project / HANDBOOK, brain.name)
+    with open_store(demo) as store:
+        state = start_goal(demo, store, demo_project / HANDBOOK, brain.name)
         handbook = load_handbook(demo_project / HANDBOOK)
-        observation = observe(cfg, store, state, handbook)
-        reviews = [r[0] for r in store.conn.execute("SELECT pmid FROM paper ORDER BY pmid LIMIT 26")]
+        observation = observe(demo, store, state, handbook)
         searched = [{"query": handbook.seed_query, "count": 1, "fetched": 1, "offline": True}]
         observation["searches"] = [*observation["searches"], *searched]
-        covered = observation["clusters"][0]  # as find_existing_sr leaves a covered cluster
-        covered.update(covered_by_sr=True, sr_overlap=0.9, sr_pmids=reviews, alternative_proposed=False, rejected=False)
-        messages = build_messages(cfg, store, handbook, observation)
-        reply = brain.chat(messages)
-        parsed = parse_action(reply)
-        assert parsed.tool == "propose_alternative_pico" and parsed.args == {"exclude_pmids": reviews[:20]}
-        valid = validate_action(parsed, cfg=cfg, handbook=handbook)
-        assert valid.tool == "propose_alternative_pico", valid
-        assert '"sr_pmids_left_out": 6' in messages[-1]["content"]
-
-        # once the loop guard ended that line, the rules pass over it to the next step of the policy
-        form = action_form("propose_alternative_pico", {"exclude_pmids": reviews[:20]})
-        observation["ended_lines"] = [{"tool": "propose_alternative_pico", "form": form, "reason": "rejected twice"}]
-        after = parse_action(brain.chat(build_messages(cfg, store, handbook, observation)))
-    assert after.tool != "propose_alternative_pico" and validate_action(after, cfg=cfg, handbook=handbook).tool
+        topic = observation["questions"][0]
+        messages = build_messages(demo, store, handbook, observation)
+        assert f"- {topic['question_id']}: {topic['in_words']}: {topic['studies']} studies" in messages[-1]["content"]
+        parsed = parse_action(brain.chat(messages))
+        assert (parsed.tool, parsed.args) == ("run_pico", {"question_id": topic["question_id"]})
+        assert validate_action(parsed, cfg=demo, handbook=handbook).tool == "run_pico"
+        form = action_form("run_pico", {"question_id": topic["question_id"]})
+        observation["ended_lines"] = [{"tool": "run_pico", "form": form, "reason": "rejected twice"}]
+        after = parse_action(brain.chat(build_messages(demo, store, handbook, observation)))
+    assert (after.tool, after.args) == ("update_goal", {"changes": {"status": "stopped"}})

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from ra_agent.agent.questions import load_question_set
 from ra_agent.agent.runner import run_goal, run_with_spawned, start_goal
 from ra_agent.config import Config
 from ra_agent.llm.rules_brain import RulesBrain
@@ -42,36 +43,41 @@ def assert_one_question_per_dossier(found: dict[str, str]) -> None:
         (question,) = re.findall(r"^- Question id: (q-[0-9a-f]{10})$", text, re.M)
         (verdict,) = [v.strip(" .") for v in re.findall(r"\*\*Verdict: ([^*(]+)", text)]
         keys.append((question, verdict))
-        for heading in ("Review question", "Eligible randomised trials", "Trials since the newest covering review",
+        for heading in ("Studies", "Reviews checked", "Trials since the newest covering review",
                         "Not checked by this run"):  # fmt: skip
             assert section(text, heading).strip(), heading
-        trials = section(text, "Eligible randomised trials")
-        assert trials.count("| [PMID:") == trials.count("randomised (")  # each trial with why it is eligible
+        studies = section(text, "Studies")
+        rows = re.findall(r"^\| s-\d+ \|.*\| ([^|]+) \|$", studies, re.M)
+        assert rows and all(r.startswith(("randomised (", "a further report")) for r in rows)  # each with why it counts
         assert "intervention and outcome stated" not in text  # not the old cluster-level eligibility rule
     assert len(keys) == len(set(keys))  # never two dossiers with the same verdict on the same question
 
 
 def test_a_demo_goal_under_the_review_question_rule(demo, demo_project):
-    """The demo's seek_gap goal with the default rule: it ends for a stated reason (not max_cycles); its dossier is
-    about one question (PPIs for GERD), covered by a review of PPIs for reflux oesophagitis with an update
-    warranted, and none of the pH-monitoring mix is listed as the question's trial."""
-    assert demo.sr.coverage_rule == "question"  # the default
+    """The demo's seek_gap goal: it ends for a stated reason (not max_cycles); its dossier is about the topic's
+    question (PPIs for GERD), covered by a review of PPIs for reflux oesophagitis with an update warranted, and none
+    of the pH-monitoring mix is listed as the question's study; the goal's answer says so in plain words."""
+    from ra_agent.agent.goal_questions import goal_answer
+
     brain = RulesBrain()
     with open_store(demo) as store:
         goal = start_goal(demo, store, demo_project / HANDBOOK, brain.name)
         state = run_goal(demo, store, goal.goal_id, brain)
     assert state.status == "stopped" and state.cycle < demo.goal.max_cycles
-    assert not state.stop_reason().startswith("max_cycles")
+    assert not state.stop_reason().startswith("max_cycles") and state.success_questions == []
     found = dossiers(demo, [state])
-    assert found
+    assert len(found) == 1  # the covered question it pivoted from: one dossier, on record before the pivot
     assert_one_question_per_dossier(found)
-    for text in found.values():
-        assert text.startswith("# Evidence-gap dossier: Proton pump inhibitor for people with gastroesophageal reflux")
-        assert "**Verdict: covered, update warranted" in text and "an update of the review is warranted" in text
-        assert re.search(r"Covered by \[PMID:11683686\]", text)  # PPIs for the acute treatment of reflux oesophagitis
-        trials = section(text, "Eligible randomised trials")
-        assert not [p for p in PH_MIX if f"[PMID:{p}]" in trials]
-        assert "do not answer it" in text and "Pharmacogenetics" not in section(text, "Verdict")
+    (text,) = found.values()
+    assert text.startswith("# Evidence-gap dossier: Proton pump inhibitor for people with gastroesophageal reflux\n")
+    assert "**Verdict: covered, update warranted.**" in text
+    assert re.search(r"^Covered by .+ \(2002\) \[PMID:11683686\]; update warranted: \d+ trials since\.$", text, re.M)
+    studies = section(text, "Studies")
+    assert not [p for p in PH_MIX if f"[PMID:{p}]" in studies]
+    assert "do not answer it" in text and "Pharmacogenetics" in section(text, "Reviews checked")
+    answer = goal_answer(demo, state)
+    assert answer.startswith("covered by Systematic review of proton pump inhibitors for the acute treatment of "
+                             "reflux oesophagitis (2002) [PMID:11683686]; update warranted: ")  # fmt: skip
 
 
 def cd_cfg(project: Path) -> Config:
@@ -91,6 +97,8 @@ def cd_template(request, tmp_path_factory, workspace_builder) -> Path:
     (project / "handbooks").mkdir()
     shutil.copy(CD_HANDBOOK, project / "handbooks" / CD_HANDBOOK.name)
     workspace_builder(request, cd_cfg(project), "ra_cd006468_vectors")
+    with open_store(cd_cfg(project)) as store:  # judged once: a copy of the project keeps its questions
+        load_question_set(cd_cfg(project), store, project / "handbooks" / CD_HANDBOOK.name)
     return project
 
 
@@ -114,8 +122,8 @@ def test_the_cd006468_goal_tree_is_covered_by_a_version_of_the_review(cd):
     assert found
     assert_one_question_per_dossier(found)
     covered = [t for t in found.values() if "**Verdict: covered" in t]
-    assert covered and not [t for t in found.values() if "**Verdict: evidence gap" in t]
-    first_named = {int(m) for t in covered for m in re.findall(r"Covered by \[PMID:(\d+)\]", t)}
+    assert covered and not [t for t in found.values() if "**Verdict: gap" in t]
+    first_named = {int(m) for t in covered for m in re.findall(r"^Covered by .+ \[PMID:(\d+)\]", t, re.M)}
     assert first_named and first_named <= versions
     assert all("for people with cancer and central venous catheter" in t.splitlines()[0] for t in found.values())
     for s in states[1:]:  # a spawned goal narrows the question or is skipped, with the reason in the history
@@ -150,5 +158,5 @@ def test_a_topic_matching_nothing_and_a_corpus_without_trials_end_with_a_stated_
     assert main(["--config", str(config), "import", str(reviews_only)]) == 0
     assert main(["--config", str(config), "questions", str(CD_HANDBOOK)]) == 0
     out = capsys.readouterr().out
-    assert "0 eligible trials" in out and "no record is an eligible trial for this topic" in out
-    assert "-> too few trials: 0 < 6" in out
+    assert "0 eligible reports" in out and "is an eligible trial for the topic" in out
+    assert "studies 0, reports 0  -> too few trials: 0 < 6" in out

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from ra_agent.agent.goal import GoalStore
 from ra_agent.agent.handbook import load_handbook
+from ra_agent.agent.questions import load_question_set
 from ra_agent.agent.runner import run_goal, start_goal
-from ra_agent.evidence.pico.extract import count_eligible, read_pico
+from ra_agent.evidence.pico.extract import read_pico
 from ra_agent.evidence.reports.common import cited_pmids, verify_citations
 from ra_agent.llm.rules_brain import RulesBrain
 from ra_agent.workspace import Workspace, open_store
@@ -34,39 +34,35 @@ def run(cfg, project: Path, brain=None, handbook: str = HANDBOOK):
         return run_goal(cfg, store, goal.goal_id, brain)
 
 
-# No review in the demo corpus reaches cosine 0.85 to a cluster: nothing covers it, the gap path (at the default
-# 0.75 the 2002 systematic review PMID 11683686 covers the reflux cluster and the goal pivots; see
-# tests/flow/test_evidence_acceptance.py).
-# the gap path: the older cluster-cosine coverage rule, under which no demo review reaches 0.85 to a cluster (under
-# the review-question rule the 2002-2003 reviews cover the demo's question: tests/evidence/questions/test_questions.py)
-UNCOVERED = {"sr": {"sr_cosine_threshold": 0.85, "coverage_rule": "cosine"}}
+# The gap path: a review covers a question only when it could include 95% of its studies, which no demo review does for
+# the topic's question (at the default 60% the 2002 review PMID 11683686 covers it: tests/flow/test_question_goals.py).
+UNCOVERED = {"sr": {"sr_overlap_pivot": 0.95}}
 
 
 def test_seek_gap_ends_in_a_dossier_whose_citations_and_counts_match_the_store(demo_any_store, demo_project):
     demo = demo_any_store.with_overrides(**UNCOVERED)
     state = run(demo, demo_project)
-    assert state.status == "stopped" and len(state.success_clusters) == 1
+    assert state.status == "stopped" and len(state.success_questions) == 1
     assert [h["tool"] for h in state.events("tool_call")] == [
         "search_pubmed", "run_pico", "find_existing_sr", "prisma_check",
     ]  # fmt: skip
-    (cluster_id,) = state.success_clusters
+    (question_id,) = state.success_questions
+    assert state.question_id == question_id and state.stop_reason().startswith(f"success: {question_id} met ")
     (written,) = state.events("report_written")
-    assert written["path"] == f"reports/{state.goal_id}/gap_dossier_{cluster_id}.md"  # relative to the workspace
+    assert written["path"] == f"reports/{state.goal_id}/gap_dossier_{question_id}.md"  # relative to the workspace
     dossier = demo.data_dir / written["path"]
     text = dossier.read_text(encoding="utf-8")
     assert "rules:handbook-policy-v1" in text  # the brain is named in the report
     with open_store(demo) as store:
         assert verify_citations(store, dossier) == []
-        members = [r[0] for r in store.conn.execute("SELECT pmid FROM cluster_member WHERE cluster_id=?",
-                                                    (cluster_id,))]  # fmt: skip
-        records = {r.pmid: r for r in read_pico(Workspace.of(demo).pico_dir / f"{cluster_id}.jsonl")}
-        eligible = count_eligible(store.papers(members), records)
-        metrics = store.conn.execute("SELECT eligible_trials, prisma_compliant FROM cluster_metrics "
-                                     "WHERE cluster_id=? ORDER BY computed_ts DESC LIMIT 1", (cluster_id,)).fetchone()  # fmt: skip
-    assert metrics["eligible_trials"] == eligible >= demo.sr.min_eligible_trials
-    assert metrics["prisma_compliant"] == 0
-    assert re.search(rf"\|\s*eligible_trials\s*\|\s*{eligible}\s*\|", text)
-    assert len(cited_pmids(text)) >= eligible
+        question = load_question_set(demo, store, demo_project / HANDBOOK).question(question_id)
+    assert question.verdict == "gap" and len(question.studies) >= demo.sr.min_eligible_trials
+    assert text.splitlines()[4] == f"Gap found: {question.in_words}: {len(question.studies)} studies " \
+                                   f"({len(question.trials)} reports), no review answers it."  # fmt: skip
+    assert "- Result: **not compliant**" not in text  # no review covers it: nothing was judged non-compliant
+    records = read_pico(Workspace.of(demo).pico_dir / f"{question_id}.jsonl")  # run_pico read its reports
+    assert sorted(r.pmid for r in records) == question.trial_pmids
+    assert set(question.trial_pmids) <= cited_pmids(text)
 
 
 def test_a_successful_goal_becomes_a_playbook_retrieved_by_the_next_goal(demo, demo_project):
@@ -75,7 +71,7 @@ def test_a_successful_goal_becomes_a_playbook_retrieved_by_the_next_goal(demo, d
     (recorded,) = first.events("playbook_recorded")
     brain = RecordingBrain()
     run(demo, demo_project, brain, handbook="handbooks/conduct_sr_ppi.md")  # same topic, not yet met
-    first_prompt = brain.prompts[0][-1]["content"]
+    first_prompt = next(p for p in brain.prompts if "<mind_kb_playbooks>" in p[-1]["content"])[-1]["content"]
     block = first_prompt.split("<mind_kb_playbooks>")[1].split("</mind_kb_playbooks>")[0]
     assert "search_pubmed" in block and "find_existing_sr" in block
     with open_store(demo) as store:
@@ -83,18 +79,19 @@ def test_a_successful_goal_becomes_a_playbook_retrieved_by_the_next_goal(demo, d
     assert [tuple(r) for r in rows][0] == (recorded["playbook_id"], "agent_cycle")
 
 
-def test_high_overlap_pivots_to_a_new_goal_with_a_new_handbook(demo, demo_project):
-    cfg = demo.with_overrides(sr={"sr_overlap_pivot": 0.0})  # any existing review counts as covering
-    state = run(cfg, demo_project)
-    pivots = state.events("alternative_proposed")
-    assert pivots and state.status == "stopped"
-    with open_store(cfg) as store:
-        goals = {s.goal_id: s for s in GoalStore(cfg.data_dir, store).states()}
-    seed = load_handbook(demo_project / HANDBOOK).seed_query
-    for pivot in pivots:  # one pivot per covered cluster, each recorded in both goals' histories
-        child = goals[pivot["new_goal"]]
-        assert child.events("spawned_from")[0]["parent_goal"] == state.goal_id
-        handbook = load_handbook(child.handbook_path)
-        assert handbook.seed_query and handbook.seed_query != seed
-        assert pivot["cluster_id"] not in state.success_clusters
-    assert len({p["cluster_id"] for p in pivots}) == len(pivots)  # never the same cluster twice
+def test_a_covered_question_pivots_once_to_a_new_goal_with_a_new_handbook(demo, demo_project):
+    state = run(demo, demo_project)  # the default 60%: the 2002 review covers the topic's question
+    (pivot,) = state.events("alternative_proposed")
+    assert state.status == "stopped" and state.success_questions == []
+    with open_store(demo) as store:
+        goals = {s.goal_id: s for s in GoalStore(demo.data_dir, store).states()}
+        qset = load_question_set(demo, store, demo_project / HANDBOOK)
+    assert pivot["question_id"] == qset.topic_question.id and pivot["question_id"] in state.questions_done
+    child = goals[pivot["new_goal"]]
+    assert child.events("spawned_from")[0]["parent_goal"] == state.goal_id
+    handbook = load_handbook(child.handbook_path)
+    assert handbook.seed_query and handbook.seed_query != load_handbook(demo_project / HANDBOOK).seed_query
+    # the covered question's dossier is on record, named by the question, saying it in plain words
+    (dossier,) = [h for h in state.events("report_written") if h["question_id"] == pivot["question_id"]]
+    text = (demo.data_dir / dossier["path"]).read_text(encoding="utf-8")
+    assert text.splitlines()[4].startswith("Covered by Systematic review of proton pump inhibitors for the acute")

@@ -450,6 +450,20 @@ CLASSES: tuple[DrugClass, ...] = (
                r"flupent(?:h)?ixol", r"zuclopenthixol", r"sulpiride", r"amisulpride", r"lurasidone", r"ziprasidone",
                r"cariprazine", r"pimavanserin", r"pimozide", r"loxapine"), source="WHO INN stems -peridone/-apine/"
       "-piprazole/-peridol, ATC N05A"),
+    # the clinical split of N05A by generation (not an ATC level): second-generation ("atypical") and first-
+    # generation ("typical", "conventional") antipsychotics
+    D("atypical antipsychotic", (r"atypical antipsychotics?", r"second[- ]generation antipsychotics?",
+      r"atypical neuroleptics?", r"novel antipsychotics?"),
+      members=(r"clozapine", r"olanzapine", r"quetiapine", r"risperidone", r"paliperidone", r"ziprasidone",
+               r"aripiprazole", r"amisulpride", r"sertindole", r"zotepine", r"asenapine", r"lurasidone",
+               r"iloperidone", r"brexpiprazole", r"cariprazine"), parents=("antipsychotic",),
+      source="second-generation antipsychotics (N05A, by generation)"),
+    D("typical antipsychotic", (r"(?:typical|conventional|first[- ]generation|classical) antipsychotics?",
+      r"(?:typical|conventional) neuroleptics?"),
+      members=(r"haloperidol", r"chlorpromazine", r"perphenazine", r"fluphenazine", r"trifluoperazine",
+               r"thioridazine", r"flupent(?:h)?ixol", r"zuclopenthixol", r"pimozide", r"loxapine", r"sulpiride",
+               r"droperidol", r"levomepromazine"), parents=("antipsychotic",),
+      source="first-generation antipsychotics (N05A, by generation)"),
     D("mood stabiliser", (r"mood stabili[sz]ers?",), members=(r"lithium",),
       source="WHO ATC N05AN01 (lithium)"),
     D("benzodiazepine", (r"benzodiazepines?", r"BZDs?"), stems=("azepam", "azolam"),

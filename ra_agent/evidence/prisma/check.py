@@ -11,13 +11,11 @@ from typing import Any
 from ra_agent.config import Config
 from ra_agent.embed.tokens import count_tokens, truncate_tokens
 from ra_agent.evidence.pico.text import sections_of, sentences
-from ra_agent.evidence.sr.overlap import load_sr_overlap
 from ra_agent.evidence.sr.search import SNIPPET_CHARS
 from ra_agent.llm.base import ReplySchema
 from ra_agent.llm.structured import ask_json, is_rules_brain, json_object
 from ra_agent.models import Paper
 from ra_agent.store.db import Store
-from ra_agent.topics.view import cluster_row, set_cluster_metrics
 
 log = logging.getLogger(__name__)
 RULES_PRISMA = "rules:prisma-cues-v1"
@@ -180,6 +178,19 @@ class PrismaResult:
     def undetermined(self) -> list[int]:
         return [r.pmid for r in self.reviews if r.status == UNDETERMINED]
 
+    @property
+    def compliance(self) -> bool | None:
+        """PRISMA_compliant as Success and the dossier read it: for ra's draft, its check; without a covering review,
+        False (nothing compliant covers the question); for covering reviews, True when one is compliant, None
+        (unknown) while one is undetermined (abstract only), else False (each judged not compliant)."""
+        if self.source != "prior_sr" or self.compliant:
+            return self.compliant
+        return None if self.undetermined else False
+
+    @property
+    def compliance_words(self) -> str:
+        return {True: "compliant", False: "not compliant", None: "undetermined"}[self.compliance]
+
     def as_dict(self) -> dict[str, Any]:
         return {"compliant": self.compliant, "missing_items": self.missing_items}
 
@@ -265,55 +276,27 @@ def review_compliance(
     return ReviewCompliance(paper.pmid, status, read, missing, judged_by), doc, notes
 
 
-def prisma_check(
-    cfg: Config,
-    store: Store,
-    cluster_id: str,
-    brain: Any,
-    *,
-    draft_text: str | None = None,
-    sr_pmids: Sequence[int] | None = None,
-    eutils: Any = None,
-) -> PrismaResult:
-    """PRISMA 2020 items 4-8 ([sr] prisma_mandatory_items) for a cluster; prisma_compliant (0/1) is written
-    into its latest metrics row.
+def check_draft(cfg: Config, brain: Any, draft_text: str) -> PrismaResult:
+    """PRISMA 2020 items 4-8 ([sr] prisma_mandatory_items) of ra's own SR draft (conduct_SR's prisma_check).
 
-    PRISMA edition: PRISMA 2020 (Page et al., BMJ 2021): 4 objectives, 5 eligibility criteria,
-    6 information sources, 7 search strategy, 8 selection process.
-
-    - conduct_SR: `draft_text` (ra's own SR draft) is checked.
-    - seek_gap: each prior SR covering the cluster (`sr_pmids`, default: the covering reviews
-      find_existing_sr stored) gets a status true/false/undetermined (`review_compliance`: PMC full text
-      when ra has it or can fetch it, else the abstract). The cluster is compliant when one review is;
-      otherwise not, and the reviews left undetermined are listed (the verdict is then provisional).
-    - Neither: compliant False (no review exists to comply), every item missing, and a note says why.
-
-    Rule evidence (`rule_evidence`: text cues per item) is always computed. With an LLM brain its
-    verdict decides (one prompt per text, one repair turn; on failure the rule verdict is used and
-    labelled); with the rules brain (or none) the rule evidence decides and `judged_by` says so.
-    """
-    cluster_row(store, cluster_id)
+    PRISMA edition: PRISMA 2020 (Page et al., BMJ 2021): 4 objectives, 5 eligibility criteria, 6 information
+    sources, 7 search strategy, 8 selection process. Rule evidence (`rule_evidence`: text cues per item) is always
+    computed; with an LLM brain its verdict decides (one prompt, one repair turn; on failure the rule verdict is
+    used and labelled); with the rules brain (or none) the rule evidence decides and `judged_by` says so."""
     items = checked_items(cfg)
-    if draft_text is not None:
-        doc = rule_evidence(draft_text, items, "draft")
-        (compliant, missing), judged_by, notes = _judge(cfg, brain, items, doc, draft_text, draft=True)
-        evidence = {i: f"draft: {text}" for i, text in doc.found.items()}
-        result = PrismaResult(compliant, missing, evidence, judged_by, list(items), "draft", [doc], notes)
-    else:
-        if sr_pmids is None:
-            found = load_sr_overlap(cfg, cluster_id)
-            sr_pmids = found.sr_pmids if found else []
-        result = review_statuses(cfg, store, sr_pmids, brain, eutils)
-    set_cluster_metrics(store, cluster_id, prisma_compliant=result.compliant)
-    log.info("prisma_check %s (%s, %d texts): compliant=%s missing=%s undetermined=%s [%s]", cluster_id,
-             result.source, len(result.documents), result.compliant, result.missing_items, result.undetermined,
-             result.judged_by)  # fmt: skip
+    doc = rule_evidence(draft_text, items, "draft")
+    (compliant, missing), judged_by, notes = _judge(cfg, brain, items, doc, draft_text, draft=True)
+    evidence = {i: f"draft: {text}" for i, text in doc.found.items()}
+    result = PrismaResult(compliant, missing, evidence, judged_by, list(items), "draft", [doc], notes)
+    log.info("prisma_check of the draft: compliant=%s missing=%s [%s]", compliant, missing, judged_by)
     return result
 
 
 def review_statuses(cfg: Config, store: Store, pmids: Sequence[int], brain: Any, eutils: Any = None) -> PrismaResult:
-    """The PRISMA status of each review in `pmids` and the cluster-level answer, without writing any metric
-    (prisma_check writes it; a dossier of a covered cluster only lists the statuses)."""
+    """seek_gap's prisma_check: the PRISMA status of each review covering a question (`pmids`; PMC full text when ra
+    has it or can fetch it, else the abstract: `review_compliance`) and the answer over them: compliant when one
+    review is; otherwise not, the reviews left undetermined listed. No review: not compliant (none exists to
+    comply), every item missing, and a note says why."""
     items = checked_items(cfg)
     return _prior_result(items, [review_compliance(cfg, store, p, items, brain, eutils) for p in store.papers(pmids)])
 
@@ -321,10 +304,10 @@ def review_statuses(cfg: Config, store: Store, pmids: Sequence[int], brain: Any,
 def _prior_result(
     items: Sequence[int], checked: Sequence[tuple[ReviewCompliance, DocumentCheck, list[str]]]
 ) -> PrismaResult:
-    """The cluster's answer from its reviews' statuses: compliant when one review is; the most complete
-    review's missing items and evidence otherwise."""
+    """The answer from the reviews' statuses: compliant when one review is; the most complete review's missing items
+    and evidence otherwise."""
     if not checked:
-        note = "no prior systematic review covers this cluster and no draft was given: no review exists to comply"
+        note = "no review covers the question: no review exists to comply"
         return PrismaResult(False, list(items), {}, RULES_PRISMA, list(items), "none", notes=[note])
     reviews = [c[0] for c in checked]
     best = next((c for c in checked if c[0].status == COMPLIANT), None) or min(checked, key=lambda c: len(c[0].missing))

@@ -120,6 +120,12 @@ def _section_text(text: str, heading: str) -> str:
     return rest[: end.start()] if end else rest
 
 
+def clip(text: str, n: int) -> str:
+    """`text` cut to `n` characters, without the piece of a PMID citation the cut would leave (it would cite another
+    record)."""
+    return text if len(text) <= n else re.sub(r"\[[^\]]*$|\bPMID\s*:?\s*\d*$", "", text[:n]).rstrip()
+
+
 def prisma_subitems(markdown: str) -> list[SubItem]:
     """PRISMA 2020 synthesis sub-items 13a-13f and 20a-20d, met when the section that reports them states them."""
     text = checked_text(markdown)
@@ -127,7 +133,7 @@ def prisma_subitems(markdown: str) -> list[SubItem]:
     for key, (heading, topic, _rx) in SUB_ITEMS.items():
         body = _section_text(text, heading)
         match = _SUB_RES[key].search(body)
-        where = (f"section {heading!r}: '{' '.join(match.group(0).split())[:80]}'" if match
+        where = (f"section {heading!r}: '{clip(' '.join(match.group(0).split()), 80)}'" if match
                  else f"section {heading!r} does not state it" if body else f"no section {heading!r}")  # fmt: skip
         out.append(SubItem(key, heading, topic, match is not None, where))
     return out
@@ -138,9 +144,9 @@ def checklist_markdown(items: list[ChecklistItem], subitems: list[SubItem] | Non
     rows = []
     for i in items:
         rows.append({"item": i.item, "section": i.section, "topic": i.topic, "status": "met" if i.met else "missing",
-                     "where": i.where[:160]})  # fmt: skip
+                     "where": clip(i.where, 160)})  # fmt: skip
         rows += [{"item": s.item, "section": i.section, "topic": s.topic, "status": "met" if s.met else "missing",
-                  "where": s.where[:160]} for s in subitems or [] if s.item.startswith(f"{i.item}") and
+                  "where": clip(s.where, 160)} for s in subitems or [] if s.item.startswith(f"{i.item}") and
                  s.item[len(str(i.item)):].isalpha()]  # fmt: skip
     sub = (f"; synthesis sub-items {sum(s.met for s in subitems)} of {len(subitems)} met (13a-13f, 20a-20d: cues "
            "over the section that reports them)") if subitems else ""  # fmt: skip

@@ -1,93 +1,75 @@
-"""The PRISMA 2020 flow of a cluster: its counts from the store and the expansion log, and the flow diagram (PNG)."""
+"""The PRISMA 2020 flow of a review question: its counts from the question's set (every record judged, the reports
+eligible for the topic, the question's reports and studies), and the flow diagram (PNG)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import re
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from ra_agent.config import Config
-from ra_agent.evidence.pico.extract import PicoRecord, is_rct
+from ra_agent.evidence.questions.model import ReviewQuestion
+from ra_agent.evidence.questions.question_set import QuestionSet
 from ra_agent.fileio import atomic_writer
-from ra_agent.models import Paper
-from ra_agent.store.db import Store
-from ra_agent.topics.expansion import expansion_history
 
 FLOW_FIGSIZE_IN = (8, 7)
 FLOW_DPI = 110
-
-
-class FlowEvidence(Protocol):
-    """What the flow reads of a cluster's evidence (`reports.common.ClusterEvidence`)."""
-
-    @property
-    def cluster_id(self) -> str: ...
-    @property
-    def papers(self) -> Sequence[Paper]: ...
-    @property
-    def records(self) -> Mapping[int, PicoRecord]: ...
-    @property
-    def eligible(self) -> Sequence[Paper]: ...
+TOP_REASONS = 3  # exclusion reasons named in the flow (the most frequent), the rest counted
 
 
 @dataclass(frozen=True)
 class PrismaFlow:
-    """PRISMA 2020 flow counts of a cluster, computed from the store and the expansion log."""
+    """PRISMA 2020 flow counts of a question: records screened = the candidates its set judged; reports eligible =
+    the records eligible for the topic's question; included = the question's studies with their reports."""
 
-    identified: int  # every record ra holds (the corpus: imports, searches, expansion fetches)
-    from_cluster: int  # members of the topic cluster
-    from_expansion: int  # expansion candidates that did not become members
-    screened: int
-    excluded_screening: int  # records outside the topic cluster, expansion rejects included
-    assessed: int  # members (title/abstract level)
-    no_pico: int
-    not_randomised: int
-    missing_pio: int
-    eligible: int
-    included: int
+    identified: int  # every record the store held when the set was judged
+    screened: int  # the candidates judged (title, abstract, MeSH, publication types)
+    excluded: int  # not an eligible trial for the topic
+    excluded_reasons: tuple[tuple[str, int], ...]  # the most frequent reasons, first words of each
+    eligible_topic: int  # reports eligible for the topic's question
+    other_comparison: int  # of those, reports of another comparison than this question's
+    reports: int  # the question's reports
+    included: int  # the question's studies
 
     def rows(self) -> list[dict[str, Any]]:
+        reasons = "; ".join(f"{why} ({n})" for why, n in self.excluded_reasons)
         return [
             {"stage": "Records identified", "n": self.identified,
              "detail": "every record in the corpus (search exports, PubMed searches, expansion fetches)"},
             {"stage": "Records screened (title/abstract)", "n": self.screened,
-             "detail": "by topic: embedding clusters audited by rules, then the cosine-frontier expansion"},
-            {"stage": "Records excluded at screening", "n": self.excluded_screening,
-             "detail": f"outside this topic cluster ({self.from_expansion} of them expansion candidates rejected "
-                       "by the cosine frontier or the boundary judge)"},
-            {"stage": "Reports assessed for eligibility", "n": self.assessed,
-             "detail": "cluster members (abstracts; no full text)"},
-            {"stage": "Excluded: no PICO record", "n": self.no_pico, "detail": ""},
-            {"stage": "Excluded: not randomised", "n": self.not_randomised, "detail": "reviews included"},
-            {"stage": "Excluded: randomised, P/I/O not stated", "n": self.missing_pio, "detail": ""},
-            {"stage": "Eligible trials", "n": self.eligible, "detail": ""},
+             "detail": "each judged by the review-question rules (title, abstract, MeSH headings, publication types)"},
+            {"stage": "Records excluded", "n": self.excluded, "detail": f"most frequent reasons: {reasons}"},
+            {"stage": "Reports eligible for the topic's question", "n": self.eligible_topic, "detail": ""},
+            {"stage": "Reports of another comparison", "n": self.other_comparison,
+             "detail": "eligible for the topic, but not comparing what this question compares"},
+            {"stage": "Reports of the included studies", "n": self.reports,
+             "detail": "reports of one trial (same registration, acronym, or authors and sample) are one study"},
             {"stage": "Studies included in the synthesis", "n": self.included, "detail": ""},
         ]  # fmt: skip
 
 
-def prisma_flow(cfg: Config, store: Store, ev: FlowEvidence) -> PrismaFlow:
-    members = {p.pmid for p in ev.papers}
-    candidates: set[int] = set()
-    for run in expansion_history(cfg, ev.cluster_id):
-        candidates.update(run.get("candidates", []))
-    outside = candidates - members
-    corpus = store.conn.execute("SELECT COUNT(*) FROM paper").fetchone()[0]
-    identified = corpus + len(outside - store.existing_pmids(outside))  # candidates never stored count too
-    no_pico = sum(p.pmid not in ev.records for p in ev.papers)
-    randomised = [p for p in ev.papers if p.pmid in ev.records and is_rct(p, ev.records[p.pmid])]
+def _reason_head(reason: str) -> str:
+    """A reason's first clause ("not randomised", "no trial of the topic's population"), for counting: at most 80
+    characters cut at a word, a PMID it names left out (the flow cites no record)."""
+    head = re.sub(r"\s*\bPMIDs?\s*:?\s*\d+", "", reason.split(";")[0].split(" (")[0]).strip()
+    return head if len(head) <= 80 else head[:80].rsplit(" ", 1)[0] + "…"
+
+
+def prisma_flow(qset: QuestionSet, question: ReviewQuestion) -> PrismaFlow:
+    """The flow of `question` from its set (module text): the same counts `ra questions` and its dossier show."""
+    judged = qset.eligibility
+    out = [_reason_head(str(e.get("reason", ""))) for e in judged.values() if not e.get("eligible")]
+    eligible = qset.eligible_reports
     return PrismaFlow(
-        identified=identified,
-        from_cluster=len(members),
-        from_expansion=len(outside),
-        screened=identified,
-        excluded_screening=identified - len(members),
-        assessed=len(members),
-        no_pico=no_pico,
-        not_randomised=len(members) - no_pico - len(randomised),
-        missing_pio=len(randomised) - len(ev.eligible),
-        eligible=len(ev.eligible),
-        included=len(ev.eligible),
+        identified=qset.state.records,
+        screened=len(judged),
+        excluded=len(out),
+        excluded_reasons=tuple(Counter(out).most_common(TOP_REASONS)),
+        eligible_topic=eligible,
+        other_comparison=eligible - len(question.trials),
+        reports=len(question.trials),
+        included=len(question.studies),
     )
 
 
@@ -104,15 +86,13 @@ def prisma_flow_png(flow: PrismaFlow, path: Path) -> Path:
     ax.axis("off")
     main = [
         (8.8, f"Records identified\n(n = {flow.identified}: every record in the corpus)"),
-        (6.6, f"Records screened by topic\n(n = {flow.screened})"),
-        (4.4, f"Reports assessed for eligibility\n(n = {flow.assessed} cluster members)"),
-        (2.2, f"Eligible trials (n = {flow.eligible})\nIncluded in synthesis (n = {flow.included})"),
+        (6.6, f"Records screened by the question's rules\n(n = {flow.screened})"),
+        (4.4, f"Reports eligible for the topic's question\n(n = {flow.eligible_topic})"),
+        (2.2, f"Studies included (n = {flow.included})\nwith their {flow.reports} reports"),
     ]  # fmt: skip
     side = {
-        1: f"Excluded at screening (n = {flow.excluded_screening}):\noutside this topic cluster\n"
-        f"({flow.from_expansion} expansion rejects)",
-        2: f"Excluded (n = {flow.assessed - flow.eligible}):\nno PICO record {flow.no_pico}\n"
-        f"not randomised {flow.not_randomised}\nP/I/O not stated {flow.missing_pio}",
+        1: f"Excluded (n = {flow.excluded}):\n" + "\n".join(f"{why[:40]} {n}" for why, n in flow.excluded_reasons),
+        2: f"Another comparison (n = {flow.other_comparison})",
     }
     box = {"boxstyle": "round,pad=0.4", "facecolor": "white", "edgecolor": "black"}
     for i, (y, text) in enumerate(main):

@@ -8,7 +8,9 @@ handbook -> topic -> studies -> coverage -> verdict -> dossier.
   whether a review's own question (`review_asks.py`) encompasses a question;
 - coverage and verdict: `build.py` groups the eligible trials into the topic's questions, assesses which reviews
   cover each one and gives its verdict;
-- dossier: `dossier.py` writes one Markdown dossier per question and questions.json.
+- dossier: `dossier.py` writes one Markdown dossier per question and questions.json;
+- map: `gap_map.py` lays the questions out as an evidence-gap map (a cell per question), `gap_map_draw.py` draws
+  it as gap_map.png and an offline gap_map.html (docs/gap_map.md).
 
 `model.py` holds the shared types (`ReviewQuestion`, `CoveringReview`, `Eligibility`, `Judgement`, the verdict
 names) and imports nothing of this folder. See docs/review_questions.md.

@@ -28,10 +28,13 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 
 from ra_agent.evidence.questions.judge import QuestionJudge, RulesJudge
-from ra_agent.evidence.questions.model import CoveringReview, Eligibility, ReviewQuestion
+from ra_agent.evidence.questions.model import NOT_NAMED, CoveringReview, Eligibility, ReviewQuestion, comparator_kind
 from ra_agent.evidence.questions.reviews import is_review
+from ra_agent.evidence.questions.scope import Scope
+from ra_agent.evidence.questions.studies import further_reports, group_studies
 from ra_agent.evidence.questions.topic import Topic, normalise
 from ra_agent.models import Paper
 
@@ -70,32 +73,91 @@ def _outcomes(papers: Iterable[Paper], limit: int = 5) -> list[str]:
     return [w for w, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]]
 
 
+def _scoped(paper: Paper, answer: Eligibility, scope: Scope) -> Eligibility:
+    """An eligible trial the handbook's prose leaves out (population, design, duration, outcomes) is ineligible,
+    saying why; the comparison itself is judged per question (`Scope.allows`)."""
+    if answer.eligible and (why := scope.outside(paper, answer)):
+        return replace(answer, eligible=False, reason=f"outside the handbook's eligibility: {why}")
+    return answer
+
+
+# reports that are not trial reports of their own but may report on an eligible trial (secondary analyses)
+FURTHER_REPORT_REASONS = ("about trials", "not a randomised trial", "not randomised")
+
+
+def _further_reports(topic: Topic, judged, studies, by_pmid, agents) -> dict:
+    """`studies.further_reports` over the records the rules turned down only for their design words."""
+    from ra_agent.evidence.classes import agents_in, lineage
+    from ra_agent.evidence.questions.trials import not_a_trial_report
+
+    candidates = [by_pmid[p] for p, a in judged.items() if not a.eligible and a.reason.startswith(FURTHER_REPORT_REASONS)
+                  and not not_a_trial_report(by_pmid[p])
+                  and all(c.find(f"{by_pmid[p].title} {by_pmid[p].abstract}", by_pmid[p].mesh) for c in topic.population)]  # fmt: skip
+    words = dict(agents)
+    for paper in candidates:
+        words[paper.pmid] = {a.word for a in agents_in(f"{paper.title} {paper.abstract}")
+                             if any(c in lineage(a.cls) for c in topic.intervention)}  # fmt: skip
+    reports = [by_pmid[r] for s in studies for r in s.reports]
+    return further_reports(studies, candidates, reports, words)
+
+
 def build_questions(
-    topic: Topic, papers: Sequence[Paper], judge: QuestionJudge | None = None
+    topic: Topic, papers: Sequence[Paper], judge: QuestionJudge | None = None, scope: Scope | None = None
 ) -> tuple[list[ReviewQuestion], dict[int, Eligibility]]:
-    """The topic's own question (every eligible trial) and the narrower ones beneath it (the narrowest class
-    each trial tests × its comparator), with every record's eligibility answer."""
+    """The topic's own question and the tree beneath it, with every record's eligibility answer.
+
+    The topic's question takes the eligible trials whose comparison the scope allows (`Scope`: every kind but
+    doses and schedules of one agent unless the handbook says otherwise). Beneath it, one question per comparator
+    (the same intervention versus placebo, versus another agent of the class, versus each other class or non-drug
+    comparator, doses or schedules), and beneath those the narrower class a trial tests when it is narrower than
+    the topic's. Reports of one trial are grouped into studies (`studies.group_studies`) and every question counts
+    studies."""
     judge = judge or RulesJudge()
-    judged = {p.pmid: judge.trial(p, topic) for p in papers}
+    scope = scope or Scope()
     by_pmid = {p.pmid: p for p in papers}
+    judged = {p.pmid: _scoped(p, judge.trial(p, topic), scope) for p in papers}
+    eligible = {pmid: a for pmid, a in judged.items() if a.eligible}
+    agents = {p: {a.word for a in e.agents} for p, e in eligible.items()}
+    studies = group_studies([by_pmid[p] for p in eligible], agents)
+    study_of = {report: study for study in studies for report in study.reports}
+    for pmid, (study, why) in _further_reports(topic, judged, studies, by_pmid, agents).items():
+        first = eligible[study.reports[0]]
+        judged[pmid] = eligible[pmid] = replace(first, pmid=pmid, reason=why)
+        study.reports = sorted([*study.reports, pmid], key=lambda p: (by_pmid[p].year or 9999, p))
+        study_of[pmid] = study
     population = " and ".join(c.label for c in topic.population)
     intervention = " or ".join(topic.intervention)
-    versus = " or ".join(topic.comparator) or "any"
+    versus = " or ".join(topic.comparator) or scope.comparators_label()
     root = ReviewQuestion(question_id(population, intervention, versus), population, intervention, versus,
                           judged_by=judge.name)  # fmt: skip
-    narrower: dict[tuple[str, str], ReviewQuestion] = {}
-    for pmid, answer in judged.items():
-        if not answer.eligible:
-            continue
-        root.trials[pmid], root.years[pmid] = answer.reason, by_pmid[pmid].year
-        cls = answer.agents[0].cls
-        key = (cls, answer.comparator)
-        if key not in narrower:
-            narrower[key] = ReviewQuestion(question_id(population, cls, answer.comparator), population, cls,
-                                           answer.comparator, parent=root.id, judged_by=judge.name)  # fmt: skip
-        narrower[key].trials[pmid], narrower[key].years[pmid] = answer.reason, by_pmid[pmid].year
-    below = [q for q in narrower.values() if q.id != root.id]
-    questions = [root, *sorted(below, key=lambda q: (-len(q.trials), q.id))]
+    nodes: dict[tuple[str, str], ReviewQuestion] = {}
+
+    def node(cls: str, comparator: str, parent: str) -> ReviewQuestion:
+        key = (cls, comparator)
+        if key not in nodes:
+            nodes[key] = ReviewQuestion(question_id(population, cls, comparator), population, cls, comparator,
+                                        parent=parent, judged_by=judge.name,
+                                        in_scope=scope.allows(comparator_kind(comparator)))  # fmt: skip
+        return nodes[key]
+
+    for pmid in sorted(eligible, key=lambda p: (by_pmid[p].year or 9999, p)):
+        answer = eligible[pmid]
+        targets = [root] if any(scope.allows(k) for k in answer.kinds) else []
+        for comparator in answer.comparators or (answer.comparator,):
+            if comparator == NOT_NAMED:
+                continue
+            level = node(intervention, comparator, root.id)
+            targets.append(level)
+            cls = answer.agents[0].cls
+            if cls not in topic.intervention:
+                targets.append(node(cls, comparator, level.id))
+        for question in targets:
+            question.trials[pmid], question.years[pmid] = answer.reason, by_pmid[pmid].year
+            question.studies.setdefault(study_of[pmid].id, []).append(pmid)
+            if study_of[pmid].links:
+                question.study_links[study_of[pmid].id] = study_of[pmid].links
+    below = [q for q in nodes.values() if q.id != root.id]
+    questions = [root, *sorted(below, key=lambda q: (not q.in_scope, -len(q.studies), q.id))]
     for question in questions:
         question.outcomes = _outcomes(by_pmid[p] for p in question.trials)
     return questions, judged
@@ -137,17 +199,18 @@ def assess_coverage(
                     question.not_answering[review.pmid] = answer.reason
                 continue
             cited = references.get(review.pmid, set())
-            if cited:
-                basis, covered = "reference list", [p for p in question.trial_pmids if p in cited]
-            else:
+            if cited:  # a study is covered when the review cites any of its reports
+                basis = "reference list"
+                covered = [r[0] for r in question.studies.values() if any(p in cited for p in r)]
+            else:  # ... or, without its reference list, when the study's first report is no later than the review
                 basis = "publication year"
-                covered = [p for p in question.trial_pmids if _no_later(question.years.get(p), review.year)]
-            share = round(len(covered) / len(question.trials), 4) if question.trials else 0.0
+                covered = [r[0] for r in question.studies.values() if _no_later(question.years.get(r[0]), review.year)]
+            share = round(len(covered) / len(question.studies), 4) if question.studies else 0.0
             ranks[review.pmid] = answer.rank
             question.reviews.append(CoveringReview(review.pmid, review.year, review.title, basis, covered,
                                                    why=answer.reason, share=share))  # fmt: skip
         question.reviews.sort(key=lambda r: ranks[r.pmid], reverse=True)
-        holding = [r for r in question.reviews if r.share >= pivot and question.trials]
+        holding = [r for r in question.reviews if r.share >= pivot and question.studies]
         question.covering = holding[0] if holding else None
         question.newest = max(holding, key=lambda r: (r.year or 0, r.pmid)) if holding else None
         question.unchecked = ["PRISMA compliance of the covering reviews (no full text offline)",
@@ -160,8 +223,8 @@ def assess_coverage(
 def _verdict(question: ReviewQuestion, *, pivot: float, update_after: int, min_trials: int) -> None:
     if question.covering is not None and question.newest is not None:
         year = question.newest.year
-        question.trials_since = [p for p in question.trial_pmids
-                                 if year is not None and (question.years.get(p) or 0) > year]  # fmt: skip
+        question.trials_since = sorted(r[0] for r in question.studies.values()
+                                       if year is not None and (question.years.get(r[0]) or 0) > year)  # fmt: skip
         name = f"PMID {question.newest.pmid} ({year})"
         if len(question.trials_since) >= update_after:
             question.verdict = "covered, update warranted"
@@ -171,15 +234,15 @@ def _verdict(question: ReviewQuestion, *, pivot: float, update_after: int, min_t
             first = question.covering
             question.verdict = "covered"
             question.verdict_reason = (f"PMID {first.pmid} ({first.year}) could include {len(first.trials_covered)} "
-                                       f"of {len(question.trials)} trials; {len(question.trials_since)} since "
+                                       f"of {len(question.studies)} trials; {len(question.trials_since)} since "
                                        f"{name}")  # fmt: skip
-    elif len(question.trials) < min_trials:
-        question.verdict, question.verdict_reason = "too few trials", f"{len(question.trials)} < {min_trials}"
+    elif len(question.studies) < min_trials:
+        question.verdict, question.verdict_reason = "too few trials", f"{len(question.studies)} < {min_trials}"
     else:
         question.verdict = "gap"
         best = max(question.reviews, key=lambda r: r.share, default=None)
         question.verdict_reason = (
-            f"{len(question.trials)} eligible trials; no review answering the question holds >= {pivot:.0%} of them"
+            f"{len(question.studies)} eligible trials; no review answering the question holds >= {pivot:.0%} of them"
             + (f" (best: PMID {best.pmid}, {best.share:.0%})" if best else " (none found)")
         )
 
@@ -193,13 +256,14 @@ def questions_for_topic(
     min_trials: int,
     references: Mapping[int, set[int]] | None = None,
     judge: QuestionJudge | None = None,
+    scope: Scope | None = None,
 ) -> tuple[list[ReviewQuestion], dict[int, Eligibility], list[Paper]]:
     """A goal's questions over `papers` (its scope): the reviews among them (`is_review`), the topic with the MeSH
     headings and abbreviations its records give it, the questions built from the rest and their coverage by the
     reviews. Returns (questions, every record's eligibility, the reviews)."""
     reviews = [p for p in papers if is_review(p)]
     topic = topic.with_corpus(papers)
-    questions, judged = build_questions(topic, papers, judge)
+    questions, judged = build_questions(topic, papers, judge, scope)
     assess_coverage(questions, reviews, topic, pivot=pivot, update_after=update_after, min_trials=min_trials,
                     references=references, judge=judge)  # fmt: skip
     return questions, judged, reviews

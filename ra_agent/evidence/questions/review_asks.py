@@ -19,14 +19,21 @@ OBJECTIVE = re.compile(
     r"|^\W*to (?:assess|evaluate|determine|compare|review|examine|investigate|summari[sz]e|quantify|systematically)\b",
     re.I,
 )
-# A review asking something else than a treatment's effects: guidance, costs, genetics or kinetics, diagnosis,
-# how common a condition is or what predicts it.
+# A review asking something else than a treatment's effects: guidance, costs, genetic associations or kinetics,
+# diagnosis or its accuracy, how common a condition is, what predicts it or its course (prognosis).
 OTHER_KIND = re.compile(
     r"\bguidelines?\b|\brecommendations?\b|\bconsensus\b|\bcost[- ]?(?:effective\w*|utility|benefit)|\beconomic\w*"
     r"|\bpharmacogene\w*|\bpharmacokinetic\w*|\bdiagnos\w*|\bprevalence\b|\bincidence\b|\brisk factors?\b"
-    r"|\bpredict\w*|\bsurvey\b|\bpractice patterns?\b",
+    r"|\bpredict\w*|\bsurvey\b|\bpractice patterns?\b|\bpolymorphisms?\b|\bgen(?:e|es|etic|etics|otypes?)\b"
+    r"|\balleles?\b|\bprognos\w*|\baccuracy\b|\bsensitivity and specificity\b|\bbiomarkers?\b",
     re.I,
 )
+# NLM's headings for such questions (major or not: a review of a treatment's effects is not indexed with them)
+OTHER_KIND_MESH = ("Polymorphism, Single Nucleotide", "Polymorphism, Genetic", "Genotype", "Pharmacogenetics",
+                   "Genetic Predisposition to Disease", "Prognosis", "Sensitivity and Specificity", "Prevalence",
+                   "Cost-Benefit Analysis", "Costs and Cost Analysis", "Practice Guidelines as Topic")  # fmt: skip
+# what an objective says when it asks about a treatment's effects ("to assess the effects of", "efficacy and safety")
+EFFECT_WORDS = re.compile(r"\beffect(?:s|iveness)?\b|\befficacy\b|\bsafety\b|\bbenefits?\b|\bharms?\b", re.I)
 NEGATED = re.compile(r"\b(?:other than|except|excluding|without|instead of|non-?)\s*(?:[\w-]+\s+){0,2}$", re.I)
 # A review restricted to an age group, sex or pregnancy asks about part of the population
 NARROWER_PEOPLE = re.compile(r"\b(?:child\w*|paediatric|pediatric|infants?|neonat\w*|newborns?|adolescents?|elderly"
@@ -67,14 +74,19 @@ def read_review(review: Paper) -> ReviewAsks:
             (comparators if position else treatments).append(agent)
     people = NARROWER_PEOPLE.search(title)
     narrower = people.group(0) if people and not re.search(r"\badults?\b", title, re.I) else ""
+    objective = objective_sentence(review)
     kind = OTHER_KIND.search(title)
+    if kind is None and objective and not EFFECT_WORDS.search(objective):
+        kind = OTHER_KIND.search(objective)
+    heading = next((h for h in OTHER_KIND_MESH if h in review.mesh), None)
     systematic = bool(
         {"Systematic Review", "Meta-Analysis"} & set(review.pub_types)
         or REVIEW_JOURNAL.search(review.journal or "")
         or REVIEW_TEXT_CUE.search(f"{title} {review.abstract}")
     )
-    return ReviewAsks(review.pmid, subject, tuple(treatments), tuple(comparators),
-                      kind.group(0) if kind else "", narrower, systematic)  # fmt: skip
+    other = kind.group(0) if kind else (f"MeSH {heading}" if heading and not EFFECT_WORDS.search(subject) else "")
+    return ReviewAsks(review.pmid, subject, tuple(treatments), tuple(comparators), other, narrower,
+                      systematic)  # fmt: skip
 
 
 def _names_class(agent: Agent) -> bool:

@@ -23,11 +23,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from ra_agent.evidence.classes import PLACEBO, agents_in, classes_named, lineage
+from ra_agent.evidence.questions.model import PLACEBO_ARM
 from ra_agent.models import Paper
 
 log = logging.getLogger(__name__)
 
-PLACEBO_ARM = "placebo or no treatment"
 # British spellings made American, at word starts ("gastro-oesophageal", not inside "gastroesophageal"), in one pass
 _BRITISH = {"oesophag": "esophag", "tumour": "tumor", "haem": "hem", "randomis": "randomiz", "behaviour": "behavior",
             "paediatr": "pediatr", "leukaem": "leukem", "anaem": "anem", "oedema": "edema", "foetal": "fetal",
@@ -94,6 +94,27 @@ def word_patterns(phrase: str) -> tuple[str, ...]:
     return (r"\w*\W+(?:\w+\W+){0,2}?".join(pieces) + r"\w*",) if pieces else ()
 
 
+# A first word that qualifies the condition after it: an adjective ("neovascular", "diabetic", "chronic") or a
+# hyphenated qualifier ("treatment-resistant", "age-related")
+MODIFIER = re.compile(r"^(?:[a-z]+-[a-z]+|[a-z]{4,}(?:al|ic|ar|ive|ous|ant|ent|ory|ary|ed|oid))$")
+# words saying a condition did not respond to treatment: the general clinical vocabulary of "treatment-resistant"
+RESISTANT = (r"resistan\w*|refractory|intractable|non-?respon\w*|(?:in)?adequate(?:ly)? respon\w*|partial(?:ly)? respon\w*"
+             r"|fail\w* to respond|(?:not|no) respon\w*|unrespons\w*|did not improve")  # fmt: skip
+
+
+def modified_phrase(phrase: str) -> tuple[str, str] | None:
+    """(head pattern, modifier pattern) of a condition written "<modifier> <head>" (see `Concept.find_modified`),
+    or None when its first word is no modifier or the head is a single short word."""
+    words = re.findall(r"[\w-]+", normalise(phrase))
+    if len(words) < 2 or not MODIFIER.match(words[0]) or len(" ".join(words[1:])) < 6:
+        return None
+    head = word_patterns(" ".join(words[1:]))[0]
+    last = words[0].split("-")[-1]
+    if re.fullmatch(RESISTANT, last):
+        return head, rf"\b(?:{RESISTANT})"
+    return head, rf"\b{re.escape(_stem(last)[:7])}\w*"
+
+
 def _mesh_words(heading: str) -> str:
     """A MeSH heading in reading order ("Esophagitis, Peptic" -> "Peptic Esophagitis")."""
     head, _, qualifier = heading.partition(", ")
@@ -113,6 +134,9 @@ class Concept:
     patterns: tuple[str, ...]
     headings: tuple[str, ...] = ()
     sources: tuple[str, ...] = ("seed query",)
+    # (head phrase pattern, modifier pattern) of each alternative written "<modifier> <head>" ("neovascular" +
+    # "age-related macular degeneration", "treatment-resistant" + "depression"): see `find_modified`
+    modified: tuple[tuple[str, str], ...] = ()
 
     @property
     def regex(self) -> re.Pattern[str]:
@@ -133,6 +157,18 @@ class Concept:
         for heading in mesh:
             if any(heading == h or re.search(rf"\b{re.escape(h)}\b", heading) for h in self.headings):
                 return f"MeSH {heading}"
+        return None
+
+    def find_modified(self, subject: str, record: str) -> str | None:
+        """The concept said in two places: its head phrase in `subject` (a title or a sentence stating who was
+        studied) and its modifier anywhere in `record` ("choroidal neovascularization in age-related macular
+        degeneration" for "neovascular age-related macular degeneration"; "depression" with "failed to respond to
+        antidepressants" for "treatment-resistant depression"), or None."""
+        plain, whole = normalise(subject), normalise(record)
+        for head, modifier in self.modified:
+            match = re.search(head, plain)
+            if match and (said := re.search(modifier, whole)):
+                return f"{match.group(0)} ({said.group(0)})"
         return None
 
 
@@ -169,7 +205,9 @@ class Topic:
                 unknown += [a for a in alternatives if not _classes_in(a) and not PLACEBO.search(a)]
             elif alternatives:
                 patterns = tuple(p for a in alternatives for p in word_patterns(PEOPLE.sub("", a)))
-                population.append(Concept(" or ".join(PEOPLE.sub("", a) for a in alternatives), patterns))
+                modified = tuple(m for a in alternatives if (m := modified_phrase(PEOPLE.sub("", a))))
+                population.append(Concept(" or ".join(PEOPLE.sub("", a) for a in alternatives), patterns,
+                                          modified=modified))  # fmt: skip
         if unknown:
             log.info("seed query %r: %s not in the class table (evidence.classes); left out", seed_query, unknown)
         if PLACEBO_ARM in intervention:

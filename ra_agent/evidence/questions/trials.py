@@ -6,10 +6,16 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ra_agent.evidence.classes import PLACEBO, Agent, agents_in, lineage
-from ra_agent.evidence.questions.model import Eligibility
+from ra_agent.evidence.classes import PLACEBO, Agent, agents_in, classes_named, lineage
+from ra_agent.evidence.questions import mesh
+from ra_agent.evidence.questions.model import (
+    DOSE_OR_SCHEDULE,
+    NOT_NAMED,
+    PLACEBO_ARM,
+    Eligibility,
+)
 from ra_agent.evidence.questions.reviews import cue_reason, is_review
-from ra_agent.evidence.questions.topic import PLACEBO_ARM, Concept, Topic, is_abbreviation, normalise
+from ra_agent.evidence.questions.topic import Concept, Topic, normalise
 from ra_agent.models import Paper
 
 RANDOMISED_TYPES = ("Randomized Controlled Trial", "Controlled Clinical Trial", "Pragmatic Clinical Trial")
@@ -20,7 +26,15 @@ RANDOMISED_TEXT = re.compile(
     r"\b(?:were|was|are|is|been) (?:\w+ )?randomi[sz]ed\b|\brandomly (?:assigned|allocated|divided|selected)\b"
     r"|\brandomi[sz]ed (?:to|into|in a|between)\b|(?<!non-)\brandomi[sz]ation\b"
     r"|\b(?:a|an|this|our|the present|prospective|open|double-blind|multicent\w+)[, ]+(?:[\w-]+[, ]+){0,4}?"
-    r"randomi[sz]ed\b(?:[, ]+[\w-]+){0,4}?[, ]+(?:trial|study)\b",
+    r"randomi[sz]ed\b(?:[, ]+[\w-]+){0,6}?[, ]+(?:trial|study)\b",
+    re.I,
+)
+# A controlled comparison that says so without the word "randomised": placebo-controlled, "A or placebo was given",
+# a double-blind parallel-group or cross-over comparison (the design a randomised trial's abstract describes)
+CONTROLLED_TEXT = re.compile(
+    r"\bplacebo[- ]controlled\b|\b(?:or|versus|vs\.?) (?:matching |identical )?placebo\b"
+    r"|\bdouble[- ]blind\w*[, ]+(?:[\w-]+[, ]+){0,3}?(?:parallel[- ]group|cross-?over|comparative)?[, ]*"
+    r"(?:comparison|trial|study)\b",
     re.I,
 )
 NOT_RANDOMISED = re.compile(r"\bnon-?randomi[sz]ed\b|\bretrospective\w*|\bcase series\b|\bcohort study\b", re.I)
@@ -34,7 +48,26 @@ MECHANISM = re.compile(r"\bpharmacokinetic\w*|\bpharmacodynamic\w*|\bbioavailab\
 DEVICE_USE = re.compile(r"\b(?:locks?|locking|flush\w*|coated|coating|bonded|impregnated|eluting|\w+i[sz]ed saline)\b",
                         re.I)  # fmt: skip
 DIAGNOSTIC_USE = re.compile(r"\bdiagnos\w*", re.I)
-PROTOCOL = re.compile(r"\brationale and design\b|\bstudy protocol\b|\bprotocol for a\b|\bdesign of (?:a|the)\b", re.I)
+PROTOCOL = re.compile(r"\brationale and design\b|\bstudy protocol\b|\bprotocol for a\b|\bdesign of (?:a|the)\b"
+                      r"|\b(?:trial|study) protocol\b|\bprotocol of (?:a|the)\b", re.I)  # fmt: skip
+# A protocol's abstract speaks of what will happen ("participants will be randomised"), a report's of what did
+FUTURE_TENSE = re.compile(r"\bwill be (?:randomi[sz]ed|allocated|assigned|recruited|enrolled)\b", re.I)
+RESULT_WORDS = re.compile(r"\bresults?\b|\bwere (?:significantly|more|less|similar)\b|\bp\s*[<=>]|\bconclu\w+", re.I)
+# Reports of a trial that are not reports of its effects: an instrument's validation (a questionnaire's
+# reliability, validity or responsiveness measured on a trial's participants), an economic evaluation, a
+# diagnostic-accuracy study (title words; the MeSH headings NLM gives such reports)
+INSTRUMENT = re.compile(r"\bvalidat(?:ion|ing|e)\b|\bvalidity\b|\breliability\b|\bpsychometric\w*|\bresponsiveness\b"
+                        r"|\bmeasurement properties\b|\bminimal(?:ly)? (?:clinically )?important (?:difference|change)\b",
+                        re.I)  # fmt: skip
+ECONOMIC = re.compile(r"\bcosts?\b|\bcost[- ](?:effective\w*|utility|benefit|analys\w*|minimi[sz]ation|consequence\w*)"
+                      r"|\beconomic\w*|\bpharmaco-?economic\w*|\bbudget impact\b|\bQALYs?\b", re.I)  # fmt: skip
+ACCURACY = re.compile(r"\bdiagnostic (?:accuracy|performance|value)\b|\bsensitivity and specificity\b"
+                      r"|\baccuracy of\b", re.I)  # fmt: skip
+NOT_A_TRIAL_MESH = {"Psychometrics": "an instrument's validation", "Cost-Benefit Analysis": "an economic evaluation",
+                    "Costs and Cost Analysis": "an economic evaluation", "Sensitivity and Specificity":
+                    "a diagnostic-accuracy study"}  # fmt: skip
+# A sentence stating who was left out ("patients with esophagitis were excluded") says nothing of who was in
+EXCLUSION = re.compile(r"\bexclu(?:ded|ding|sion)\b|\bineligible\b|\bnot (?:eligible|included)\b", re.I)
 # The sentences of an abstract that say who the trial is about: its aim, and those that randomise or enrol.
 SUBJECT_SENTENCE = re.compile(
     r"\b(?:aims?|objectives?|purpose|goal)\b|^\s*to (?:assess|evaluate|determine|compare|investigate|examine|test)\b"
@@ -47,18 +80,26 @@ GENERIC = frozenset(
     "patients patient people persons subjects participants adults children infants adolescents women men elderly "
     "treatment therapy management prevention prophylaxis diagnosis healing maintenance relief symptoms symptom "
     "efficacy safety effect effects mild moderate severe chronic acute long-term short-term primary secondary "
-    "outpatients inpatients population those individuals cases controls volunteers".split()
+    "outpatients inpatients population those individuals cases controls volunteers signs older younger aged old "
+    "years".split()
 )
 # a treatment every participant gets ("patients receiving chemotherapy were randomised") is not a comparator
-BACKGROUND_TREATMENT = re.compile(r"\b(?:receiving|undergoing|during|scheduled for|treated with|requiring)\s+(?:[\w-]+\s+){0,3}",
+BACKGROUND_TREATMENT = re.compile(r"\b(?:receiving|undergoing|during|scheduled for|treated with|requiring|after|following"
+                                  r"|in addition to|on top of|on (?:background|concomitant|stable)|already on|taking"
+                                  r"|(?:patients|people|subjects|participants|those) on)\s+(?:[\w-]+\s+){0,3}",
                                   re.I)  # fmt: skip
+# an add-on design: "A plus B versus A alone" tests B (A is in both arms)
+ADD_ON = re.compile(r"\b([\w-]+)\s+(?:plus|and|\+|with|combined with|in combination with|added to)\s+([\w-]+)\s+"
+                    r"(?:versus|vs\.?|compared (?:with|to))\s+([\w-]+)\s+(?:alone|monotherapy|only)\b", re.I)  # fmt: skip
 INDUCED = re.compile(r"([\w-]+)[- ]induced\b", re.I)  # "chemotherapy-induced": the cause of the condition
 _COMPARE = re.compile(r"\bvs\.?\b|\bversus\b|\bcompared (?:with|to)\b|\bor placebo\b|\breceived\b|\bassigned\b", re.I)
 
 
 def randomised(paper: Paper) -> str | None:
-    """Why a record reports a randomised trial, or None."""
-    return cue_reason(paper, RANDOMISED_TYPES, RANDOMISED_TEXT, RANDOMISED_MESH)
+    """Why a record reports a randomised (or placebo-controlled, double-blind) trial, or None."""
+    return cue_reason(paper, RANDOMISED_TYPES, RANDOMISED_TEXT, RANDOMISED_MESH) or cue_reason(
+        paper, (), CONTROLLED_TEXT
+    )
 
 
 def sentences(text: str) -> list[str]:
@@ -70,13 +111,23 @@ def tested_agents(paper: Paper, topic: Topic) -> list[Agent]:
     compares "A versus B"), else in an abstract sentence that randomises or assigns."""
     title = paper.title or ""
     first_arm = re.split(r"\s+(?:versus|vs\.?|compared (?:with|to))\s+", title, maxsplit=1, flags=re.I)[0]
+    if not any(any(c in lineage(a.cls) for c in topic.intervention) for a in agents_in(first_arm)):
+        first_arm = title  # "once daily controlled versus immediate release oxybutynin": one agent, two forms
+    # a treatment every participant gets ("heart failure treated with captopril") is not the one a title tests
+    title_tested = (
+        BACKGROUND_TREATMENT.sub(" ", first_arm) if agents_in(BACKGROUND_TREATMENT.sub(" ", first_arm)) else first_arm
+    )
     randomising = [s for s in sentences(paper.abstract) if RANDOMISED_TEXT.search(s)]
+    added = [ADD_ON.search(t) for t in (title, *randomising)]
     out = []
     for agent in agents_in(f"{title} {paper.abstract}"):
         if not any(c in lineage(agent.cls) for c in topic.intervention):
             continue
         word = re.compile(rf"\b{re.escape(agent.word)}\b", re.I)
-        if word.search(first_arm) or (not word.search(title) and any(word.search(s) for s in randomising)):
+        if any(m and word.fullmatch(m.group(3)) and m.group(3).lower() in (m.group(1).lower(), m.group(2).lower())
+               for m in added):  # fmt: skip
+            continue  # in both arms of an add-on trial ("A plus B versus A alone"): background, not tested
+        if word.search(title_tested) or (not word.search(title) and any(word.search(s) for s in randomising)):
             out.append(agent)
     return out
 
@@ -120,18 +171,52 @@ def _used_as(paper: Paper, agents: Sequence[Agent], topic: Topic) -> str | None:
 
 
 def _subject_condition(paper: Paper, concept: Concept, topic: Topic) -> tuple[str | None, str]:
-    """Where the record says the concept as its subject: its title, its MeSH headings, or an abstract sentence
-    that opens it or states its aim or its participants (a mention in passing elsewhere does not count): (words,
-    where)."""
+    """Where the record says the concept as its subject: its title, its MeSH headings (not one indexed as an adverse
+    effect only), or an abstract sentence that opens it or states its aim or its participants (a mention in passing
+    elsewhere, or in a sentence saying who was excluded, does not count): (words, where)."""
     if words := concept.find(paper.title or ""):
         return words, paper.title or ""
-    if words := concept.find("", paper.mesh):
+    headings = [h for h in paper.mesh if concept.find("", [h])]
+    roles = mesh.roles(paper, headings)
+    if words := concept.find("", [h for h in headings if roles.get(h) != "caused"]):
         return words, ""
-    for i, sentence in enumerate(sentences(paper.abstract)):
-        if i == 0 or SUBJECT_SENTENCE.search(sentence) or RANDOMISED_TEXT.search(sentence):
-            if words := concept.find(sentence):
-                return words, sentence
+    subject = [s for i, s in enumerate(sentences(paper.abstract)) if not EXCLUSION.search(s)
+               and (i == 0 or SUBJECT_SENTENCE.search(s) or RANDOMISED_TEXT.search(s))]  # fmt: skip
+    for sentence in subject:
+        if words := concept.find(sentence):
+            return words, sentence
+    record = f"{paper.title} {paper.abstract} {' '.join(paper.mesh)}"
+    for where in (paper.title or "", *subject):
+        if words := concept.find_modified(where, record):
+            return words, where
     return None, ""
+
+
+def _adverse_effect_only(paper: Paper, concept: Concept) -> str | None:
+    """The MeSH heading saying the concept is an adverse effect of what the record studies (indexed "chemically
+    induced" and never with a treatment or prevention subheading), when every heading carrying it says so."""
+    headings = [h for h in paper.mesh if concept.find("", [h])]
+    roles = mesh.roles(paper, headings)
+    if headings and roles and all(roles.get(h) == "caused" for h in headings):
+        return f"MeSH {headings[0]}/chemically induced"
+    return None
+
+
+def not_a_trial_report(paper: Paper) -> str | None:
+    """Why a randomised trial's report is not a report of its effects (see INSTRUMENT), or None."""
+    title = paper.title or ""
+    if "Clinical Trial Protocol" in paper.pub_types:
+        return "a trial protocol (publication type Clinical Trial Protocol)"
+    if FUTURE_TENSE.search(paper.abstract or "") and not RESULT_WORDS.search(paper.abstract or ""):
+        return "a trial protocol (the abstract says what will be done, and gives no results)"
+    for pattern, what in ((INSTRUMENT, "an instrument's validation"), (ECONOMIC, "an economic evaluation"),
+                          (ACCURACY, "a diagnostic-accuracy study")):  # fmt: skip
+        if match := pattern.search(title):
+            return f"{what} (title says {match.group(0)!r})"
+    for heading, what in NOT_A_TRIAL_MESH.items():
+        if any(t.descriptor == heading and t.is_major for t in mesh.terms(paper)):
+            return f"{what} (major MeSH topic {heading})"
+    return None
 
 
 def _other_condition(where: str, words: str, topic: Topic) -> str | None:
@@ -142,10 +227,12 @@ def _other_condition(where: str, words: str, topic: Topic) -> str | None:
     if at <= 0:
         return None
     before = re.search(r"(?:([a-z][\w()-]*)\s+)?([a-z][\w()-]*)\s+(?:and|with)\s+(?:[\w()-]+\s+){0,2}$", text[:at])
-    if before is None:
-        return None
+    if before is None or before.group(2) in GENERIC:  # "diabetic patients with myocardial infarction": who, then
+        return None  # the condition they have
     for word in (before.group(2), before.group(1)):
         if not word or len(word) < 4 or agents_in(word) or any(c.find(word) for c in topic.population):
+            return None
+        if re.fullmatch(r"\w+(?:ed|ing)|versus|compar\w*", word):  # "compared with", "treated with": no condition
             return None
         if word not in GENERIC:
             return word
@@ -164,32 +251,97 @@ def _title_population(title: str, topic: Topic) -> str | None:
     match = TITLE_PEOPLE.search(title)
     if match is None or agents_in(match.group(1)) or any(c.find(match.group(1)) for c in topic.population):
         return None
+    if any(re.search(head, normalise(match.group(1))) for c in topic.population for head, _ in c.modified):
+        return None  # "in patients with arthritis" for "rheumatoid arthritis": the condition's head, said broadly
     return match.group(0).strip()
 
 
-def comparator_of(paper: Paper, agents: Sequence[Agent], topic: Topic | None = None) -> str:
-    """The comparator a trial tests its agents against: the class of another agent named in the title's second
-    arm or in a sentence that randomises or compares (not the tested class, not a word of the topic's population
-    such as "chemotherapy" for cancer, not a class the record names as the cause of the condition: cyclophosphamide
-    in a trial of "chemotherapy-induced" injury), "another <class>" (two agents of one class, head to head),
-    "placebo or no treatment", else "dose, schedule or unclear comparator"."""
+# Comparators that are not drugs, by the words trials name them with (arms of a title, sentences that randomise
+# or compare): the label names the comparator in a question ("proton pump inhibitor versus surgery")
+NON_DRUG = (  # labels: model.NON_DRUG_LABELS
+    ("surgery", re.compile(r"\bsurg(?:ery|ical)\b|\bfundoplication\b|\boperati(?:on|ve)\b|\b\w{4,}ectomy\b"
+                           r"|\blaparoscopic\b", re.I)),  # fmt: skip
+    ("a procedure", re.compile(r"\bphotodynamic therapy\b|\bPDT\b|\blaser\b|\bphotocoagulation\b|\bradiotherapy\b"
+                               r"|\bradiation therapy\b|\bendoscopic (?:therapy|treatment|ligation|dilat\w*)\b"
+                               r"|\bacupuncture\b|\bbrachytherapy\b|\bcompression stockings?\b", re.I)),  # fmt: skip
+    ("exercise, diet or education", re.compile(r"\bexercise (?:training|programme|program|therapy)\b|\bdietary "
+                                               r"(?:advice|intervention|counsel\w*)\b|\bpatient education\b"
+                                               r"|\blifestyle (?:advice|intervention|modification)\b", re.I)),
+)  # fmt: skip
+# Two arms of one agent that differ in dose, schedule, route or formulation
+DOSE = re.compile(r"\b\d+(?:[.,]\d+)?\s*(?:mg|µg|μg|mcg|g|ml|units?|IU)(?:/kg|/m2)?\b", re.I)
+SCHEDULE = re.compile(
+    r"\b(?:once|twice|three times) (?:a |per )?(?:day|daily|week|weekly|month|monthly)\b|\bb\.?i\.?d\b|\bt\.?i\.?d\b"
+    r"|\bq\.?d\b|\bo\.?d\.?(?=\W)|\balternate[- ]day\b|\bon[- ]demand\b|\bas[- ]needed\b|\bPRN\b|\bintermittent\w*"
+    r"|\bcontinuous\w*|\bevery (?:\d+|two|three|four|six|eight|twelve) (?:weeks?|months?|days?)\b|\bmonthly\b"
+    r"|\bquarterly\b|\btreat[- ]and[- ]extend\b|\bextended[- ]interval\b|\b(?:loading|maintenance) doses?\b"
+    r"|\b(?:immediate|extended|sustained|controlled|modified|delayed)[- ]release\b|\btransdermal\b|\bintravenous\w*"
+    r"|\bsubcutaneous\w*|\bintramuscular\w*|\bnasal spray\b|\borally disintegrating\b|\bhigh[- ]dose\b"
+    r"|\blow[- ]dose\b|\bdoses? of\b|\bdosing (?:regimens?|schedules?)\b|\bdose[- ](?:ranging|response|finding)\b",
+    re.I,
+)
+# a no-treatment arm in a trial's own words ("randomized to receive or not", "compared with no warfarin")
+NO_TREATMENT = re.compile(r"\b(?:receive|given|treated) or not\b|\b(?:no|without) (?:[\w-]+ ){0,2}?(?:prophyla\w*|"
+                          r"treatment|therapy|medication|intervention)\b(?!-)|\buntreated\b", re.I)  # fmt: skip
+
+
+def _dose_or_schedule(parts: Sequence[str]) -> str | None:
+    """The words saying two arms differ in dose, schedule or formulation of one agent, or None."""
+    text = " ".join(parts)
+    doses = {re.sub(r"\s+", "", m.group(0).lower()) for m in DOSE.finditer(text)}
+    if len(doses) >= 2:
+        return " and ".join(sorted(doses)[:2])
+    match = SCHEDULE.search(text)
+    return match.group(0) if match else None
+
+
+def comparators_of(paper: Paper, agents: Sequence[Agent], topic: Topic | None = None) -> list[str]:
+    """Every comparator a trial tests its agents against, as the trial names them (a title's second arm, or a
+    sentence that randomises or compares; a treatment every participant gets is background), in this order: the
+    class of each agent outside the tested class's family (not a word of the topic's population such as
+    "chemotherapy" for cancer, not a class the record names as the cause of the condition: cyclophosphamide in a
+    trial of "chemotherapy-induced" injury), a non-drug comparator (surgery, a procedure, exercise, diet or
+    education), "another <class>" (another agent of the topic's class, head to head: celecoxib versus diclofenac is
+    within "non-steroidal anti-inflammatory drug"), "placebo or no treatment" (placebo, sham, no treatment, usual
+    care, waiting list); when none of these, the dose, schedule or formulation of the same agent, else "comparator
+    not named in the title or abstract". A multi-arm trial names several."""
     text = f"{paper.title} {paper.abstract}"
     tested = agents[0].cls if agents else ""
+    family = [c for c in (topic.intervention if topic else ()) if c in lineage(tested)] or [tested]
     arms = re.split(r"\s+(?:versus|vs\.?|compared (?:with|to)|or)\s+", paper.title or "", maxsplit=1, flags=re.I)[1:]
     chosen = [BACKGROUND_TREATMENT.sub(" ", s) for s in sentences(paper.abstract)
               if RANDOMISED_TEXT.search(s) or _COMPARE.search(s)]  # fmt: skip
     population = topic.population if topic else ()
     causes = {a.cls for m in INDUCED.finditer(text) for a in agents_in(m.group(1))}
-    others = [a for a in agents_in(" ".join([*arms, *chosen])) if not any(c.find(a.word) for c in population)
-              and a.cls != tested and tested not in lineage(a.cls) and a.cls not in lineage(tested)
-              and not causes & set(lineage(a.cls))]  # fmt: skip
-    if others:
-        return others[0].cls
-    if len({a.word for a in agents if a.cls == tested and not is_abbreviation(a.word.upper())}) >= 2:
-        return f"another {tested}"
-    if PLACEBO.search(text):
-        return PLACEBO_ARM
-    return "dose, schedule or unclear comparator"
+    named = agents_in(" ".join([*arms, *chosen]))
+
+    def in_family(agent: Agent) -> bool:
+        return any(f in lineage(agent.cls) for f in family)
+
+    out = list(dict.fromkeys(
+        a.cls for a in named if not in_family(a) and not any(c.find(a.word) for c in population)
+        and a.cls != tested and tested not in lineage(a.cls) and a.cls not in lineage(tested)
+        and not causes & set(lineage(a.cls))
+    ))  # fmt: skip
+    out += [label for label, pattern in NON_DRUG if any(pattern.search(part) for part in (*arms, *chosen))]
+    own = {a.word for a in agents if in_family(a) and not classes_named(a.word)}  # agents, not a class's name
+    # another agent of the family, or the family's broader class against a narrower one ("celecoxib versus NSAIDs")
+    rivals = {a.word for a in named if in_family(a) and a.word not in own
+              and (not classes_named(a.word) or (a.cls != tested and a.cls in lineage(tested)))}  # fmt: skip
+    if len(own) >= 2 or rivals:
+        out.append(f"another {family[0]}")
+    tested_words = "|".join(re.escape(a.word) for a in agents)
+    no_agent = re.search(rf"\b(?:no|without|versus not|vs\.? not) (?:{tested_words})\b", text, re.I) if agents else None
+    if PLACEBO.search(text) or re.search(r"\bsham\b", text, re.I) or NO_TREATMENT.search(text) or no_agent:
+        out.append(PLACEBO_ARM)
+    if not out and _dose_or_schedule([*arms, *chosen, paper.title or ""]):
+        out.append(DOSE_OR_SCHEDULE)
+    return out or [NOT_NAMED]
+
+
+def comparator_of(paper: Paper, agents: Sequence[Agent], topic: Topic | None = None) -> str:
+    """The first of `comparators_of`: the comparator a trial names first."""
+    return comparators_of(paper, agents, topic)[0]
 
 
 def eligibility(paper: Paper, topic: Topic) -> Eligibility:
@@ -223,9 +375,14 @@ def eligibility(paper: Paper, topic: Topic) -> Eligibility:
             return Eligibility(pmid, False, f"another condition first ({other!r} with {concept.label!r})")
         if where not in ("", paper.title) and (people := _title_population(paper.title or "", topic)):
             return Eligibility(pmid, False, f"another population (title: {people!r})")
+        if caused := _adverse_effect_only(paper, concept):
+            return Eligibility(pmid, False, f"{concept.label!r} is an adverse effect here, not the condition treated "
+                                            f"({caused})")  # fmt: skip
         found.append(f"{concept.label} ({words!r})")
     agents = tested_agents(paper, topic)
-    title_agents = agents_in(paper.title or "")
+    # a class in the title broader than the topic's ("behavioral and drug treatment") says nothing against it
+    title_agents = [a for a in agents_in(paper.title or "") if not any(a.cls in lineage(c) for c in topic.intervention)
+                    or a.cls in topic.intervention]  # fmt: skip
     if title_agents and not any(a in agents for a in title_agents):
         other = title_agents[0]
         return Eligibility(pmid, False, f"tests {other.word} ({other.cls}), not {' or '.join(topic.intervention)}")
@@ -233,9 +390,15 @@ def eligibility(paper: Paper, topic: Topic) -> Eligibility:
         return Eligibility(pmid, False, f"does not test {' or '.join(topic.intervention)}")
     if why := _used_as(paper, agents, topic):
         return Eligibility(pmid, False, why)
-    comparator = comparator_of(paper, agents, topic)
-    if topic.comparator and not any(comparator == c or c in lineage(comparator) for c in topic.comparator):
-        return Eligibility(pmid, False, f"compares with {comparator}, not {' or '.join(topic.comparator)}")
-    tested = ", ".join(f"{a.word} ({a.cls})" for a in agents[:3])
-    reason = f"randomised ({design}); in humans with {'; '.join(found)}; tests {tested}; vs {comparator}"
-    return Eligibility(pmid, True, reason, tuple(agents), comparator)
+    if why := not_a_trial_report(paper):
+        return Eligibility(pmid, False, f"not a report of the trial's effects: {why}")
+    comparators = comparators_of(paper, agents, topic)
+    if topic.comparator:
+        comparators = [x for x in comparators if any(x == c or c in lineage(x) for c in topic.comparator)]
+        if not comparators:
+            return Eligibility(pmid, False, f"compares with {comparator_of(paper, agents, topic)}, not "
+                                            f"{' or '.join(topic.comparator)}")  # fmt: skip
+    members = [a for a in agents if not classes_named(a.word)]  # the class's own name is no agent: named once
+    tested = ", ".join(f"{a.word} ({a.cls})" for a in members[:3]) or " or ".join(dict.fromkeys(a.cls for a in agents))
+    reason = f"randomised ({design}); in humans with {'; '.join(found)}; tests {tested}; vs {' and '.join(comparators)}"
+    return Eligibility(pmid, True, reason, tuple(agents), comparators[0], comparators=tuple(comparators))

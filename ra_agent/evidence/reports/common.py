@@ -1,4 +1,5 @@
-"""What the dossier and the SR draft share: citation checks, a cluster's evidence (members, PICO, eligible trials), tables."""
+"""What the dossier and the SR draft share: citation checks, a question's evidence (its studies' reports and their PICO
+records), tables."""
 
 from __future__ import annotations
 
@@ -9,23 +10,23 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from ra_agent.config import Config
-from ra_agent.evidence.pico.extract import PicoRecord, is_eligible_trial, read_pico
+from ra_agent.evidence.pico.extract import PicoRecord, read_pico
 from ra_agent.evidence.prisma.check import PRISMA_ITEMS, PrismaResult
+from ra_agent.evidence.questions.dossier import cite
+from ra_agent.evidence.questions.model import ReviewQuestion
+from ra_agent.evidence.questions.question_set import QuestionSet
 from ra_agent.fileio import atomic_write
 from ra_agent.models import Paper
 from ra_agent.store.db import Store
 from ra_agent.topics.metrics import markdown_table
-from ra_agent.topics.view import cluster_row, latest_metrics, member_pmids, pico_path
+from ra_agent.topics.view import pico_path
 
 log = logging.getLogger(__name__)
 
 CITATION_RE = re.compile(r"\bPMID\s*:?\s*(\d+)")
 FIELD_CHARS = 90
-METRIC_ROWS = ("size", "eligible_trials", "sr_overlap", "prisma_compliant", "ers", "cvgr", "dispersion",
-               "het_numeric", "mean_year")  # fmt: skip
 
 
 class ReportError(RuntimeError):
@@ -57,44 +58,54 @@ def publish(store: Store, path: Path, markdown: str) -> Path:
     return path
 
 
-def cite(pmid: int) -> str:
-    return f"[PMID:{pmid}]"
-
-
 # ----------------------------------------------------------------------------- shared inputs
 
 
 @dataclass
-class ClusterEvidence:
-    """What both reports read about a cluster: manifest, metrics, members, PICO records, eligible trials."""
+class QuestionEvidence:
+    """What both reports read about a review question: its set (`QuestionSet`), the question, its studies' first
+    reports and every report (papers, first reports first), and their PICO records (pico/<question id>.jsonl, written
+    by run_pico; the default extractor for reports it has not read, not written back)."""
 
-    cluster_id: str
-    manifest: dict[str, Any]
-    metrics: dict[str, Any]
-    papers: list[Paper]  # members with a stored record
+    qset: QuestionSet
+    question: ReviewQuestion
+    firsts: list[Paper]  # one per study: its first report
+    papers: list[Paper]  # every report of the question
     records: dict[int, PicoRecord]
-    eligible: list[Paper]
     pico_file: Path
 
     @property
+    def id(self) -> str:
+        return self.question.id
+
+    @property
     def label(self) -> str:
-        return self.manifest["label"]
+        return self.question.in_words
+
+    @property
+    def eligible(self) -> list[Paper]:
+        """The included studies, each by its first report (what the tables and the synthesis list)."""
+        return self.firsts
 
 
-def cluster_evidence(cfg: Config, store: Store, cluster_id: str) -> ClusterEvidence:
-    """Read a cluster's inputs; ReportError when its PICO records (run_pico) are missing."""
-    manifest = dict(cluster_row(store, cluster_id))
-    path = pico_path(cfg, cluster_id)
-    if not path.exists():
-        raise ReportError(f"cluster {cluster_id} has no PICO records ({path}): run run_pico first")
-    members = member_pmids(store, cluster_id)
-    papers = store.papers(members)
-    wanted = set(members)
-    records = {r.pmid: r for r in read_pico(path) if r.pmid in wanted}
-    eligible = [p for p in papers if is_eligible_trial(p, records.get(p.pmid))]
-    return ClusterEvidence(
-        cluster_id, manifest, latest_metrics(store, cluster_id) or {}, papers, records, eligible, path
-    )
+def question_evidence(cfg: Config, store: Store, qset: QuestionSet, question: ReviewQuestion) -> QuestionEvidence:
+    """Read a question's reports and their PICO records; ReportError when it has no study."""
+    from ra_agent.evidence.pico.extract import default_extractor
+
+    if not question.studies:
+        raise ReportError(f"question {question.id} ({question.in_words}) has no study: {question.verdict_reason}")
+    by_pmid = {p.pmid: p for p in store.papers(sorted(question.trials))}
+    missing = sorted(set(question.trials) - set(by_pmid))
+    if missing:
+        raise ReportError(f"question {question.id}: reports not in the store {missing[:5]} (the set is stale)")
+    path = pico_path(cfg, question.id)
+    records = {r.pmid: r for r in read_pico(path) if r.pmid in by_pmid} if path.exists() else {}
+    todo = [p for pmid, p in by_pmid.items() if pmid not in records]
+    if todo:
+        records.update({r.pmid: r for r in default_extractor(cfg).extract(todo)})
+    firsts = [by_pmid[reports[0]] for reports in question.studies.values()]
+    papers = [by_pmid[p] for reports in question.studies.values() for p in reports]
+    return QuestionEvidence(qset, question, firsts, papers, records, path)
 
 
 def generated_line(goal_id: str, brain_name: str) -> str:
@@ -107,25 +118,6 @@ def short(text: str, n: int = FIELD_CHARS) -> str:
     return text if len(text) <= n else text[: n - 1].rstrip() + "…"
 
 
-def metrics_table(ev: ClusterEvidence) -> str:
-    m, man = ev.metrics, ev.manifest
-    rows = [
-        {"metric": "cluster_id", "value": ev.cluster_id},
-        {"metric": "label", "value": ev.label},
-        {"metric": "status", "value": man["status"]},
-        {"metric": "feature space", "value": man["feature_space"]},
-        {"metric": "members (now)", "value": len(ev.papers)},
-        *({"metric": k, "value": m.get(k)} for k in METRIC_ROWS),
-        {"metric": "accepted_new (last expansion)", "value": man["accepted_new"]},
-        {"metric": "expansion_halt", "value": man["expansion_halt"]},
-        {"metric": "audit_by", "value": man["audit_by"]},
-    ]
-    if m.get("computed_ts"):
-        when = datetime.fromtimestamp(m["computed_ts"], UTC).strftime("%Y-%m-%d %H:%M UTC")
-        rows.append({"metric": "metrics computed", "value": when})
-    return markdown_table(rows, ("metric", "value"))
-
-
 def pico_table(papers: Sequence[Paper], records: Mapping[int, PicoRecord]) -> str:
     rows = []
     for p in papers:
@@ -135,24 +127,20 @@ def pico_table(papers: Sequence[Paper], records: Mapping[int, PicoRecord]) -> st
     return markdown_table(rows, ("PMID", "year", "P", "I", "C", "O", "design", "N"))
 
 
-def trial_list(papers: Sequence[Paper]) -> str:
-    return "\n".join(f"{i}. {p.title} ({p.year or 'year unknown'}) {cite(p.pmid)}" for i, p in enumerate(papers, 1))
-
-
-def extractors(ev: ClusterEvidence) -> str:
+def extractors(ev: QuestionEvidence) -> str:
     counts = Counter(ev.records[p.pmid].extractor for p in ev.papers if p.pmid in ev.records)
     return ", ".join(f"{name} ({n})" for name, n in counts.most_common()) or "none"
 
 
-def prisma_section(prisma: PrismaResult | None, metrics: Mapping[str, Any]) -> str:
+def prisma_section(prisma: PrismaResult | None) -> str:
+    """The PRISMA check as a report shows it: the result in the words of `PrismaResult.compliance` ("not compliant"
+    only when each review checked was judged so; "undetermined" while one could be read in its abstract only)."""
     if prisma is None:
-        stored = metrics.get("prisma_compliant")
-        state = "not run" if stored is None else f"compliant = {bool(stored)} (stored metric; details not available)"
-        return f"prisma_check: {state}."
+        return "prisma_check: not run."
     if prisma.source == "none":
         return "- No covering review to check: " + "; ".join(prisma.notes)
     lines = [
-        f"- Result: **{'compliant' if prisma.compliant else 'not compliant'}** "
+        f"- Result: **{prisma.compliance_words}** "
         f"(PRISMA 2020 items checked: {', '.join(map(str, prisma.checked_items))}; judged by {prisma.judged_by})",
         f"- Checked text: {prisma.source}" + (f" ({len(prisma.documents)} document(s))" if prisma.documents else ""),
         "- Missing items: "

@@ -1,4 +1,5 @@
-"""ra's own systematic-review draft of a cluster: PICO table, PRISMA 2020 flow diagram and checklist, cited synthesis."""
+"""ra's own systematic-review draft of a review question: its studies as the question's set holds them, PICO table,
+PRISMA 2020 flow diagram and checklist, cited synthesis."""
 
 from __future__ import annotations
 
@@ -16,25 +17,24 @@ from ra_agent.evidence.pico.text import sections_of, sentences
 from ra_agent.evidence.prisma.check import PrismaResult
 from ra_agent.evidence.prisma.checklist import CHECKLIST_MARKER, checklist_markdown, prisma_checklist, prisma_subitems
 from ra_agent.evidence.prisma.flow import prisma_flow, prisma_flow_png
+from ra_agent.evidence.questions.model import ReviewQuestion
+from ra_agent.evidence.questions.question_set import QuestionSet
 from ra_agent.evidence.reports.common import (
-    ClusterEvidence,
-    ReportError,
+    QuestionEvidence,
     cite,
-    cluster_evidence,
     extractors,
     generated_line,
     pico_table,
     prisma_section,
     publish,
+    question_evidence,
     short,
 )
-from ra_agent.evidence.sr.overlap import SrOverlap, load_sr_overlap
 from ra_agent.evidence.synthesis import Synthesis, SynthesisQuestion, synthesise
 from ra_agent.evidence.synthesis import report as quant
 from ra_agent.llm.base import Brain
 from ra_agent.models import Paper
 from ra_agent.store.db import Store
-from ra_agent.topics.expansion import expansion_history
 from ra_agent.topics.metrics import markdown_table
 from ra_agent.workspace import Workspace
 
@@ -47,44 +47,44 @@ SENTENCE_CHARS = 320
 # ----------------------------------------------------------------------------- SR draft
 
 
-def _sources(store: Store, papers: Sequence[Paper]) -> list[str]:
-    """Each source of the corpus with its record count, and how many of them are in this cluster."""
-    mine = Counter(p.source for p in papers)
-    counts = Counter(dict(store.conn.execute("SELECT source, COUNT(*) FROM paper GROUP BY source").fetchall()))
+def _sources(papers: Sequence[Paper]) -> list[str]:
+    """Where the question's records came from: each source (an import, a PubMed search, a baseline file) with the
+    number of the question's reports it holds."""
     names = []
-    for source, total in counts.most_common():
-        n = f"{total} records ({mine.get(source, 0)} in this topic cluster)"
+    for source, n in sorted(Counter(p.source for p in papers).items(), key=lambda kv: (-kv[1], kv[0])):
+        held = f"{n} of its reports"
         kind, _, name = source.partition(":")
         if kind == "efetch":
-            names.append(f"PubMed/MEDLINE via NCBI E-utilities (esearch/efetch): {n}")
+            names.append(f"PubMed/MEDLINE via NCBI E-utilities (esearch/efetch): {held}")
         elif kind == "baseline":
-            names.append(f"PubMed/MEDLINE baseline or update file {name}: {n}")
+            names.append(f"PubMed/MEDLINE baseline or update file {name}: {held}")
         elif kind == "import":
-            names.append(f"search export {name} (PubMed records identified by PMID): {n}")
+            names.append(f"search export {name} (PubMed records identified by PMID): {held}")
         else:
-            names.append(f"{source or 'unknown source'}: {n}")
+            names.append(f"{source or 'unknown source'}: {held}")
     return names
 
 
-def _searches(store: Store) -> list[str]:
-    rows = store.conn.execute("SELECT query, count, fetched, offline, ran_ts FROM search_run ORDER BY ran_ts")
+def _searches(store: Store, papers: Sequence[Paper]) -> list[str]:
+    """The registered searches that found any of the question's reports, with their dates and counts."""
+    pmids = [p.pmid for p in papers]
+    keys: set[str] = set()
+    for start in range(0, len(pmids), 500):
+        chunk = pmids[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        keys.update(r[0] for r in store.conn.execute(
+            f"SELECT DISTINCT query_key FROM candidate_papers WHERE pmid IN ({marks})", chunk))  # fmt: skip
+    rows = store.conn.execute(
+        "SELECT query_key, query, count, fetched, offline, ran_ts FROM search_run ORDER BY ran_ts"
+    )
     out = []
     for r in rows:
+        if r["query_key"] not in keys:
+            continue
         when = datetime.fromtimestamp(r["ran_ts"], UTC).strftime("%Y-%m-%d")
         where = "local corpus (offline full-text search)" if r["offline"] else "PubMed"
         out.append(f"`{r['query']}` on {when}: {r['count']} hits in {where}, {r['fetched']} records fetched")
     return out
-
-
-def _objective(terms: Mapping[str, Sequence[str]]) -> str:
-    def part(key: str, fallback: str) -> str:
-        return " or ".join(terms.get(key) or []) or fallback
-
-    return (
-        f"This review aims to assess the effects of {part('I', 'the interventions studied')} compared with "
-        f"{part('C', 'the comparators used')} in {part('P', 'the populations studied')} on "
-        f"{part('O', 'the outcomes reported')}."
-    )
 
 
 def key_sentence(paper: Paper) -> str:
@@ -126,123 +126,137 @@ def _synthesis(papers: Sequence[Paper], records: Mapping[int, PicoRecord], syn: 
     return "\n\n".join(out)
 
 
-def _span(ev: ClusterEvidence) -> str:
-    years = sorted(p.year for p in ev.eligible if p.year)
-    unknown = len(ev.eligible) - len(years)
+def _span(ev: QuestionEvidence) -> str:
+    years = sorted(p.year for p in ev.firsts if p.year)
+    unknown = len(ev.firsts) - len(years)
     span = f"{years[0]}-{years[-1]}" if years else "in unknown years"
     return span + (f" ({unknown} without a year)" if years and unknown else "")
 
 
-def _fill(item: int, ev: ClusterEvidence, searches: Sequence[str], sources: Sequence[str]) -> str:
+def _eligibility(ev: QuestionEvidence) -> str:
+    """The eligibility criteria as the question's rules apply them, with what the handbook states."""
+    q = ev.question
+    versus = "any comparator" if q.comparator == "any" else q.comparator
+    lines = [f"- Inclusion criteria: randomised trials in humans with {q.population} as the trial's subject, testing "
+             f"{q.intervention} against {versus}, judged from the title, abstract, MeSH headings and publication "
+             "types; reports of one trial (same registration number or acronym, or the same authors and sample) "
+             "form one study.",
+             "- Exclusion criteria: reviews, non-randomised designs, trials of another condition (the question's "
+             "condition only as an adverse effect), and reports that are not of a trial's effects (instrument "
+             "validation, economic evaluations, diagnostic accuracy, protocols without results)."]  # fmt: skip
+    lines += [f"- The handbook states: {line}" for line in ev.qset.scope]
+    return "\n".join(lines)
+
+
+def _fill(item: int, ev: QuestionEvidence, searches: Sequence[str], sources: Sequence[str]) -> str:
     """An explicit statement of a PRISMA item from what ra holds (used when a check found the item missing)."""
-    span = _span(ev)
+    n = len(ev.firsts)
     statements = {
-        4: f"The objective of this review is stated above; it is answered with {len(ev.eligible)} trials.",
-        5: "Studies were included if they were randomised controlled trials stating population, intervention and "
-        "outcome; all other designs, reviews included, were excluded.",
+        4: f"The objective of this review is stated above; it is answered with {n} studies.",
+        5: f"Studies were included if they were randomised trials of {ev.question.intervention} in people with "
+        f"{ev.question.population}; all other designs, reviews included, were excluded.",
         6: "Information sources: " + "; ".join(sources) + ".",
         7: "Search strategy: " + ("; ".join(searches) if searches else "no database search was run") + f"; included "
-        f"trials were published {span}.",
-        8: "Selection process: records were screened by rules over the extracted PICO fields; no human reviewer "
-        "screened them.",
+        f"trials were published {_span(ev)}.",
+        8: "Selection process: every record was screened by the review-question rules over its title, abstract, "
+        "MeSH headings and publication types; no human reviewer screened them.",
         9: f"Data collection: data were extracted from the abstracts by {extractors(ev)}.",
         10: "Data items: population, intervention, comparator, outcomes, design, age and sample size were sought.",
     }
     return statements.get(item, "")
 
 
+def _further_reports(ev: QuestionEvidence) -> str:
+    """The reports beyond each study's first, named under their study."""
+    lines = [f"- {sid}: {', '.join(cite(p) for p in reports[1:])} (further reports of {cite(reports[0])})"
+             for sid, reports in ev.question.studies.items() if len(reports) > 1]  # fmt: skip
+    return ("\n\nFurther reports of the included studies:\n\n" + "\n".join(lines)) if lines else ""
+
+
 def sr_draft(
     cfg: Config,
     store: Store,
-    cluster_id: str,
+    qset: QuestionSet,
+    question: ReviewQuestion,
     *,
     goal_id: str,
     brain_name: str,
     prisma: PrismaResult | None,
     out_dir: Path | None = None,
     fill: Sequence[int] = (),
-    question: SynthesisQuestion | str | None = None,
+    synthesis_question: SynthesisQuestion | None = None,
     brain: Brain | None = None,
     arm_cache: dict | None = None,
 ) -> Path:
-    """Write sr_draft_<cluster_id>.md (in `out_dir`, default <data_dir>/reports) with its PRISMA flow PNG and its
-    PRISMA 2020 checklist (sr_draft_<cluster_id>_prisma_checklist.md) next to it.
+    """Write sr_draft_<question id>.md (in `out_dir`, default <data_dir>/reports) with its PRISMA flow PNG and its
+    PRISMA 2020 checklist (sr_draft_<question id>_prisma_checklist.md) next to it.
 
-    Sections follow PRISMA 2020: title, structured abstract, rationale (the prior reviews found) and
-    objectives (from the included trials' most frequent PICO terms), eligibility criteria, information
-    sources (the stored records' provenance), search strategy (the search strings with their dates and the
-    expansion runs), selection and data collection, synthesis methods, the flow counts (`prisma_flow`) with
-    the diagram, the PICO table of the included trials, each trial's conclusion quoted per comparison citing
-    [PMID:…], discussion, registration and data availability. `fill` lists PRISMA items a check found missing:
-    each gets an explicit statement built from the same data. After CHECKLIST_MARKER come the PRISMA check
-    (`prisma`) and the checklist of all 27 items, met or missing, read off the text above the marker.
-    Every cited PMID is checked against the store.
+    The draft answers the question as its set holds it: its studies (each by its first report, the further reports
+    named under it) are the included studies; the flow counts are the set's (records screened = every record it
+    judged, eligible = the reports eligible for the topic, included = the question's studies: `prisma_flow`).
+    Sections follow PRISMA 2020: title and Objectives naming the question's intervention, comparator and population
+    (`quant.review_title`, `quant.review_objective`), eligibility criteria (the question's rules and what the handbook
+    states), information sources (where the question's records came from), search strategy (the searches that
+    found them), selection and data collection, synthesis methods, the flow with its diagram, the PICO table, each
+    trial's conclusion quoted per comparison citing [PMID:…], discussion, registration and data availability. `fill`
+    lists PRISMA items a check found missing: each gets an explicit statement built from the same data. After
+    CHECKLIST_MARKER come the PRISMA check (`prisma`) and the checklist of all 27 items, read off the text above.
 
-    The quantitative synthesis (`synthesis.synthesise` over the included trials, arm data read by `brain` when it
-    is a language model, else by the rules; `arm_cache` keeps the LLM's answers between drafts of one cluster)
-    gives the title (the review `question` the caller has, a `SynthesisQuestion` or a bare label, with the main
-    pooled comparison), the effect measures, the synthesis methods (PRISMA 13a-13f), each trial's extracted numbers
-    with their source sentences, the pooled estimates of the comparisons inside the question with forest plots
-    (sr_draft_<cluster_id>_forest_*.png) and heterogeneity (20a-20d), the comparisons outside it, a
-    summary-of-findings table and the limitations; sr_draft_<cluster_id>_synthesis.json records the comparisons
-    for the Dagster asset.
+    The quantitative synthesis (`synthesis.synthesise` over the studies' first reports, arm data read by `brain` when
+    it is a language model, else by the rules; `arm_cache` keeps the LLM's answers between drafts) is tied to
+    `synthesis_question` (default: the question without a population test) and gives the effect measures, synthesis
+    methods, pooled estimates with forest plots (sr_draft_<question id>_forest_*.png) and heterogeneity, the
+    comparisons outside the question, a summary-of-findings table and the limitations;
+    sr_draft_<question id>_synthesis.json records the comparisons for the Dagster asset. Every cited PMID is checked
+    against the store.
     """
-    ev = cluster_evidence(cfg, store, cluster_id)
-    if not ev.eligible:
-        raise ReportError(f"cluster {cluster_id} has no eligible trial to synthesise")
+    from ra_agent.evidence.synthesis.question import from_review_question
+
+    ev = question_evidence(cfg, store, qset, question)
     reports = out_dir or Workspace.of(cfg).reports_dir
-    flow = prisma_flow(cfg, store, ev)
-    png = prisma_flow_png(flow, reports / f"sr_draft_{cluster_id}_prisma_flow.png")
-    included = [ev.records[p.pmid] for p in ev.eligible]
+    stem = f"sr_draft_{question.id}"
+    flow = prisma_flow(qset, question)
+    png = prisma_flow_png(flow, reports / f"{stem}_prisma_flow.png")
+    included = [ev.records[p.pmid] for p in ev.firsts]
     terms = pico_field_terms(included, [], cfg.sr.alt_pico_terms)
-    runs = expansion_history(cfg, cluster_id)
-    searches, sources = _searches(store), _sources(store, ev.papers)
-    sr = load_sr_overlap(cfg, cluster_id)
-    judges = sorted({r.get("judge", "") for r in runs} - {""})
+    searches, sources = _searches(store, ev.papers), _sources(ev.papers)
     fill = fill or (prisma.filled if prisma is not None else ())
     filled = {i: _fill(i, ev, searches, sources) for i in fill}
     extra = lambda *items: "".join(f"\n\n{filled[i]}" for i in items if filled.get(i))  # noqa: E731
-    n = len(ev.eligible)
-    syn = synthesise(ev.eligible, question=question, pico=ev.records, forest_dir=reports,
-                     stem=f"sr_draft_{cluster_id}_forest", brain=brain, cache=arm_cache)  # fmt: skip
+    n = len(ev.firsts)
+    studies = f"{n} studies ({len(ev.papers)} reports)" if len(ev.papers) != n else f"{n} studies"
+    syn = synthesise(ev.firsts, question=synthesis_question or from_review_question(question), pico=ev.records,
+                     forest_dir=reports, stem=f"{stem}_forest", brain=brain, cache=arm_cache)  # fmt: skip
+    objective = quant.review_objective(syn, question.outcomes) or ""
     parts = [
         f"# {quant.review_title(syn, terms)}",
-        f"_Draft of topic cluster `{cluster_id}` ({ev.label})._",
+        f"_Draft of review question `{question.id}` ({question.in_words}): {question.verdict}._",
         generated_line(goal_id, brain_name),
         "## Abstract\n\n"
-        f"**Objectives.** {_objective(terms)}\n\n"
-        f"**Methods.** Records from {'; '.join(sources)} were clustered by topic; randomised trials stating "
-        f"population, intervention and outcome were included; PICO fields were extracted from the abstracts.\n\n"
-        f"**Results.** {flow.identified} records identified, {flow.assessed} assessed, {n} trials included. "
+        f"**Objectives.** {objective}\n\n"
+        f"**Methods.** Every record of the corpus ({'; '.join(sources)} for this question) was judged by the "
+        "review-question rules; randomised trials of the question's comparison were included, reports of one trial "
+        "grouped into one study; PICO fields were extracted from the abstracts.\n\n"
+        f"**Results.** {flow.identified} records identified, {flow.screened} screened, {studies} included. "
         f"{quant.abstract_results(syn)}\n\n"
         f"**Conclusions.** {quant.abstract_conclusion(syn)}",
         "## Introduction",
-        "### Rationale\n\n" + _rationale(sr),
-        "### Objectives\n\n" + _objective(terms) + " The objective is derived from the most frequent PICO terms of "
-        f"the {n} included trials. {quant.question_statement(syn)}" + extra(4),
+        "### Rationale\n\n" + _rationale(question),
+        "### Objectives\n\n" + objective + f" {quant.question_statement(syn)}" + extra(4),
         "## Methods",
-        "### Eligibility criteria\n\n"
-        "- Inclusion criteria: randomised controlled trials (publication type, or a randomised design stated in the "
-        f"abstract) belonging to the topic cluster '{ev.label}', whose abstract states the population, the "
-        "intervention and at least one outcome.\n"
-        "- Exclusion criteria: non-randomised designs (including reviews and observational studies) and trials "
-        "whose abstract does not state population, intervention and outcome." + extra(5),
+        "### Eligibility criteria\n\n" + _eligibility(ev) + extra(5),
         "### Information sources\n\n" + "\n".join(f"- {s}" for s in sources)
-        + (f"\n- Prior systematic reviews: {'PubMed' if not sr.offline else 'the local corpus only (offline)'} "
-           f"({sr.n_reviews} reviews found)" if sr else "") + extra(6),
+        + f"\n- Prior systematic reviews: the {qset.reviews_checked} reviews of the local corpus, each judged on "
+        "whether its own question encompasses this one" + extra(6),
         "### Search strategy\n\n"
-        + ("\n".join(f"- Search: {s}" for s in searches) if searches else "- No database search was run by ra; the "
-           "records come from the information sources above.")
-        + "".join(f"\n- Expansion ({r['mode']}): {len(r.get('candidates', []))} candidates, "
-                  f"{len(r.get('accepted', []))} accepted, stopped by {r.get('halted_by')}" for r in runs)
-        + (f"\n- Prior-review search: `{sr.query}`" if sr else "") + f"\n- Included trials were published {_span(ev)}."
-        + extra(7),
+        + ("\n".join(f"- Search: {s}" for s in searches) if searches else "- No database search found these "
+           "records; they come from the information sources above.")
+        + f"\n- Prior-review search: every review of the local corpus; in PubMed: `({qset.seed_query}) AND "
+        f"systematic[sb]`\n- Included trials were published {_span(ev)}." + extra(7),
         "### Selection process\n\n"
-        f"Records were grouped by HDBSCAN clustering of title/abstract embeddings ({cfg.embedding.model_name}); the "
-        f"cluster was audited by {ev.manifest['audit_by'] or 'the clustering rules'}"
-        + (f"; expansion candidates were screened by the boundary judge ({', '.join(judges)})" if judges else "")
-        + ". Eligibility was then decided per record by the rule above over the extracted PICO fields. No human "
-        "reviewer screened the records." + extra(8),
+        f"Each of the {flow.screened} records was judged by the review-question rules ({qset.judged_by}) over its "
+        "title, abstract, MeSH headings and publication types; each included report keeps the reason it counts. No "
+        "human reviewer screened the records." + extra(8),
         "### Data collection process\n\n"
         f"PICO fields (population, intervention, comparator, outcome, design, age, sample size) were extracted from "
         f"the abstracts by {extractors(ev)}; see `{ev.pico_file.name}`. Data items sought: the outcomes each trial "
@@ -253,54 +267,54 @@ def sr_draft(
         "## Results",
         "### Study selection\n\n" + markdown_table(flow.rows(), ("stage", "n", "detail"))
         + f"\n\n![PRISMA flow diagram]({png.name})",
-        f"### Included trials ({n})\n\n" + pico_table(ev.eligible, ev.records),
+        f"### Included studies ({studies})\n\n" + pico_table(ev.firsts, ev.records) + _further_reports(ev),
         "### Results of individual studies\n\n" + quant.individual_results(syn),
         "### Results of syntheses\n\n" + quant.syntheses_results(syn, reports),
         "### Summary of findings\n\n" + quant.summary_of_findings(syn),
-        "### Synthesis of the abstracts\n\n" + _synthesis(ev.eligible, ev.records, syn),
-        "## Discussion\n\n" + _discussion(sr, syn),
+        "### Synthesis of the abstracts\n\n" + _synthesis(ev.firsts, ev.records, syn),
+        "## Discussion\n\n" + _discussion(question, syn),
         "## Other information",
         "### Registration and protocol\n\nThis review was not registered and no protocol was prepared.",
-        f"### Availability of data\n\nThe PICO extractions (`{ev.pico_file.name}`), the search log and the flow "
-        "counts are kept in the ra workspace that produced this draft.",
+        f"### Availability of data\n\nThe question's set (`questions/{qset.key}/questions.json`), the PICO "
+        f"extractions (`{ev.pico_file.name}`), the search log and the flow counts are kept in the ra workspace that "
+        "produced this draft.",
         CHECKLIST_MARKER,
     ]  # fmt: skip
     body = "\n\n".join(parts) + "\n"
     items = prisma_checklist(body)
     checklist = checklist_markdown(items, prisma_subitems(body))
-    checklist_path = reports / f"sr_draft_{cluster_id}_prisma_checklist.md"
-    tail = ["## PRISMA check\n\n" + prisma_section(prisma, ev.metrics), "## PRISMA 2020 checklist\n\n" + checklist]
-    publish(store, checklist_path, f"# PRISMA 2020 checklist: {ev.label}\n\n{checklist}\n")
-    path = reports / f"sr_draft_{cluster_id}.md"
-    quant.write_synthesis_record(syn, reports, reports / f"sr_draft_{cluster_id}_synthesis.json")
+    checklist_path = reports / f"{stem}_prisma_checklist.md"
+    tail = ["## PRISMA check\n\n" + prisma_section(prisma), "## PRISMA 2020 checklist\n\n" + checklist]
+    publish(store, checklist_path, f"# PRISMA 2020 checklist: {question.in_words}\n\n{checklist}\n")
+    path = reports / f"{stem}.md"
+    quant.write_synthesis_record(syn, reports, reports / f"{stem}_synthesis.json")
     return publish(store, path, body + "\n" + "\n\n".join(tail) + "\n")
 
 
-def _rationale(sr: SrOverlap | None) -> str:
-    if sr is None:
-        return "No search for prior systematic reviews has run for this topic."
-    where = "PubMed" if not sr.offline else "the local corpus only (offline; PubMed was not searched)"
-    covering = ", ".join(cite(c.pmid) for c in sr.covering)
-    if not sr.covering:
-        return (
-            f"A search of {where} found {sr.n_reviews} reviews, none close enough to this topic to cover it "
-            f"(cosine < {sr.threshold}): no systematic review of these {sr.trials_total} trials is known."
-        )
-    newer = sr.trials_total - sr.trials_covered
-    return (f"A search of {where} found {sr.n_reviews} reviews; {len(sr.covering)} "
-            f"{'covers' if len(sr.covering) == 1 else 'cover'} this topic ({covering}) and could have included "
-            f"{sr.trials_covered} of the {sr.trials_total} trials counted (overlap {sr.overlap:.2f}). This draft "
-            f"re-synthesises the randomised evidence as it stands in the corpus, including the {newer} trial(s) "
-            "no covering review could have included.")  # fmt: skip
+def _rationale(question: ReviewQuestion) -> str:
+    reviews = question.reviews
+    if not reviews:
+        return (f"No review of the local corpus answers this question: no systematic review of its "
+                f"{len(question.studies)} studies is known.")  # fmt: skip
+    answering = ", ".join(f"{cite(r.pmid)} ({r.year or 'year unknown'})" for r in reviews)
+    if question.covering is None:
+        return (f"{len(reviews)} review(s) answer this question ({answering}), none holding enough of its "
+                f"{len(question.studies)} studies to cover it. This draft synthesises the randomised evidence as "
+                "it stands in the corpus.")  # fmt: skip
+    since = len(question.trials_since)
+    return (f"{len(reviews)} review(s) answer this question ({answering}); {cite(question.covering.pmid)} covers "
+            f"it, and could have included {len(question.covering.trials_covered)} of its {len(question.studies)} "
+            f"studies. This draft re-synthesises the randomised evidence as it stands in the corpus, including the "
+            f"{since} stud{'y' if since == 1 else 'ies'} published since the newest covering review.")  # fmt: skip
 
 
-def _discussion(sr: SrOverlap | None, syn: Synthesis) -> str:
+def _discussion(question: ReviewQuestion, syn: Synthesis) -> str:
     main = syn.main()
     finding = f"Main finding: {quant.abstract_conclusion(syn)}\n\n" if main else ""
     prior = ""
-    if sr and sr.covering:
+    if question.reviews:
         against = (f"; their pooled estimates should be compared with this draft's ({main.estimate()})" if main
                    else "; their conclusions should be compared with the trials above")  # fmt: skip
-        prior = ("Prior reviews on this topic: " + "; ".join(f"{cite(c.pmid)} ({c.year or 'year unknown'})"
-                 for c in sr.covering) + f"{against}.\n\n")  # fmt: skip
+        prior = ("Prior reviews answering this question: " + "; ".join(f"{cite(r.pmid)} ({r.year or 'year unknown'})"
+                 for r in question.reviews) + f"{against}.\n\n")  # fmt: skip
     return finding + prior + quant.limitations(syn)

@@ -109,11 +109,15 @@ def propose_alternative_pico(
     exclude_pmids: Iterable[int],
     *,
     cluster_id: str | None = None,
+    pool: Sequence[int] | None = None,
+    label: str = "",
 ) -> AlternativePico:
     """A new PICO theme from the papers left after excluding `exclude_pmids`.
 
-    Leftover = the cluster's members (or the whole corpus without a cluster) minus `exclude_pmids`;
-    covered = the excluded papers that are in that pool (all excluded papers in the store when none is).
+    Leftover = the `pool` (a question's reports, named `label`; else the cluster's members, or the whole corpus
+    without a cluster) minus `exclude_pmids`; covered = the excluded papers that are in that pool (all excluded
+    papers in the store when none is). PICO records come from pico/<cluster_id>.jsonl, a question's from
+    pico/<question id>.jsonl when `cluster_id` names the question.
 
     - LLM brain: one prompt with a token-aware sample of leftover titles (newest first) asks for
       {"new_PICO": "P: ...; I: ...; C: ...; O: ...", "seed_query": "..."}; the theme must be grounded
@@ -123,7 +127,8 @@ def propose_alternative_pico(
       dominant among the covered ones (`pico_field_terms`); the seed query is I AND P (AND C).
     """
     exclude = {int(p) for p in exclude_pmids}
-    pool = member_pmids(store, cluster_id) if cluster_id else store.all_pmids()
+    if pool is None:
+        pool = member_pmids(store, cluster_id) if cluster_id else store.all_pmids()
     leftover_ids = [p for p in pool if p not in exclude]
     if not leftover_ids:
         raise ValueError(f"no leftover papers: all {len(pool)} papers of the pool are excluded")
@@ -131,7 +136,7 @@ def propose_alternative_pico(
     leftover, covered = store.papers(leftover_ids), store.papers(covered_ids)
     if is_rules_brain(brain):
         return _rule_alternative(cfg, store, leftover, covered, cluster_id)
-    label = cluster_row(store, cluster_id)["label"] if cluster_id else "the covered papers"
+    label = label or (cluster_row(store, cluster_id)["label"] if cluster_id else "the covered papers")
     messages, sample = _alternative_prompt(cfg, label, leftover)
     asked = ask_json(brain, messages, lambda r: (json_object(r, "new_PICO"), "no JSON object with new_PICO"),
                      ALTERNATIVE_SCHEMA, json_repair=False)  # fmt: skip

@@ -16,7 +16,7 @@ from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 from ra_agent.config import Config
 from ra_agent.embed.embedder import Embedder, encode_batched
 from ra_agent.evidence.questions.reviews import review_reason
-from ra_agent.evidence.sr.overlap import SrOverlap, cluster_trials, covering_reviews, question_coverage, sr_result_path
+from ra_agent.evidence.sr.overlap import SrOverlap, cluster_trials, covering_reviews, sr_result_path
 from ra_agent.fileio import atomic_write
 from ra_agent.ingest.http import ApiError, failure_level
 from ra_agent.models import Paper
@@ -118,12 +118,11 @@ def find_existing_sr(
     embedder: Embedder,
     eutils: Any = None,
     vectors: Any = None,
-    topic: Any = None,
 ) -> SrOverlap:
     """Overlap of a cluster with prior systematic reviews (docs/architecture.md), written to its latest metrics row.
 
-    With the goal's `topic` (an `evidence.questions.topic.Topic`, from its handbook's seed query) the deciding test
-    is the review question, not the title cosine: see `question_coverage` (the cosines are still listed).
+    This is the cluster layer's view (the sr_overlap asset); a goal's find_existing_sr reads its question's coverage
+    from the question's set (`agent.questions.load_question_set`).
 
     1. Terms from the cluster label (`label_terms`, at most [clustering] audit_label_terms).
     2. Online (an E-utilities client is given and the API is not marked offline): PubMed esearch of
@@ -174,15 +173,8 @@ def find_existing_sr(
     covering = [pmid for pmid in ranked if cosines[pmid] >= threshold]
     trials, trial_basis = cluster_trials(cfg, store, cluster_id, exclude=ranked)
     by_pmid = {p.pmid: p for p in kept}
-    decision: dict[str, Any] = {}
-    if topic is not None:
-        covering, details, trials, decision = question_coverage(cfg, store, cluster_id, topic, kept, cosines)
-        trial_basis = "trials eligible for the goal's review question (evidence.questions rules)"
-        included = {pmid for review in details[:1] for pmid in review.trials_covered}
-        ranked += [pmid for pmid in covering if pmid not in ranked]  # covering reviews found by the question
-    else:
-        details = covering_reviews(store, [by_pmid[p] for p in covering], cosines, trials)
-        included = {pmid for review in details for pmid in review.trials_covered}
+    details = covering_reviews(store, [by_pmid[p] for p in covering], cosines, trials)
+    included = {pmid for review in details for pmid in review.trials_covered}
     overlap = len(included) / len(trials) if trials else 0.0
     result = SrOverlap(
         cluster_id=cluster_id,
@@ -203,17 +195,13 @@ def find_existing_sr(
         trials_total=len(trials),
         trials_covered=len(included),
         trial_basis=trial_basis,
-        **decision,
     )
-    if topic is not None:  # Success is judged on the goal's question: its trials are the eligible ones
-        set_cluster_metrics(store, cluster_id, sr_overlap=result.overlap, eligible_trials=len(trials))
-    else:
-        set_cluster_metrics(store, cluster_id, sr_overlap=result.overlap)
+    set_cluster_metrics(store, cluster_id, sr_overlap=result.overlap)
     atomic_write(sr_result_path(cfg, cluster_id), json.dumps(result.as_dict(), indent=2) + "\n")
     log.info(
         "find_existing_sr %s (%s, %s): %d reviews, %d covering (%s) %d of %d trials, overlap %.3f%s",
         cluster_id, row["label"], result.searched, result.n_reviews, len(covering),
-        f"review question {result.question}" if topic is not None else f"cosine >= {threshold:.2f}",
+        f"cosine >= {threshold:.2f}",
         len(included), len(trials), result.overlap,
         " -> covered, pivot" if result.covered else "",
     )  # fmt: skip

@@ -38,6 +38,8 @@ def _cell(text: str) -> str:
 
 
 def _class_plural(name: str) -> str:
+    if name.startswith("another "):  # head to head within a class: "another proton pump inhibitor"
+        return name
     if name in (PPI, H2RA) or name.endswith(("inhibitor", "antagonist", "agonist")):
         return name + "s"
     return name
@@ -47,17 +49,41 @@ def _versus(c: Comparison) -> str:
     return f"{_class_plural(c.intervention)} versus {_class_plural(c.comparator)}"
 
 
+def _main_headline(syn: Synthesis) -> str:
+    main = syn.main()
+    return (f"{_versus(main.contrasts.comparison)} for {main.contrasts.outcome} in "
+            f"{main.contrasts.comparison.condition}") if main else ""  # fmt: skip
+
+
+def _asked(q) -> tuple[str, str]:
+    """A question's intervention and comparator as the title and the objective both name them."""
+    asked = " or ".join(_class_plural(c) for c in q.intervention) or "treatments"
+    return asked, ("any comparator" if q.comparator == "any" else _class_plural(q.comparator))
+
+
+def review_objective(syn: Synthesis, outcomes: Sequence[str]) -> str | None:
+    """The Objectives sentence of a review with a question: the same intervention, comparator and population as its
+    title (`review_title`), the outcomes the trials report, and the main comparison the title names; None without
+    a question with a population."""
+    q = syn.question
+    if q is None or not q.population:
+        return None
+    asked, versus = _asked(q)
+    sentence = (f"This review aims to assess the effects of {asked} compared with {versus} in people with "
+                f"{q.population} on {', '.join(outcomes) or 'the outcomes the trials report'}.")  # fmt: skip
+    headline = _main_headline(syn)
+    return sentence + (f" Its main comparison: {headline}." if headline else "")
+
+
 def review_title(syn: Synthesis, terms: Mapping[str, Sequence[str]]) -> str:
     """The question the review answers and its main comparison: the caller's question (its intervention, comparator
     and population; a bare label as given), else the main pooled comparison with its outcome and condition, else
     the objective's intervention and population terms."""
-    q, main = syn.question, syn.main()
-    headline = (f"{_versus(main.contrasts.comparison)} for {main.contrasts.outcome} in "
-                f"{main.contrasts.comparison.condition}") if main else ""  # fmt: skip
+    q = syn.question
+    headline = _main_headline(syn)
     if q is not None and q.population:
-        asked = " or ".join(_class_plural(c) for c in q.intervention) or "treatments"
-        versus = "" if q.comparator == "any" else f" versus {_class_plural(q.comparator)}"
-        title = f"Systematic review: {asked}{versus} in {q.population}"
+        asked, versus = _asked(q)
+        title = f"Systematic review: {asked}{'' if q.comparator == 'any' else f' versus {versus}'} in {q.population}"
         return f"{title} (main comparison: {headline})" if headline else title
     if q is not None:
         return f"Systematic review: {q.label}" + (f" (main comparison: {headline})" if headline else "")

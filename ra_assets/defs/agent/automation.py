@@ -25,9 +25,11 @@ from ra_agent.agent import (
     live_holder,
     mark_crashed,
     pause_requested,
+    register_handbook,
     run_cycle,
     start_goal,
 )
+from ra_agent.evidence import QuestionSetError
 from ra_assets.defs.clusters.assets import cluster_metrics, clusters
 from ra_assets.defs.embeddings.assets import embedding_index
 from ra_assets.defs.findings.assets import (
@@ -36,11 +38,16 @@ from ra_assets.defs.findings.assets import (
     pico_extractions,
     reports,
     review_questions,
-    sr_overlap,
 )
 from ra_assets.defs.ingest.assets import pubmed_search
 from ra_assets.handbooks import handbook_choices
-from ra_assets.partitions import cluster_partitions, expansion_partitions, partition_name, search_query_partitions
+from ra_assets.partitions import (
+    cluster_partitions,
+    expansion_partitions,
+    handbook_partitions,
+    partition_name,
+    search_query_partitions,
+)
 from ra_assets.resources import BrainResource, RaConfigResource, StoreResource
 
 IN_FLIGHT = (
@@ -72,16 +79,21 @@ HANDBOOKS = handbook_choices()
 )
 def start_goal_op(context: dg.OpExecutionContext, ra: RaConfigResource, store: StoreResource,
                   brain: BrainResource) -> str:  # fmt: skip
-    """Validate the handbook (strict front matter) and create the goal; the agent sensor takes it from here."""
+    """Validate the handbook (strict front matter), create the goal and add the handbook's review_questions
+    partition (its key); the agent sensor takes it from here."""
     handbook = HANDBOOKS.path(context.op_config["handbook"])
     cfg = ra.get_config()
     with store.get_client() as db:
         try:
             state = start_goal(cfg, db, handbook, brain.get_client(db).name)
-        except HandbookError as exc:  # a user's file: one line naming file, line and key, no stack around it
+            key = register_handbook(cfg, handbook)
+        except (HandbookError, QuestionSetError) as exc:  # a user's file: one line naming it, no stack around it
             raise dg.Failure(description=str(exc), metadata={"handbook": str(handbook)}) from None
+    if not context.instance.has_dynamic_partition(partition_name(handbook_partitions), key):
+        context.instance.add_dynamic_partitions(partition_name(handbook_partitions), [key])
     context.log.info(f"goal {state.goal_id} created from {handbook.name} ({state.primary_goal}: {state.topic})")
-    context.add_output_metadata({"goal_id": state.goal_id, "handbook": str(handbook), "topic": state.topic})
+    context.add_output_metadata({"goal_id": state.goal_id, "handbook": str(handbook), "topic": state.topic,
+                                 "handbook_key": key})  # fmt: skip
     return state.goal_id
 
 
@@ -137,15 +149,15 @@ STAGE_JOBS = {
     "organise": stage_job("organise", [embedding_index, clusters, cluster_metrics],
                           "switch the index when complete, admit new papers to the clusters, refresh metrics."),
     "pico": stage_job("pico", [pico_extractions], "PICO of one cluster's abstracts and its PICO vectors."),
-    "sr_overlap": stage_job("sr_overlap", [sr_overlap, review_questions],
-                            "existing systematic reviews covering one cluster, then its review questions."),
+    "questions": stage_job("questions", [review_questions],
+                           "the handbook's review questions over the corpus, judged again after it changed."),
     "expand": stage_job("expand", [cluster_expansion], "semantic or citation expansion of one frozen cluster."),
     "reports": stage_job("reports", [reports, mind_kb], "the goal's dossiers or SR drafts, then the Mind-KB."),
 }  # fmt: skip
 STAGE_PARTITIONS = {
     "search": search_query_partitions,
     "pico": cluster_partitions,
-    "sr_overlap": cluster_partitions,
+    "questions": handbook_partitions,
     "expand": expansion_partitions,
 }
 

@@ -1,16 +1,18 @@
-"""Findings assets: PICO per cluster, existing-SR overlap per cluster, and the goal reports."""
+"""Findings assets: PICO per cluster, existing-SR overlap per cluster, a handbook's review questions, and the goal
+reports."""
 
+import json
 import time
 from pathlib import Path
 
 import dagster as dg
 
 from ra_agent.agent import run_expand, run_pico_stage, run_reports, run_sr_overlap
-from ra_agent.evidence import pico_code_version, synthesis_code_version
+from ra_agent.evidence import pico_code_version, questions_code_version, synthesis_code_version
 from ra_assets.defs.clusters.assets import cluster_metrics, clusters
-from ra_assets.defs.ingest.assets import log_progress
+from ra_assets.defs.ingest.assets import baseline_snapshot, log_progress, papers, pubmed_search, references
 from ra_assets.meta import content_version, rate
-from ra_assets.partitions import cluster_partitions, expansion_partitions
+from ra_assets.partitions import cluster_partitions, expansion_partitions, handbook_partitions
 from ra_assets.resources import BrainResource, EmbedderResource, EutilsResource, RaConfigResource, StoreResource
 
 
@@ -150,43 +152,149 @@ def cluster_expansion(
     )
 
 
+# Living evidence: a handbook's questions are judged again when records arrive (an import, a search, the weekly
+# baseline), by Dagster's automation (review_questions_automation below); eager() without its newly_missing (a new
+# handbook's partition is judged by the goal that adds it) and without any_deps_missing (most weekly partitions of
+# baseline_snapshot are never materialised).
+RECORDS_ARRIVED = (
+    dg.AutomationCondition.any_deps_updated().since_last_handled()
+    & ~dg.AutomationCondition.any_deps_in_progress()
+    & ~dg.AutomationCondition.in_progress()
+).with_label("records arrived")
+
+
 @dg.asset(
-    deps=[clusters, sr_overlap],
-    partitions_def=cluster_partitions,
+    deps=[
+        papers,
+        references,
+        dg.AssetDep(pubmed_search, partition_mapping=dg.AllPartitionMapping()),
+        dg.AssetDep(baseline_snapshot, partition_mapping=dg.AllPartitionMapping()),
+    ],
+    partitions_def=handbook_partitions,
     group_name="findings",
-    kinds={"python"},
-    code_version="1",
+    kinds={"python", "json", "markdown"},
+    code_version=questions_code_version(),  # the rules that judge questions: a change shows the sets stale
+    automation_condition=RECORDS_ARRIVED,
+    check_specs=[
+        dg.AssetCheckSpec(
+            "review_questions_well_formed",
+            asset="review_questions",
+            description="The handbook's questions folder as this run wrote it: every question has a well-formed id, "
+            "a known verdict, its dossier file, a reason for each report, studies made of its reports, reports and "
+            "reviews that are papers of the store, and no dossier of a question the set does not hold.",
+        ),
+        dg.AssetCheckSpec(
+            "verdicts_unchanged",
+            asset="review_questions",
+            description="Living evidence: warns when this run judged the handbook's questions again and a verdict "
+            "changed since the evaluation before (gap -> covered, covered -> update warranted, a new question, ...); "
+            "the changes in words are in its metadata and in changes.md beside the dossiers "
+            "(docs/living_evidence.md).",
+        ),
+    ],
 )
-def review_questions(
-    context: dg.AssetExecutionContext, ra: RaConfigResource, store: StoreResource
-) -> dg.MaterializeResult:
-    """The review questions of one cluster (P x I(class) x C) under the topic of the goal working on it (its
-    handbook's seed query): each question's eligible trials with reasons, the reviews whose own question
-    encompasses it, the trials since the newest, and its verdict; one dossier per question under
-    `questions/clusters/<cluster_id>/` (evidence.questions rules)."""
-    from ra_agent.agent import cluster_questions
+def review_questions(context: dg.AssetExecutionContext, ra: RaConfigResource, store: StoreResource):
+    """A handbook's review questions over the whole corpus (partition: the handbook's key), computed once and read
+    by everything else: each question's studies (reports of one trial grouped) with why each counts, the reviews
+    whose own question encompasses it, the trials since the newest, and its verdict. Written to
+    `questions/<handbook key>/` (questions.json and one dossier per question), the same numbers `ra questions`
+    prints, the goal's tools and Success read and the dossiers and SR drafts show (docs/review_questions.md), and its evidence-gap map (docs/gap_map.md)."""
+    from ra_agent.agent import (
+        current_question_set,
+        load_question_set,
+        map_files,
+        map_preview,
+        questions_root,
+        registered_handbook,
+    )
+    from ra_agent.evidence import question_set_problems, set_table
 
     cfg = ra.get_config()
     with store.get_client() as db:
-        found = cluster_questions(cfg, db, context.partition_key)
-    context.log.info("cluster %s: %d review questions%s", context.partition_key, len(found.questions),
-                     f" ({found.reason})" if found.reason else "")  # fmt: skip
-    return dg.MaterializeResult(
+        handbook = registered_handbook(cfg, context.partition_key)
+        judged_now = current_question_set(cfg, db, handbook) is None  # else the stored set is read as it is
+        qset = load_question_set(cfg, db, handbook)
+        folder = questions_root(cfg) / qset.key
+        seen, problems = question_set_problems(folder, db)
+        drawn = map_files(cfg, db, qset)
+    top = qset.topic_question
+    context.log.info(f"{qset.key}: {len(qset.questions)} review questions; topic's question {top.verdict}")
+    yield dg.MaterializeResult(
         metadata={
-            "questions": len(found.questions),
-            "topic": found.topic.describe() if found.topic else "",
-            "reason": found.reason,
-            "verdicts": dg.MetadataValue.json({q.id: q.verdict for q in found.questions}),
+            "handbook": qset.handbook,
+            "topic": qset.topic,
+            "scope": dg.MetadataValue.md("\n".join(f"- {line}" for line in qset.scope) or "_nothing stated_"),
+            "judged_by": qset.judged_by,
+            "records_judged": len(qset.eligibility),
+            "eligible_reports": qset.eligible_reports,
+            "reviews_checked": qset.reviews_checked,
+            "questions": len(qset.questions),
+            "reason": qset.reason,
+            "table": dg.MetadataValue.md(set_table(qset)),
             "per_question": dg.MetadataValue.json(
                 [
-                    {"id": q.id, "pico": q.pico, **q.metrics, "verdict": q.verdict, "why": q.verdict_reason}
-                    for q in found.questions
+                    {
+                        "id": q.id,
+                        "question": q.in_words,
+                        "in_scope": q.in_scope,
+                        "studies": len(q.studies),
+                        "reports": len(q.trials),
+                        "verdict": q.verdict,
+                        "covering": q.covering.pmid if q.covering else None,
+                        "trials_since": len(q.trials_since),
+                    }
+                    for q in qset.questions
                 ]
             ),
-            "table": dg.MetadataValue.md(found.table()),
-            "path": str(found.path or ""),
-        }  # fmt: skip
+            "path": dg.MetadataValue.path(str(folder)),
+            "changes": dg.MetadataValue.path(str(folder / "changes.md")),
+            **_gap_map_metadata(drawn, map_preview),
+        },  # fmt: skip
+        data_version=content_version([json.dumps([q.as_dict() for q in qset.questions], sort_keys=True, default=str)]),
     )
+    yield dg.AssetCheckResult(
+        check_name="review_questions_well_formed",
+        passed=not problems,
+        metadata={"questions": seen, "problems": len(problems), "first": "; ".join(problems[:5])},
+        description=f"{seen} questions read, {len(problems)} problems",
+    )
+    yield verdicts_check(cfg, qset, judged_now)
+
+
+def verdicts_check(cfg, qset, judged_now: bool) -> dg.AssetCheckResult:
+    """The verdicts_unchanged result: WARN (passed=False) when the evaluation this run made changed a verdict."""
+    from ra_agent.agent import set_changes
+
+    changes, unreadable = set_changes(cfg, qset)
+    meta = {"unreadable_history_lines": dg.MetadataValue.md("\n".join(f"- {p}" for p in unreadable) or "_none_")}
+    if not judged_now or changes is None:
+        why = "nothing re-judged: the corpus, handbook and knobs are as at its last evaluation"
+        return dg.AssetCheckResult(check_name="verdicts_unchanged", passed=True, metadata={**meta, "summary": why},
+                                   description=why, severity=dg.AssetCheckSeverity.WARN)  # fmt: skip
+    transitions = changes.transitions
+    return dg.AssetCheckResult(
+        check_name="verdicts_unchanged",
+        passed=not transitions,
+        severity=dg.AssetCheckSeverity.WARN,
+        description=changes.summary(),
+        metadata={
+            **meta,
+            "summary": changes.summary(),
+            "transitions": len(transitions),
+            "changes": dg.MetadataValue.md(changes.markdown()),
+            "per_question": dg.MetadataValue.json([c.as_dict() for c in changes.questions]),
+            "evaluated": changes.after.evaluated_ts,
+            "compared_with": changes.before.evaluated_ts if changes.before else "",
+        },
+    )
+
+
+def _gap_map_metadata(files, preview) -> dict:
+    """The evidence-gap map in the UI: the picture (Markdown) and the path of the offline HTML."""
+    if files is None:
+        return {}
+    html = {"gap_map_html": dg.MetadataValue.path(str(files.html))} if files.html else {}
+    return {"gap_map": dg.MetadataValue.md(preview(files)), **html}
 
 
 @dg.asset(
@@ -197,7 +305,7 @@ def review_questions(
 )
 def reports(context: dg.AssetExecutionContext, ra: RaConfigResource, store: StoreResource) -> dg.MaterializeResult:
     """Gap dossiers and SR drafts (Markdown under `reports/<goal_id>/`, PRISMA flow diagram beside each draft) for
-    every goal whose clusters met its handbook's Success; every cited PMID exists in the store. An SR draft's
+    every goal whose review questions met its handbook's Success; every cited PMID exists in the store. An SR draft's
     comparisons (each with its condition and whether it answers the goal's review question), pooled estimates
     (with I²) and forest plots (paths, and Markdown images) are listed in the metadata."""
     from ra_agent.agent import workspace_relative
@@ -247,3 +355,14 @@ def mind_kb(context: dg.AssetExecutionContext, ra: RaConfigResource, store: Stor
             "top_playbooks": dg.MetadataValue.md("\n".join(lines) or "_none yet_"),
         }
     )
+
+
+review_questions_automation = dg.AutomationConditionSensorDefinition(
+    "review_questions_automation",
+    target=dg.AssetSelection.assets(review_questions),
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    minimum_interval_seconds=60,
+    description="Living evidence: evaluates review_questions' 'records arrived' condition (Dagster's default "
+    "automation sensor starts stopped): a new papers, references, pubmed_search or baseline_snapshot "
+    "materialisation re-judges every handbook's questions (docs/living_evidence.md).",
+)

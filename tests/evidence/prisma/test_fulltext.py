@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from replay import Fault
 
-from ra_agent.evidence.prisma.check import prisma_check, rule_evidence
+from ra_agent.evidence.prisma.check import review_statuses, rule_evidence
 from ra_agent.evidence.prisma.fulltext import FullTextError, cache_path, full_text, parse_jats, pmcid_of
 from ra_agent.ingest.eutils import EutilsClient
 from ra_agent.llm.rules_brain import RulesBrain
@@ -52,7 +52,7 @@ def test_a_review_read_in_full_text_is_true_or_false(demo):
     shutil.copy(JATS, cache)  # what an online efetch db=pmc would have cached
     found, why = full_text(demo.cfg, demo.store, paper)
     assert found is not None and why == "PMC3574550 full text"
-    result = prisma_check(demo.cfg, demo.store, demo.trials_cluster, RulesBrain(), sr_pmids=[paper.pmid])
+    result = review_statuses(demo.cfg, demo.store, [paper.pmid], RulesBrain())
     (review,) = result.reviews
     expected = rule_evidence(f"{paper.title}\n{found.text}", [4, 5, 6, 7, 8], "x").missing
     assert expected  # a cohort study does not report a review's eligibility, sources and search
@@ -63,7 +63,7 @@ def test_a_review_read_in_full_text_is_true_or_false(demo):
 def test_offline_without_full_text_a_review_is_undetermined(demo):
     paper = record_of(JATS)
     demo.store.upsert_papers([paper], source="test:pmc_oa")
-    result = prisma_check(demo.cfg, demo.store, demo.trials_cluster, RulesBrain(), sr_pmids=[paper.pmid])
+    result = review_statuses(demo.cfg, demo.store, [paper.pmid], RulesBrain())
     (review,) = result.reviews
     assert review.text == "abstract only: PMC3574550 not fetched (offline)"
     assert review.status == "undetermined" and result.undetermined == [paper.pmid] and not result.compliant

@@ -15,7 +15,14 @@ from ra_agent.agent.handbook import load_handbook
 from ra_agent.agent.spawn import spawn_handbook
 from ra_agent.config import Config
 from ra_agent.evidence.pico.extract import is_eligible_trial, read_pico
-from ra_agent.evidence.prisma.check import PRISMA_ITEMS, RULES_PRISMA, prisma_check, review_text, rule_evidence
+from ra_agent.evidence.prisma.check import (
+    PRISMA_ITEMS,
+    RULES_PRISMA,
+    check_draft,
+    review_statuses,
+    review_text,
+    rule_evidence,
+)
 from ra_agent.evidence.questions.reviews import review_reason
 from ra_agent.evidence.sr.alternative import RULES_ALT_PICO, propose_alternative_pico
 from ra_agent.evidence.sr.overlap import SrOverlap, load_sr_overlap, sr_result_path
@@ -234,9 +241,8 @@ def test_rule_evidence_on_a_real_review_abstract(demo):
 
 
 def test_prisma_check_rules_brain_on_prior_reviews(demo):
-    cid = demo.trials_cluster
     reviews = [11034468, 11683686, 9178669]
-    result = prisma_check(demo.cfg, demo.store, cid, RulesBrain(), sr_pmids=reviews)
+    result = review_statuses(demo.cfg, demo.store, reviews, RulesBrain())
     assert result.source == "prior_sr" and len(result.documents) == 3
     assert result.judged_by.startswith(RULES_PRISMA) and "rule evidence only" in result.judged_by
     best = min(result.documents, key=lambda d: len(d.missing))
@@ -248,43 +254,42 @@ def test_prisma_check_rules_brain_on_prior_reviews(demo):
         assert review.status == ("true" if not doc.missing else "undetermined")
     assert result.undetermined == [r.pmid for r in result.reviews if r.status == "undetermined"]
     assert result.as_dict() == {"compliant": result.compliant, "missing_items": result.missing_items}
-    assert metric(demo, cid, "prisma_compliant") == int(result.compliant)
+    # as Success reads it: compliant when one review is, unknown while one is undetermined (abstract only)
+    assert result.compliance == (True if result.compliant else None if result.undetermined else False)
+    assert result.compliance_words in ("compliant", "undetermined")
 
 
-def test_prisma_check_without_prior_sr_or_draft(demo):
-    cid = demo.trials_cluster
-    result = prisma_check(demo.cfg, demo.store, cid, RulesBrain(), sr_pmids=[])
+def test_prisma_check_without_a_covering_review(demo):
+    result = review_statuses(demo.cfg, demo.store, [], RulesBrain())
     assert result.as_dict() == {"compliant": False, "missing_items": [4, 5, 6, 7, 8]}
-    assert result.source == "none" and "no prior systematic review" in result.notes[0]
-    assert metric(demo, cid, "prisma_compliant") == 0
+    assert result.source == "none" and "no review covers the question" in result.notes[0]
+    assert result.compliance is False  # nothing compliant covers it
 
 
 def test_prisma_check_with_an_llm_verdict(demo):
-    cid = demo.trials_cluster
     brain = ScriptedBrain('Items 4-8 are reported.\n{"compliant": true, "missing_items": []}')
-    result = prisma_check(demo.cfg, demo.store, cid, brain, draft_text="A draft without headings.")
+    result = check_draft(demo.cfg, brain, "A draft without headings.")
     assert result.compliant and result.judged_by == brain.name and len(brain.calls) == 1
     prompt = brain.calls[0][-1]["content"]
     assert all(PRISMA_ITEMS[i][0] in prompt for i in (4, 5, 6, 7, 8)) and "A draft without headings." in prompt
     assert any("rule cues disagree" in n for n in result.notes)  # the rules found nothing in that text
-    assert metric(demo, cid, "prisma_compliant") == 1
+    assert result.source == "draft" and result.compliance is True
 
 
 def test_prisma_check_llm_garbage_falls_back_to_labelled_rule_evidence(demo):
-    cid = demo.trials_cluster
     brain = ScriptedBrain("I think it is fine overall.", "still no json, sorry")
-    result = prisma_check(demo.cfg, demo.store, cid, brain, sr_pmids=[11034468])
+    result = review_statuses(demo.cfg, demo.store, [11034468], brain)
     assert len(brain.calls) == 2 and "FIX JSON ONLY" in brain.calls[1][-1]["content"]
     assert result.judged_by.startswith(f"{RULES_PRISMA} (fallback:")
-    rules = prisma_check(demo.cfg, demo.store, cid, RulesBrain(), sr_pmids=[11034468])
+    rules = review_statuses(demo.cfg, demo.store, [11034468], RulesBrain())
     assert result.as_dict() == rules.as_dict()
-    down = prisma_check(demo.cfg, demo.store, cid, ScriptedBrain(BrainError("connection refused")), sr_pmids=[11034468])
+    down = review_statuses(demo.cfg, demo.store, [11034468], ScriptedBrain(BrainError("connection refused")))
     assert "unavailable" in down.judged_by and down.as_dict() == rules.as_dict()
 
 
 def test_prisma_check_reads_an_action_shaped_verdict(demo):
     brain = ScriptedBrain('Action: {"tool": "prisma_check", "args": {"compliant": true, "missing_items": [7, 12]}}')
-    result = prisma_check(demo.cfg, demo.store, demo.trials_cluster, brain, sr_pmids=[11034468])
+    result = review_statuses(demo.cfg, demo.store, [11034468], brain)
     # item 12 is not checked; a "compliant" verdict that names a missing item counts as not compliant
     assert result.as_dict() == {"compliant": False, "missing_items": [7]} and result.judged_by == brain.name
 
