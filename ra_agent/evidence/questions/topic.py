@@ -284,8 +284,10 @@ def _listed(inside: str) -> list[str]:
         if either:
             out.append(either.group(2))
             continue
+        if re.match(r"(?:with|without|and|or|in|of|for|any|all|other)\b", item.strip(), re.I):
+            continue  # "with or without aura": a qualifier of the concept itself, not a name of it
         out += [t.strip() for t in re.split(r"\s+or\s+", item) if len(t.strip()) >= 3]
-    return out
+    return [t for t in out if not re.fullmatch(r"(?:with|without|and|other|others|etc\.?)", t, re.I)]
 
 
 def _with_headings(topic: Topic, papers: Sequence[Paper]) -> Topic:
