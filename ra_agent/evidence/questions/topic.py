@@ -78,9 +78,10 @@ def compile_terms(patterns: tuple[str, ...]) -> re.Pattern[str]:
 
 
 def _stem(word: str) -> str:
-    """A light stem: common endings off when 5 letters stay (depression, depressive -> depress)."""
-    for ending in ("ions", "ion", "ives", "ive", "ed", "ing", "es", "s"):
-        if word.endswith(ending) and len(word) - len(ending) >= 5:
+    """A light stem: common endings off when 5 letters stay (depression, depressive -> depress; schizophrenia,
+    schizophrenic -> schizophreni)."""
+    for ending in ("ions", "ion", "ives", "ive", "ed", "ing", "es", "s", "a"):
+        if word.endswith(ending) and len(word) - len(ending) >= 5 and (ending != "a" or word.endswith("ia")):
             return word[: -len(ending)]
     return word
 
