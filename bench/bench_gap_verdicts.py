@@ -260,7 +260,7 @@ def run_review(cfg, embedder, csv_path: Path, handbook_path: Path, review_json: 
         questions, _, reviews = new_verdicts(cfg, topic, pool, scope)
         seconds = time.perf_counter() - started
         own = questions[0]  # the topic's own question
-        gaps = [q for q in questions if q.verdict == "gap"]
+        gaps = [q for q in questions if q.verdict == "gap" and q.in_scope]  # the handbook's own comparisons
         named = [r.pmid for r in own.reviews if r.share >= cfg.sr.sr_overlap_pivot]
         first = own.covering.pmid if own.covering else None
         print(f"\n== {scenario}: {len(pool)} records, {len(reviews)} reviews; {len(questions)} questions in "
