@@ -238,6 +238,8 @@ class SrConfig:
     coverage_rule: str = _knob("question", choices=("question", "cosine"))  # what decides that a review covers
     sr_retmax: int = _knob(200, 1, 10000)
     alt_pico_terms: int = _knob(2, 1, 20)
+    pooling_model: str = _knob("random", choices=("random", "fixed"))  # the SR draft's pooled estimates and diamonds
+    tau2_estimator: str = _knob("dl", choices=("dl", "pm"))  # random effects: DerSimonian-Laird or Paule-Mandel
     pico_batch_size: int = _knob(40, 1, 10000)
     pico_confirm_above: int = _knob(800, 1, 10_000_000)
 
