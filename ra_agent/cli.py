@@ -413,6 +413,34 @@ def cmd_questions(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_extract(args: argparse.Namespace) -> int:
+    """`ra extract HANDBOOK --sheet FILE` writes the question's extraction sheet; `--from FILE` reads a reviewer's."""
+    from ra_agent.agent.extraction import SheetError, export_sheet, import_sheet
+
+    cfg = _config(args)
+    handbook = resolve_handbook(args.handbook, args.config)
+    check_handbook(cfg, handbook)
+    try:
+        with _store(cfg) as store:
+            if args.sheet:
+                done = export_sheet(cfg, store, handbook, Path(args.sheet), args.question)
+                print(f"question {done.question.id}: {done.question.pico}")
+                print(f"wrote {done.path}: {done.rows} rows ({done.with_numbers} with ra's numbers) for "
+                      f"{len(done.question.studies)} studies ({done.studies_with_data} with arm data)")  # fmt: skip
+                return 0
+            got = import_sheet(cfg, store, handbook, Path(args.from_), args.question)
+    except SheetError as exc:
+        raise CliError(str(exc)) from None
+    print(f"question {got.question.id}: {got.given} row{'' if got.given == 1 else 's'} of {args.from_} give the "
+          f"reviewer's numbers ({got.removed} cleared); stored in {got.path}")  # fmt: skip
+    for r in got.pooled:
+        c = r.contrasts
+        by = " (reviewer's numbers)" if r.reviewer else ""
+        print(f"  {c.comparison.label}, {c.label}: {r.estimate()}; {r.trials} trials{by}")
+    print("the SR draft and its forest plots use them when made again (ra run, or the reports asset)")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from ra_agent.agent.closing import UI_AFTER_LOCAL, closing_block
     from ra_agent.agent.runner import run_demo
@@ -497,6 +525,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("questions", cmd_questions, "a handbook's review questions over the corpus: trials, coverage, verdicts")
     p.add_argument("handbook", help="a handbook name from handbooks/ (as ra run takes) or a path")
     p.add_argument("--write", action="store_true", help="write one dossier per question and questions.json")
+    p = add("extract", cmd_extract, "the extraction sheet of a handbook's review question: write it, or read a "
+            "reviewer's back (validated; their numbers then win in the SR draft)")  # fmt: skip
+    p.add_argument("handbook", help="a handbook name from handbooks/ (as ra run takes) or a path")
+    p.add_argument("--question", help="a review question id (default: the topic's own question)")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--sheet", metavar="FILE", help="write the sheet (.xlsx or .csv)")
+    which.add_argument("--from", dest="from_", metavar="FILE", help="read a reviewer's sheet (.xlsx or .csv)")
     p = add("demo", cmd_demo, "the main job: run a handbook end to end on the bundled demo corpus")
     p.add_argument("--handbook", default="seek_gap_ppi_gerd", help="a handbook name (as ra run takes) or a path")
     return parser

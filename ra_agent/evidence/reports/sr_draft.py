@@ -30,6 +30,7 @@ from ra_agent.evidence.reports.common import (
 )
 from ra_agent.evidence.sr.overlap import SrOverlap, load_sr_overlap
 from ra_agent.evidence.synthesis import Synthesis, SynthesisQuestion, synthesise
+from ra_agent.evidence.synthesis.sheet import reviewer_data
 from ra_agent.evidence.synthesis import report as quant
 from ra_agent.llm.base import Brain
 from ra_agent.models import Paper
@@ -204,7 +205,8 @@ def sr_draft(
     extra = lambda *items: "".join(f"\n\n{filled[i]}" for i in items if filled.get(i))  # noqa: E731
     n = len(ev.eligible)
     syn = synthesise(ev.eligible, question=question, pico=ev.records, forest_dir=reports,
-                     stem=f"sr_draft_{cluster_id}_forest", brain=brain, cache=arm_cache)  # fmt: skip
+                     stem=f"sr_draft_{cluster_id}_forest", brain=brain, cache=arm_cache, method=cfg.sr.tau2_estimator,
+                     model=cfg.sr.pooling_model, reviewer=reviewer_data(cfg))  # fmt: skip
     parts = [
         f"# {quant.review_title(syn, terms)}",
         f"_Draft of topic cluster `{cluster_id}` ({ev.label})._",

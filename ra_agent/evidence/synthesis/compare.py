@@ -33,6 +33,7 @@ H2RA = "H2-receptor antagonist"
 PLACEBO = "placebo"
 NO_TREATMENT = "no treatment"  # a control arm that is not a placebo: no <agent>, usual or standard care, observation
 CLASS, HEAD_TO_HEAD, DOSE = "class", "head-to-head", "dose"
+ANALYSIS_ORDER = {"ITT": 0, "": 1, "PP": 2}  # a trial's result over the numbers randomised before one over completers
 
 
 def drug_class(drug: str) -> str:
@@ -165,7 +166,7 @@ def _trial_contrasts(group: Sequence[ArmDatum], condition: str, first: Sequence[
     """One trial's arm data at one outcome and time point → its contrasts (see the module docstring). Continuous
     data contrast only single arms (means of two arms cannot be summed)."""
     by_arm: dict[str, ArmDatum] = {}
-    for d in group:
+    for d in sorted(group, key=lambda d: ANALYSIS_ORDER.get(d.analysis, 1)):  # intention to treat first
         by_arm.setdefault(d.arm, d)
     pmid = group[0].pmid if group else 0
     out = []

@@ -45,7 +45,8 @@ from ra_agent.evidence.synthesis.arms import NUMBER as AMOUNT
 from ra_agent.models import Paper
 
 EXTRACTOR = "rules:arm-numbers-v3"
-__all__ = ["DRUG", "EXTRACTOR", "ArmDatum", "arm_role", "arms_in", "extract_arm_data", "time_points"]
+__all__ = ["DRUG", "EXTRACTOR", "OUTCOME_CLASSES", "ArmDatum", "arm_role", "arms_in", "extract_arm_data",
+           "time_points"]  # fmt: skip
 
 
 def _dose(name: str) -> str:
@@ -129,6 +130,7 @@ _OUTCOMES = (
                                   r"\bdizziness|\bsomnolence|\bhypoglyc(?:a)?emi", re.I)),
 )  # fmt: skip
 HARMS = ("bleeding", "death", "adverse events")  # outcome classes that are harms
+OUTCOME_CLASSES = tuple(dict.fromkeys(name for name, _ in _OUTCOMES))
 _RESPECTIVELY = re.compile(r"\b(?:respectively|respective|corresponding)\b", re.I)
 
 
