@@ -44,6 +44,11 @@ _CONTROL_WORDS = (
     r"(?:(?:their\s+)?(?:usual|standard|customary|conventional|current)\s+(?:care|therapy|treatment|medications?|"
     r"management)|observation(?:\s+alone)?|control\s+groups?|controls?)"
 )
+# words of a condition, a population or a setting: a PICO arm holding one names no treatment ("selected lymphomas",
+# "metastatic lung", "first-line")
+_NOT_TREATMENT = re.compile(r"\w+(?:omas?|itis|emia|aemia)\b|\b(?:cancers?|tumou?rs?|carcinomas?|diseases?|disorders?|"
+                            r"syndromes?|failure|infections?|metastatic|advanced|line|stage|patients?|subjects?|"
+                            r"children|adults?|women|men)\b", re.I)  # fmt: skip
 # an arm named by what it combines ("combination treatment (CT, n = 20)", "combined therapy")
 _COMBINATION = r"(?:combination|combined)\s+(?:therapy|treatment|group)"
 _DEFINES = re.compile(r"\s*\((?:group\s+|arm\s+)?(?P<abbr>[A-Z][A-Za-z]{0,11}\d{0,3}|[A-Z]{1,3}\+[A-Z]{1,3}|"
@@ -113,6 +118,8 @@ class Lexicon:
         if not 1 <= len(words) <= 4 or agents_in(phrase) or PLACEBO.search(phrase) or _norm(phrase) in self.keys:
             return
         if all(w.lower() in _GENERIC or not re.fullmatch(r"[A-Za-z-]{3,}", w) for w in words):
+            return
+        if _NOT_TREATMENT.search(phrase):  # a population or a line of therapy the PICO arm picked up
             return
         key = _norm(phrase)
         self.keys.setdefault(key, key)

@@ -39,6 +39,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from ra_agent.evidence.classes import agents_in
 from ra_agent.evidence.pico.text import NUMBER, POP_NOUN, parse_number, sections_of, sentences
 from ra_agent.evidence.synthesis.arms import DRUG, QUALIFIER, UNIT, Lexicon, arm_role
 from ra_agent.evidence.synthesis.arms import NUMBER as AMOUNT
@@ -67,7 +68,7 @@ _WORD_NUMBER = re.compile(NUMBER, re.I)
 
 _PAIR = re.compile(  # brackets may stand for parentheses: "13 [3%]"
     r"\b(?P<e>\d+)\s*(?:\(\s*(?P<p1>\d+(?:\.\d+)?)\s*%\s*\)\s*)?(?:/|out of|of)\s*(?:the\s+)?(?P<t>\d+)\b"
-    r"(?:\s*(?:patients|subjects|cases))?(?:\s*\(\s*(?P<p2>\d+(?:\.\d+)?)\s*%\s*\))?"
+    r"(?:\s*(?:patients|subjects|cases))?(?:\s*[(\[]\s*(?P<p2>\d+(?:\.\d+)?)\s*%\s*[)\]])?"
 )
 _COUNT_PERCENT = re.compile(r"\b(?P<e>\d+)\s*(?:(?:patients|subjects|children|cases)\s*)?[(\[]\s*(?P<p>\d+(?:\.\d+)?)\s*%\s*[)\]]"
                             r"(?!\s*(?:/|out of|of)\s*(?:the\s+)?\d)")  # fmt: skip
@@ -113,7 +114,7 @@ _ITT = re.compile(r"intent(?:ion)?[- ]to[- ]treat|\bm?ITT\b|\brandomi[sz]ed\b|\b
 # response, adverse events), named after MeSH headings; the words of the abstract are kept beside the class.
 _OUTCOMES = (
     ("remission", re.compile(r"\b(?:neither|no|without|free (?:of|from))\b[^.;]{0,60}\b(?:relapse|recurren)", re.I)),
-    ("thrombosis", re.compile(r"\bthrombos[ie]s|\bthromb(?:i|us|otic|oembol\w*)\b|\bthromboembol|(?-i:\b(?:DVT|VTE|CVT|PE)s?\b)|"
+    ("thrombosis", re.compile(r"\bthrombos[ie]s|\bthromb(?:i|us|otic|oembol\w*)\b|\bthromboembol|(?-i:\br?(?:DVT|VTE|CVT|PE)s?\b)|"
                               r"\bembol(?:i|ism|us)\b|\bocclusi", re.I)),
     ("relapse", re.compile(r"\brelapse|\brecurren", re.I)),
     ("remission", re.compile(r"\bremission|remained healed|\bmaintain", re.I)),
@@ -199,7 +200,7 @@ class _Words:
         for m in found:
             if m.dose[:1].isdigit() and m.drug != "placebo":
                 doses.setdefault(m.drug, set()).add(m.dose)
-        dosed = [d for d, v in doses.items() if len(v) > 1]
+        dosed = [d for d, v in doses.items() if len(v) > 1 and agents_in(d)]
         return cls(lexicon, words.arm, words.aliases, shared, dosed[0] if len(dosed) == 1 else "")
 
 
@@ -485,13 +486,15 @@ def _counts_in_arms(text: str, arms: list[_Mention], taken: list[_Number]) -> li
     for a in arms:
         before = text[max(0, a.start - 80) : a.start]
         m = re.search(r"\b(?P<e>\d+|[Nn]o|[Nn]one)\s+(?!(?:wks?|weeks?|days?|months?|years?|hours?|h|mg|g|ml|IU|units?)\b)"
-                      r"(?P<w>(?:[A-Za-z-]+\s+){0,5}?)(?:in|on|among|with)\s+(?:the\s+)?"
+                      r"(?P<w>(?:[A-Za-z-]+\s+){0,5}?)(?:in|on|among)\s+(?:the\s+)?"
                       r"(?:group\s+)?$|\b(?P<e2>\d+)\s+$", before)  # fmt: skip
         if m is None:
             continue
         start = a.start - len(before) + m.start()
         if any(n.start <= start <= n.start + 12 for n in taken) or (m.group("w") and _NOT_EVENTS.search(m.group("w"))):
             continue
+        if (m.group("e") or "").isdigit() and re.fullmatch(rf"\s*(?:{POP_NOUN}\s+)?", m.group("w") or ""):
+            continue  # "769 patients in the nadroparin group": the arm's size, not a count of events
         if m.group("e2") and not re.match(r"\s*(?:patients|subjects|cases)\b", text[a.end :]):
             continue
         if not re.match(r"\s*(?:group|arm|patients|subjects)?\b", text[a.end :]):
@@ -632,7 +635,7 @@ def _nearest_after(text: str, n: _Number, arms: list[_Mention]) -> list[_Mention
     nadroparin group")."""
     if n.total is None:
         return []
-    after = [a for a in arms if a.start > n.start and re.fullmatch(r"[^;()]{0,40}?\b(?:for|in|on|with|taking|receiving|"
+    after = [a for a in arms if a.start > n.start and re.fullmatch(r"[^;(]{0,40}?\b(?:for|in|on|with|taking|receiving|"
                                                                     r"treated with|after)\s+(?:the\s+)?",
                                                                     text[n.start : a.start])]  # fmt: skip
     return after[:1]
@@ -730,7 +733,9 @@ def _nearest(
             for a in arms
             if a.end <= n.start
             and (a.drug, a.dose, None) not in taken
-            and re.fullmatch(r"[\s,:(]*(?:groups?[\s,:(]*)?", text[a.end : n.start])
+            and re.fullmatch(
+                r"[\s,:(]*(?:(?:groups?|dose|arm|-?treated|patients|subjects)[\s,:(]*)*", text[a.end : n.start]
+            )
         ]
         following = [a for a in arms if n.start < a.start < nxt]
         preceding = [a for a in arms if a.end <= n.start]
@@ -779,18 +784,19 @@ def extract_arm_data(paper: Paper) -> list[ArmDatum]:
         if times:
             lasttime_points = [w for _, w in times]
         kind = (dispersion(raw, whole) or "±") if continuous else ""
-        if _SKIP.search(text) or not ((numbers and outcome) or continuous):
+        respectively = bool(_RESPECTIVELY.search(text))
+        if respectively and not numbers and outcome:
+            numbers = _count_list(text)
+        counted = _counts_in_arms(text, arms, numbers) if outcome else []
+        if _SKIP.search(text) or not (((numbers or counted) and outcome) or continuous):
             last_arms, last_outcome = (arms or last_arms), outcome
             continue
-        respectively = bool(_RESPECTIVELY.search(text))
         distinct = _distinct(arms) or (_distinct(last_arms) if respectively else [])
         if not distinct:
             continue
         layout = _Layout(text, arms, distinct, times, lasttime_points, respectively, words.arm)
-        if respectively and not numbers and outcome:
-            numbers = _count_list(text)
         at = [w for _, w in times] or lasttime_points
-        placed = [(n, a, at[-1] if at else None, outcome) for n, a in _counts_in_arms(text, arms, numbers)]
+        placed = [(n, a, at[-1] if at else None, outcome) for n, a in counted]
         paired = _versus_pairs(text, numbers, arms)
         placed += [(n, a, at[-1] if at else None, outcome) for n, a in paired]
         rest = [n for n in numbers if all(n is not m for m, _ in paired)]
@@ -808,9 +814,9 @@ def extract_arm_data(paper: Paper) -> list[ArmDatum]:
             if len(_distinct(arms)) >= 2:  # a between-arm result, each arm named in the sentence
                 placed = layout.assign(continuous, named, nearest=len(continuous) == len(_distinct(arms)))
             else:
-                placed = _one_arm_continuous(text, continuous, arms, two_arms, times, lasttime_points, named)
-            found += [_continuous_datum(paper.pmid, raw, number, arm, weeks, named, kind, sizes, doses)
-                      for number, arm, weeks, _ in placed]  # fmt: skip
+                placed = _one_arm_continuous(text, continuous, arms, two_arms, times, lasttime_points, named, words.arm)
+            found += [_continuous_datum(paper.pmid, raw, number, arm, weeks, this, kind, sizes, doses)
+                      for number, arm, weeks, this in placed]  # fmt: skip
         words_here = outcome_words(text, words.arm)
         for datum in found:
             if datum is None:
@@ -867,7 +873,7 @@ _LEAD_WORDS = re.compile(r"\b(?:was|were|is|are|of|in|with|the|a|an|mean|means|a
 
 def _one_arm_continuous(text: str, values: list[_Number], arms: list[_Mention], two_arms: list[_Mention],
                         times: list[tuple[int, float]], last_times: list[float], outcome: str,
-                        ) -> list[tuple[_Number, _Mention, float | None, str]]:  # fmt: skip
+                        arm_rx: re.Pattern[str]) -> list[tuple[_Number, _Mention, float | None, str]]:  # fmt: skip
     """Continuous values of a sentence naming one arm: each value its own time point ("For the combination group, FPG
     decreased … to 8.9 ± 3.0 at 3 months and to 8.6 ± 2.5 at 6 months"), or, in a two-arm trial, "a versus b" after
     the arm that is the sentence's subject or stands right before a ("Metformin reduced fasting glucose (6.1 ± 0.4 vs
@@ -882,13 +888,17 @@ def _one_arm_continuous(text: str, values: list[_Number], arms: list[_Mention], 
     lead = not re.search(r"[A-Za-z]", re.sub(r"^(?:the|in|with|after|for|administration of|treatment with)\b", "",
                                               text[: arm.start].strip(), flags=re.I))  # fmt: skip
     close = re.fullmatch(r"[\s:(,]*(?:[A-Za-z-]+\s+){0,3}?[\s:(,]*", text[arm.end : values[0].start])
-    between = text[values[0].start : values[1].start] if len(values) == 2 else ""
     other = [a for a in two_arms if (a.drug, a.dose) != (arm.drug, arm.dose) and a.drug != arm.drug]
-    if len(values) == 2 and re.search(r"\b(?:vs\.?|versus)\s*$", between.split("±")[-1] if "±" in between else between)\
-            and (lead or close) and len(other) == 1 and any(a.drug == arm.drug for a in two_arms):  # fmt: skip
-        w = at[0] if len(at) == 1 else None
-        return [(values[0], arm, w, outcome), (values[1], other[0], w, outcome)]
-    return []
+    if not (lead or close) or len(other) != 1 or not any(a.drug == arm.drug for a in two_arms):
+        return []
+    w = at[0] if len(at) == 1 else None
+    out: list[tuple[_Number, _Mention, float | None, str]] = []
+    for first, second in zip(values, values[1:], strict=False):  # each "a vs b" pair, its own outcome words
+        between = re.sub(r"^[-−]?[\d.,]+\s*%?\s*(?:±|\+/-|\+/−|\+-)\s*[\d.,]+", "", text[first.start : second.start])
+        if re.search(r"\b(?:vs\.?|versus)\s*$", between):
+            named = _continuous_outcome(text, first.start, arm_rx) if out else outcome
+            out += [(first, arm, w, named), (second, other[0], w, named)]
+    return out
 
 
 def _continuous_outcome(text: str, first_value: int, arm_rx: re.Pattern[str]) -> str:
