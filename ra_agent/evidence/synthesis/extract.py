@@ -233,7 +233,8 @@ def normalise_text(text: str) -> str:
 def _mentions(text: str, words: _Words, *, combine: bool = True) -> list[_Mention]:
     """Arm mentions in order: arm terms with their dose, aliases ("PANT", "OM20") and bare doses of the drug named
     just before them (else just after: "5 mg, 10 mg or 20 mg of apixaban")."""
-    found = [_Mention(m.start(), m.end(), words.lexicon.key(m.group("drug")), _dose_of(m, "pre", "post"))
+    found = [_Mention(m.start(), m.end(), *(words.aliases.get(m.group("drug")) or
+                                            (words.lexicon.key(m.group("drug")), _dose_of(m, "pre", "post"))))
              for m in words.arm.finditer(text)]  # fmt: skip
     for abbr, (drug, dose) in words.aliases.items():
         for m in re.finditer(rf"\b{re.escape(abbr)}\b", text):
@@ -797,7 +798,7 @@ def extract_arm_data(paper: Paper) -> list[ArmDatum]:
         layout = _Layout(text, arms, distinct, times, lasttime_points, respectively, words.arm)
         at = [w for _, w in times] or lasttime_points
         placed = [(n, a, at[-1] if at else None, outcome) for n, a in counted]
-        paired = _versus_pairs(text, numbers, arms)
+        paired = [] if respectively else _versus_pairs(text, numbers, arms)
         placed += [(n, a, at[-1] if at else None, outcome) for n, a in paired]
         rest = [n for n in numbers if all(n is not m for m, _ in paired)]
         placed += layout.assign(rest, outcome) if outcome and (rest or not paired) else []
