@@ -98,9 +98,22 @@ class Synthesis:
                              q.covers_arms(comparison.intervention_class, comparison.comparator_class, comparison.kind))  # fmt: skip
 
 
+def _surname(author: str) -> str:
+    """ "van Zyl JH" (MEDLINE), "Dekkers, C P" or "G Bianchi Porro" → the surname ("van Zyl", "Dekkers", "Bianchi Porro")."""
+    if "," in author:
+        return author.split(",")[0].strip()
+    words = author.split()
+    initials = [w for w in words if w.isupper() and len(w.replace(".", "")) <= 3]
+    if len(words) > 1 and words[-1] in initials:
+        return " ".join(words[:-1])
+    if len(words) > 1 and words[0] in initials:
+        return " ".join(w for w in words if w not in initials)
+    return author.strip()
+
+
 def study_name(paper: Paper) -> str:
     """How a forest plot names a study: "Smith 1997 (PMID 9354207)", else "PMID 9354207 (1997)"."""
-    surname = paper.authors[0].split(",")[0].split()[-1] if paper.authors and paper.authors[0].strip() else ""
+    surname = _surname(paper.authors[0]) if paper.authors else ""
     if surname and paper.year:
         return f"{surname} {paper.year} (PMID {paper.pmid})"
     return f"PMID {paper.pmid}" + (f" ({paper.year})" if paper.year else "")
