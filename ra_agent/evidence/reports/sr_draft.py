@@ -30,8 +30,8 @@ from ra_agent.evidence.reports.common import (
 )
 from ra_agent.evidence.sr.overlap import SrOverlap, load_sr_overlap
 from ra_agent.evidence.synthesis import Synthesis, SynthesisQuestion, synthesise
-from ra_agent.evidence.synthesis.sheet import reviewer_data
 from ra_agent.evidence.synthesis import report as quant
+from ra_agent.evidence.synthesis.sheet import reviewer_data
 from ra_agent.llm.base import Brain
 from ra_agent.models import Paper
 from ra_agent.store.db import Store

@@ -15,7 +15,7 @@ from ra_agent.evidence.pico.extract import RuleExtractor
 from ra_agent.evidence.synthesis import EXTRACTOR, ArmDatum, extract_arm_data, synthesis_code_version, synthesise
 from ra_agent.evidence.synthesis.compare import H2RA, PPI, Comparison, OutcomeContrasts, Side, TrialContrast
 from ra_agent.evidence.synthesis.condition import condition_of
-from ra_agent.evidence.synthesis.extract import dispersion
+from ra_agent.evidence.synthesis.numbers import dispersion
 from ra_agent.evidence.synthesis.pool import SMD, pool
 from ra_agent.evidence.synthesis.question import from_topic
 from ra_agent.evidence.synthesis.report import review_title
