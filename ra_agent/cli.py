@@ -415,7 +415,7 @@ def cmd_questions(args: argparse.Namespace) -> int:
 
 def cmd_extract(args: argparse.Namespace) -> int:
     """`ra extract HANDBOOK --sheet FILE` writes the question's extraction sheet; `--from FILE` reads a reviewer's."""
-    from ra_agent.agent.extraction import SheetError, export_sheet, import_sheet
+    from ra_agent.agent import SheetError, export_sheet, import_sheet
 
     cfg = _config(args)
     handbook = resolve_handbook(args.handbook, args.config)
@@ -424,20 +424,11 @@ def cmd_extract(args: argparse.Namespace) -> int:
         with _store(cfg) as store:
             if args.sheet:
                 done = export_sheet(cfg, store, handbook, Path(args.sheet), args.question)
-                print(f"question {done.question.id}: {done.question.pico}")
-                print(f"wrote {done.path}: {done.rows} rows ({done.with_numbers} with ra's numbers) for "
-                      f"{len(done.question.studies)} studies ({done.studies_with_data} with arm data)")  # fmt: skip
-                return 0
-            got = import_sheet(cfg, store, handbook, Path(args.from_), args.question)
+            else:
+                done = import_sheet(cfg, store, handbook, Path(args.from_), args.question)
     except SheetError as exc:
         raise CliError(str(exc)) from None
-    print(f"question {got.question.id}: {got.given} row{'' if got.given == 1 else 's'} of {args.from_} give the "
-          f"reviewer's numbers ({got.removed} cleared); stored in {got.path}")  # fmt: skip
-    for r in got.pooled:
-        c = r.contrasts
-        by = " (reviewer's numbers)" if r.reviewer else ""
-        print(f"  {c.comparison.label}, {c.label}: {r.estimate()}; {r.trials} trials{by}")
-    print("the SR draft and its forest plots use them when made again (ra run, or the reports asset)")
+    print("\n".join(done.lines()))
     return 0
 
 

@@ -2,6 +2,7 @@
 
 from ra_agent.agent.closing import closing_block, goal_outcome, report_gist
 from ra_agent.agent.cycle import run_cycle
+from ra_agent.agent.extraction import SheetError, export_sheet, import_sheet, reviewer_summary
 from ra_agent.agent.goal import GoalStore
 from ra_agent.agent.guards import pause_requested
 from ra_agent.agent.handbook import HandbookError
@@ -23,15 +24,19 @@ __all__ = [
     "GoalLocked",
     "GoalStore",
     "HandbookError",
+    "SheetError",
     "StageRequest",
     "closing_block",
     "cluster_questions",
+    "export_sheet",
     "goal_outcome",
+    "import_sheet",
     "mark_crashed",
     "pause_requested",
     "record_goal_playbook",
     "report_gist",
     "report_verdict",
+    "reviewer_summary",
     "run_cycle",
     "run_expand",
     "run_pico_stage",

@@ -91,6 +91,13 @@ class SheetExport:
     with_numbers: int  # rows ra filled
     studies_with_data: int
 
+    def lines(self) -> list[str]:
+        """What `ra extract --sheet` prints."""
+        q = self.question
+        return [f"question {q.id}: {q.pico}",
+                f"wrote {self.path}: {self.rows} rows ({self.with_numbers} with ra's numbers) for {len(q.studies)} "
+                f"studies ({self.studies_with_data} with arm data)"]  # fmt: skip
+
 
 def export_sheet(cfg: Config, store: Store, handbook: str | Path, path: Path, question_id: str | None = None, *,
                  question: SheetQuestion | None = None) -> SheetExport:  # fmt: skip
@@ -123,6 +130,17 @@ class SheetImport:
     given: int  # rows whose numbers are the reviewer's
     removed: int  # of them, rows cleared ("the report gives no such number")
     pooled: Sequence[Pooled]  # the question's pooled estimates made again with them
+    sheet: Path  # the reviewer's sheet read
+
+    def lines(self) -> list[str]:
+        """What `ra extract --from` prints: the rows taken in, and each pooled estimate made again."""
+        out = [f"question {self.question.id}: {self.given} row{'' if self.given == 1 else 's'} of {self.sheet} give "
+               f"the reviewer's numbers ({self.removed} cleared); stored in {self.path}"]  # fmt: skip
+        for r in self.pooled:
+            by = " (reviewer's numbers)" if r.reviewer else ""
+            out.append(f"  {r.contrasts.comparison.label}, {r.contrasts.label}: {r.estimate()}; {r.trials} trials{by}")
+        out.append("the SR draft and its forest plots use them when made again (ra run, or the reports asset)")
+        return out
 
 
 def import_sheet(cfg: Config, store: Store, handbook: str | Path, sheet: Path, question_id: str | None = None, *,
@@ -133,7 +151,7 @@ def import_sheet(cfg: Config, store: Store, handbook: str | Path, sheet: Path, q
     rows = read_sheet(Path(sheet), sq.studies)
     stored = store_reviewer(cfg, str(handbook), sq.id, Path(sheet), rows)
     syn = question_synthesis(cfg, sq, reviewer=reviewer_data(cfg))
-    return SheetImport(stored, sq, len(rows), sum(r.removed for r in rows), syn.pooled)
+    return SheetImport(stored, sq, len(rows), sum(r.removed for r in rows), syn.pooled, Path(sheet))
 
 
 @dataclass(frozen=True)

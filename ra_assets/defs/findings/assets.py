@@ -206,7 +206,7 @@ def extraction_sheet(
     is taken in) and its reviewer numbers stored under `<data_dir>/extraction/`; without, the stored numbers are
     reported. Upstream of `reports`: an SR draft made after it pools the reviewer's numbers, which win over ra's
     and are named as the reviewer's in its tables and forest plots (docs/synthesis.md)."""
-    from ra_agent.agent.extraction import import_sheet, reviewer_summary
+    from ra_agent.agent import import_sheet, reviewer_summary
     from ra_assets.handbooks import handbook_choices
 
     cfg = ra.get_config()
