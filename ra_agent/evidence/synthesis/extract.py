@@ -322,8 +322,9 @@ def extract_arm_data(paper: Paper) -> list[ArmDatum]:
         found = [_datum(paper.pmid, raw, number, arm, weeks, named, sizes, doses)
                  for number, arm, weeks, named in placed] if outcome else []  # fmt: skip
         for number, arm, _, _ in placed:  # a printed decimal percentage no integer of a size reproduces
-            if number.events is None and number.percent is not None and number.decimals:
-                label = arm_label(arm.drug, arm.dose or next(iter(doses.get(arm.drug, {""}))))
+            several = not arm.dose and len(doses.get(arm.drug, ())) > 1  # "lansoprazole" of 15 and 30 mg: no one arm
+            if number.events is None and number.percent is not None and number.decimals and not several:
+                label = _label(arm, doses)
                 for n, _ in sizes_of(label, arm.drug, sizes, doses):
                     if count_from_percent(number.percent, number.decimals, n) is None:
                         not_denominators.add((label, n))
@@ -428,12 +429,17 @@ def _continuous_outcome(text: str, first_value: int, arm_rx: re.Pattern[str]) ->
     return "mean " + " ".join(words[-4:]).lower() if words else "mean (outcome not named)"
 
 
+def _label(arm: Mention, doses: dict[str, set[str]]) -> str:
+    """An arm's label; a drug named without its dose takes the abstract's one dose of it (with several: none)."""
+    dose = arm.dose or (next(iter(doses[arm.drug])) if len(doses.get(arm.drug, ())) == 1 else "")
+    return arm_label(arm.drug, dose)
+
+
 def _continuous_datum(pmid: int, sentence: str, number: Number, arm: Mention, weeks: float | None, outcome: str,
                       kind: str, sizes: Sizes, doses: dict[str, set[str]]) -> ArmDatum | None:  # fmt: skip
     """A continuous datum needs its arm size from an allocation sentence ("n = 19" beside the value first); a
     standard error becomes SE × √n."""
-    dose = arm.dose or (next(iter(doses[arm.drug])) if len(doses.get(arm.drug, ())) == 1 else "")
-    label = arm_label(arm.drug, dose)
+    label = _label(arm, doses)
     beside = re.match(r"[^;()]{0,20}?,\s*n\s*=\s*(\d+)", sentence[number.start :]) if number.start >= 0 else None
     candidates = [(int(beside.group(1)), sentence)] if beside else sizes_of(label, arm.drug, sizes, doses)
     size = candidates[0] if candidates else None
@@ -447,8 +453,7 @@ def _continuous_datum(pmid: int, sentence: str, number: Number, arm: Mention, we
 
 def _datum(pmid: int, sentence: str, number: Number, arm: Mention, weeks: float | None, outcome: str,
            sizes: Sizes, doses: dict[str, set[str]]) -> ArmDatum | None:  # fmt: skip
-    dose = arm.dose or (next(iter(doses[arm.drug])) if len(doses.get(arm.drug, ())) == 1 else "")
-    label = arm_label(arm.drug, dose)
+    label = _label(arm, doses)
     if number.events is not None and number.total is not None:
         return ArmDatum(pmid, label, arm.drug, outcome, weeks, number.events, number.total, sentence, "")
     candidates = sizes_of(label, arm.drug, sizes, doses)
