@@ -134,8 +134,9 @@ class SheetImport:
 
     def lines(self) -> list[str]:
         """What `ra extract --from` prints: the rows taken in, and each pooled estimate made again."""
-        out = [f"question {self.question.id}: {self.given} row{'' if self.given == 1 else 's'} of {self.sheet} give "
-               f"the reviewer's numbers ({self.removed} cleared); stored in {self.path}"]  # fmt: skip
+        rows = "1 row" if self.given == 1 else f"{self.given} rows"
+        out = [f"question {self.question.id}: the reviewer's numbers in {rows} of {self.sheet} ({self.removed} "
+               f"cleared); stored in {self.path}"]  # fmt: skip
         for r in self.pooled:
             by = " (reviewer's numbers)" if r.reviewer else ""
             out.append(f"  {r.contrasts.comparison.label}, {r.contrasts.label}: {r.estimate()}; {r.trials} trials{by}")
