@@ -1,4 +1,10 @@
-"""Benchmark: arm-level data extraction (rules:arm-numbers-v2) against hand-made gold sets, next to two baselines.
+"""Benchmark: arm-level data extraction (rules:arm-numbers-v3) against hand-made gold sets, next to named baselines.
+
+Fields other than reflux (fields_dev.tsv / fields_heldout.tsv over fields_records.csv: anticoagulation in cancer,
+triptans for migraine, oral hypoglycaemics in type 2 diabetes; read by hand before the v3 rules were written, split
+by sorted PMID per field): the held-out half first (the figure to quote), then the development half, overall and
+per field, each beside the rules of commit --before (default 0f1a411, the rules before issue 37) run in the same
+run from an archive of that commit. Then the reflux sets:
 
 Gold (tests/fixtures/arm_data/, see PROVENANCE.md):
 - heldout2.tsv: the fresh held-out batch, 43 demo trial abstracts read by hand before any extractor ran on them;
