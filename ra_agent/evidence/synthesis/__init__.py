@@ -65,7 +65,7 @@ class Synthesis:
             return EXTRACTOR
         if len(used) == 1:
             return next(iter(used))
-        return "; ".join(f"{name} ({n} trials)" for name, n in used.most_common())
+        return "; ".join(f"{name} ({n} trial{'' if n == 1 else 's'})" for name, n in used.most_common())
 
     @property
     def pooled(self) -> list[Pooled]:
