@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import subprocess
 import sys
 import tempfile
 import time
@@ -188,7 +189,53 @@ def baseline(cfg, papers, seed_query: str, embedder) -> dict:
     return out
 
 
-def run_review(cfg, embedder, csv_path: Path, handbook_path: Path, review_json: Path | None) -> dict:
+# The question lists of the code at another commit ("before"), computed by that commit's own bench functions in a
+# subprocess over an archive of its tree: prints {scenario: {"listed": [...], "verdict", "covering"}} as JSON.
+BEFORE = r"""
+import json, sys
+from pathlib import Path
+tree, csv_path, handbook = sys.argv[1:4]
+sys.path.insert(0, tree + "/bench")
+import bench_gap_verdicts as old
+from ra_agent.agent.questions import handbook_topic
+try:
+    from ra_agent.evidence.questions.reviews import is_review
+except ImportError:
+    from ra_agent.evidence.questions import is_review
+cfg = old.config()
+papers = old.load_papers(Path(csv_path), cfg)
+topic = handbook_topic(Path(handbook))
+out = {}
+for scenario, pool in (("as is", papers), ("reviews removed", [p for p in papers if not is_review(p)])):
+    questions = old.new_verdicts(cfg, topic, pool)[0]
+    own = questions[0]
+    out[scenario] = {"listed": sorted(own.trials), "verdict": own.verdict,
+                     "covering": own.covering.pmid if own.covering else None}
+print("BEFORE-JSON " + json.dumps(out))
+"""
+BEFORE_REF = "c44108e"  # main before review questions judged what a trial studied (issue 34)
+
+
+def before_lists(ref: str, csv_path: Path, handbook_path: Path) -> dict | None:
+    """The topic question's lists and verdicts by the code at `ref` (None when the commit is not in this clone)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref], capture_output=True)
+        if archive.returncode != 0:
+            print(f"   BEFORE ({ref}): not in this clone ({archive.stderr.decode().strip()[:120]})")
+            return None
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
+        env = {**__import__("os").environ, "PYTHONPATH": tmp}
+        done = subprocess.run([sys.executable, "-c", BEFORE, tmp, str(csv_path), str(handbook_path)], env=env,
+                              capture_output=True, text=True, cwd=tmp)  # fmt: skip
+        line = next((x for x in done.stdout.splitlines() if x.startswith("BEFORE-JSON ")), None)
+        if line is None:
+            print(f"   BEFORE ({ref}): failed: {done.stderr.strip()[-300:]}")
+            return None
+        return json.loads(line.removeprefix("BEFORE-JSON "))
+
+
+def run_review(cfg, embedder, csv_path: Path, handbook_path: Path, review_json: Path | None,
+               before_ref: str | None = BEFORE_REF) -> dict:  # fmt: skip
     from ra_agent.agent.handbook import load_handbook
     from ra_agent.agent.questions import handbook_scope, handbook_topic
     from ra_agent.evidence.questions.reviews import is_review
@@ -207,12 +254,13 @@ def run_review(cfg, embedder, csv_path: Path, handbook_path: Path, review_json: 
           f"\n   topic {topic.describe()}")  # fmt: skip
     print("   scope: comparisons " + scope.comparators_label() + "".join(f"\n     {line}" for line in scope.lines()))
     result = {}
+    before = before_lists(before_ref, csv_path, handbook_path) if before_ref else None
     for scenario, pool in (("as is", papers), ("reviews removed", [p for p in papers if not is_review(p)])):
         started = time.perf_counter()
         questions, _, reviews = new_verdicts(cfg, topic, pool, scope)
         seconds = time.perf_counter() - started
         own = questions[0]  # the topic's own question
-        gaps = [q for q in questions if q.verdict == "gap"]
+        gaps = [q for q in questions if q.verdict == "gap" and q.in_scope]  # the handbook's own comparisons
         named = [r.pmid for r in own.reviews if r.share >= cfg.sr.sr_overlap_pivot]
         first = own.covering.pmid if own.covering else None
         print(f"\n== {scenario}: {len(pool)} records, {len(reviews)} reviews; {len(questions)} questions in "
@@ -231,6 +279,12 @@ def run_review(cfg, embedder, csv_path: Path, handbook_path: Path, review_json: 
         print(f"        trial list vs reviewers: {new}")
         by_study = study_scores(set(own.trials), included, pool)
         print(f"        by study ({len(own.studies)} studies of {len(own.trials)} reports): {by_study}")
+        if before and scenario in before:
+            was = before[scenario]
+            listed = set(was["listed"])
+            print(f"   BEFORE ({before_ref}) verdict {was['verdict']!r}, first covering review {was['covering']}; "
+                  f"trial list vs reviewers: {scores(listed, included, screened)}; by study: "
+                  f"{study_scores(listed, included, pool)}")  # fmt: skip
         row = {"new": {"verdict": own.verdict, "first_covering": first, "version_named": version, "gaps": len(gaps),
                        "off_topic_gaps": len(away), **new, "by_study": by_study}}  # fmt: skip
         if embedder is not None:
@@ -279,7 +333,9 @@ def main() -> int:
                         help="its earlier versions among the records (default: the shared review's JSON with the "
                              "default CSV, none otherwise)")  # fmt: skip
     parser.add_argument("--demo", action="store_true", help="also the demo corpus and its handbook")
-    parser.add_argument("--no-baseline", action="store_true", help="skip today's rules (no embedding model)")
+    parser.add_argument("--no-baseline", action="store_true", help="skip the cluster-level rule (no embedding model)")
+    parser.add_argument("--before", default=BEFORE_REF, help=f"the commit whose question lists are printed beside "
+                        f"(default {BEFORE_REF}; '' for none)")  # fmt: skip
     args = parser.parse_args()
     for path in (args.csv, args.handbook):
         if not path.exists():
@@ -292,7 +348,7 @@ def main() -> int:
         from ra_agent.embed.embedder import SentenceTransformerEmbedder
 
         embedder = SentenceTransformerEmbedder(cfg)
-    run_review(cfg, embedder, args.csv, args.handbook, review_json)
+    run_review(cfg, embedder, args.csv, args.handbook, review_json, args.before or None)
     if args.demo:
         run_demo(cfg, embedder)
     return 0

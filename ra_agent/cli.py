@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from datetime import date
 from pathlib import Path
 
-from ra_agent.cliargs import CliError, entrez_date, port_number, positive_int
+from ra_agent.cliargs import CliError, entrez_date, port_number, positive_int, resolve_handbook
 from ra_agent.config import Config, ConfigError, default_config_path, load_config
 from ra_agent.fileio import InputError
 from ra_agent.store.db import Store
@@ -323,30 +323,6 @@ def cmd_control(args: argparse.Namespace) -> int:
     return 0
 
 
-def handbook_folders(config_path: str | Path | None) -> list[Path]:
-    """Where handbook names are looked up: handbooks/ beside the config file, then the ones shipped with ra."""
-    beside = Path(config_path or default_config_path()).resolve().parent / "handbooks"
-    shipped = Path(__file__).resolve().parents[1] / "handbooks"
-    return list(dict.fromkeys(f for f in (beside, shipped) if f.is_dir()))
-
-
-def resolve_handbook(text: str, config_path: str | Path | None = None) -> Path:
-    """A handbook path from a path or a name as the Launchpad shows it (`seek_gap_ppi_gerd`, with or without .md);
-    CliError listing the handbooks there when neither exists."""
-    path = Path(text)
-    if path.exists():
-        return path
-    name = path.stem if path.suffix == ".md" else path.name
-    folders = handbook_folders(config_path)
-    for folder in folders:
-        if (folder / f"{name}.md").is_file():
-            return folder / f"{name}.md"
-    known = sorted({p.stem for f in folders for p in f.glob("*.md")})
-    where = f" in {folders[0]}" if folders else ""
-    raise CliError(f"{text}: no such handbook; available{where}: {', '.join(known) or 'none'} "
-                   "(ra run NAME, or a path to a handbook file)")  # fmt: skip
-
-
 def check_handbook(cfg: Config, path: Path) -> None:
     """InputError/HandbookError (one line, file and line) for a handbook that is missing, huge, binary,
     not UTF-8, does not parse or has a Seed_query no search may hold, before any goal is created."""
@@ -451,6 +427,25 @@ def question_lines(qset) -> list[str]:
     return lines
 
 
+def cmd_extract(args: argparse.Namespace) -> int:
+    """`ra extract HANDBOOK --sheet FILE` writes the question's extraction sheet; `--from FILE` reads a reviewer's."""
+    from ra_agent.agent import SheetError, export_sheet, import_sheet
+
+    cfg = _config(args)
+    handbook = resolve_handbook(args.handbook, args.config)
+    check_handbook(cfg, handbook)
+    try:
+        with _store(cfg) as store:
+            if args.sheet:
+                done = export_sheet(cfg, store, handbook, Path(args.sheet), args.question)
+            else:
+                done = import_sheet(cfg, store, handbook, Path(args.from_), args.question)
+    except SheetError as exc:
+        raise CliError(str(exc)) from None
+    print("\n".join(done.lines()))
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from ra_agent.agent.closing import UI_AFTER_LOCAL, closing_block
     from ra_agent.agent.runner import run_demo
@@ -545,6 +540,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--map", action="store_true", help="print where the evidence-gap map is (gap_map.png, an offline gap_map.html)"
     )
+    p = add("extract", cmd_extract, "the extraction sheet of a handbook's review question: write it, or read a "
+            "reviewer's back (validated; their numbers then win in the SR draft)")  # fmt: skip
+    p.add_argument("handbook", help="a handbook name from handbooks/ (as ra run takes) or a path")
+    p.add_argument("--question", help="a review question id (default: the topic's own question)")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--sheet", metavar="FILE", help="write the sheet (.xlsx or .csv)")
+    which.add_argument("--from", dest="from_", metavar="FILE", help="read a reviewer's sheet (.xlsx or .csv)")
     p = add("demo", cmd_demo, "the main job: run a handbook end to end on the bundled demo corpus")
     p.add_argument("--handbook", default="seek_gap_ppi_gerd", help="a handbook name (as ra run takes) or a path")
     return parser

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+
+from ra_agent.config import default_config_path
 
 
 class CliError(Exception):
@@ -39,3 +42,27 @@ def entrez_date(text: str) -> str:
         except ValueError:
             continue
     raise argparse.ArgumentTypeError(f"{text!r} is not a date (YYYY-MM-DD, YYYY/MM/DD, YYYY-MM or YYYY)")
+
+
+def handbook_folders(config_path: str | Path | None) -> list[Path]:
+    """Where handbook names are looked up: handbooks/ beside the config file, then the ones shipped with ra."""
+    beside = Path(config_path or default_config_path()).resolve().parent / "handbooks"
+    shipped = Path(__file__).resolve().parents[1] / "handbooks"
+    return list(dict.fromkeys(f for f in (beside, shipped) if f.is_dir()))
+
+
+def resolve_handbook(text: str, config_path: str | Path | None = None) -> Path:
+    """A handbook path from a path or a name as the Launchpad shows it (`seek_gap_ppi_gerd`, with or without .md);
+    CliError listing the handbooks there when neither exists."""
+    path = Path(text)
+    if path.exists():
+        return path
+    name = path.stem if path.suffix == ".md" else path.name
+    folders = handbook_folders(config_path)
+    for folder in folders:
+        if (folder / f"{name}.md").is_file():
+            return folder / f"{name}.md"
+    known = sorted({p.stem for f in folders for p in f.glob("*.md")})
+    where = f" in {folders[0]}" if folders else ""
+    raise CliError(f"{text}: no such handbook; available{where}: {', '.join(known) or 'none'} "
+                   "(ra run NAME, or a path to a handbook file)")  # fmt: skip

@@ -237,6 +237,8 @@ class SrConfig:
     update_after_trials: int = _knob(3, 1, 100000)  # review questions: trials since the covering review -> update
     sr_retmax: int = _knob(200, 1, 10000)
     alt_pico_terms: int = _knob(2, 1, 20)
+    pooling_model: str = _knob("random", choices=("random", "fixed"))  # the SR draft's pooled estimates and diamonds
+    tau2_estimator: str = _knob("dl", choices=("dl", "pm"))  # random effects: DerSimonian-Laird or Paule-Mandel
     pico_batch_size: int = _knob(40, 1, 10000)
     pico_confirm_above: int = _knob(800, 1, 10_000_000)
 

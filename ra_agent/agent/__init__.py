@@ -2,6 +2,7 @@
 
 from ra_agent.agent.closing import closing_block, goal_outcome, report_gist
 from ra_agent.agent.cycle import run_cycle
+from ra_agent.agent.extraction import SheetError, export_sheet, import_sheet, reviewer_summary
 from ra_agent.agent.goal import GoalStore
 from ra_agent.agent.guards import pause_requested
 from ra_agent.agent.handbook import HandbookError
@@ -32,6 +33,7 @@ __all__ = [
     "GoalLocked",
     "GoalStore",
     "HandbookError",
+    "SheetError",
     "StageRequest",
     "closing_block",
     "current_question_set",
@@ -41,6 +43,8 @@ __all__ = [
     "load_question_set",
     "map_files",
     "map_preview",
+    "export_sheet",
+    "import_sheet",
     "mark_crashed",
     "pause_requested",
     "questions_root",
@@ -49,6 +53,7 @@ __all__ = [
     "registered_handbook",
     "report_gist",
     "report_verdict",
+    "reviewer_summary",
     "run_cycle",
     "run_expand",
     "run_pico_stage",

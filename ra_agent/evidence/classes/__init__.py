@@ -48,8 +48,9 @@ DRUG = "pharmacological treatment"
 _NO_TREATMENT = "|".join(["prophylaxis", "treatment", "intervention", "therapy", "medication", "drug",
                           *(name for cls in CLASSES for name in cls.names)])  # fmt: skip
 PLACEBO = re.compile(
-    rf"\bplacebo\w*|\bno (?:active |additional |specific )?(?:{_NO_TREATMENT})\b|\bwait(?:ing)?[- ]list\b"
-    r"|\busual care\b|\bstandard care\b|\buntreated\b|\bobservation\b|\bcontrol group\b",
+    rf"\bplacebo\w*|\bno (?:active |additional |specific )?(?:{_NO_TREATMENT})\b(?!-)|\bwait(?:ing)?[- ]list\b"
+    r"|\b(?:enhanced )?usual care\b|\bstandard care\b|\buntreated\b|\bobservation\b|\bcontrol group\b"
+    r"|\btreatment as usual\b|(?-i:\bTAU\b)|\battention[- ](?:placebo|control)\b|\bclinical management\b|\bsham\b",
     re.I,
 )
 

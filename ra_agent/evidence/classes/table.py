@@ -446,10 +446,8 @@ CLASSES: tuple[DrugClass, ...] = (
       members=(r"levodopa", r"L-dopa", r"carbidopa", r"benserazide", r"amantadine", r"trihexyphenidyl",
                r"benzatropine", r"benztropine", r"istradefylline"), source="WHO ATC N04"),
     D("antipsychotic", (r"antipsychotics?", r"neuroleptics?"), stems=("peridone", "apine", "piprazole", "peridol"),
-      members=(r"chlorpromazine", r"perphenazine", r"fluphenazine", r"trifluoperazine", r"thioridazine",
-               r"flupent(?:h)?ixol", r"zuclopenthixol", r"sulpiride", r"amisulpride", r"lurasidone", r"ziprasidone",
-               r"cariprazine", r"pimavanserin", r"pimozide", r"loxapine"), source="WHO INN stems -peridone/-apine/"
-      "-piprazole/-peridol, ATC N05A"),
+      members=(r"pimavanserin",), source="WHO INN stems -peridone/-apine/-piprazole/-peridol, ATC N05A (the named "
+      "agents of each generation below)"),
     # the clinical split of N05A by generation (not an ATC level): second-generation ("atypical") and first-
     # generation ("typical", "conventional") antipsychotics
     D("atypical antipsychotic", (r"atypical antipsychotics?", r"second[- ]generation antipsychotics?",

@@ -227,6 +227,9 @@ def _kinds_of(segment: str, intervention: tuple[str, ...]) -> set[str]:
         return set(KINDS)
     if PLACEBO.search(segment) or re.search(r"\bsham\b", segment, re.I):
         kinds.add(PLACEBO_KIND)
+    if re.search(r"\banother (?:one )?(?:of|in|from|within) (?:the|its|this) (?:same )?class\b|\bsame class\b", segment,
+                 re.I):  # fmt: skip
+        return kinds | {SAME_CLASS}
     named = classes_named(segment)
     own = [c for c in named if any(i in lineage(c) or c in lineage(i) for i in intervention)]
     if own and SAME_WORDS.search(segment):

@@ -78,9 +78,10 @@ def compile_terms(patterns: tuple[str, ...]) -> re.Pattern[str]:
 
 
 def _stem(word: str) -> str:
-    """A light stem: common endings off when 5 letters stay (depression, depressive -> depress)."""
-    for ending in ("ions", "ion", "ives", "ive", "ed", "ing", "es", "s"):
-        if word.endswith(ending) and len(word) - len(ending) >= 5:
+    """A light stem: common endings off when 5 letters stay (depression, depressive -> depress; schizophrenia,
+    schizophrenic -> schizophreni)."""
+    for ending in ("ions", "ion", "ives", "ive", "ed", "ing", "es", "s", "a"):
+        if word.endswith(ending) and len(word) - len(ending) >= 5 and (ending != "a" or word.endswith("ia")):
             return word[: -len(ending)]
     return word
 
@@ -284,8 +285,10 @@ def _listed(inside: str) -> list[str]:
         if either:
             out.append(either.group(2))
             continue
+        if re.match(r"(?:with|without|and|or|in|of|for|any|all|other)\b", item.strip(), re.I):
+            continue  # "with or without aura": a qualifier of the concept itself, not a name of it
         out += [t.strip() for t in re.split(r"\s+or\s+", item) if len(t.strip()) >= 3]
-    return out
+    return [t for t in out if not re.fullmatch(r"(?:with|without|and|other|others|etc\.?)", t, re.I)]
 
 
 def _with_headings(topic: Topic, papers: Sequence[Paper]) -> Topic:

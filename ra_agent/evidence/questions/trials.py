@@ -367,6 +367,9 @@ def eligibility(paper: Paper, topic: Topic) -> Eligibility:
     found = []
     for concept in topic.population:
         words, where = _subject_condition(paper, concept, topic)
+        if words is None and (caused := _adverse_effect_only(paper, concept)):
+            return Eligibility(pmid, False, f"{concept.label!r} is an adverse effect here, not the condition treated "
+                                            f"({caused})")  # fmt: skip
         if words is None:
             anywhere = concept.find(f"{paper.title} {paper.abstract}")
             return Eligibility(pmid, False, f"another condition or population (no {concept.label!r}"

@@ -32,6 +32,7 @@ from ra_agent.evidence.reports.common import (
 )
 from ra_agent.evidence.synthesis import Synthesis, SynthesisQuestion, synthesise
 from ra_agent.evidence.synthesis import report as quant
+from ra_agent.evidence.synthesis.sheet import reviewer_data
 from ra_agent.llm.base import Brain
 from ra_agent.models import Paper
 from ra_agent.store.db import Store
@@ -226,7 +227,8 @@ def sr_draft(
     n = len(ev.firsts)
     studies = f"{n} studies ({len(ev.papers)} reports)" if len(ev.papers) != n else f"{n} studies"
     syn = synthesise(ev.firsts, question=synthesis_question or from_review_question(question), pico=ev.records,
-                     forest_dir=reports, stem=f"{stem}_forest", brain=brain, cache=arm_cache)  # fmt: skip
+                     forest_dir=reports, stem=f"{stem}_forest", brain=brain, cache=arm_cache,
+                     method=cfg.sr.tau2_estimator, model=cfg.sr.pooling_model, reviewer=reviewer_data(cfg))  # fmt: skip
     objective = quant.review_objective(syn, question.outcomes) or ""
     parts = [
         f"# {quant.review_title(syn, terms)}",

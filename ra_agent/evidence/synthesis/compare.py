@@ -24,21 +24,27 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ra_agent.evidence.classes import agents_in, classes_named
+from ra_agent.evidence.synthesis.arms import is_control
 from ra_agent.evidence.synthesis.condition import NOT_STATED
 from ra_agent.evidence.synthesis.extract import ArmDatum, arms_in
 
 PPI = "proton pump inhibitor"
 H2RA = "H2-receptor antagonist"
 PLACEBO = "placebo"
+NO_TREATMENT = "no treatment"  # a control arm that is not a placebo: no <agent>, usual or standard care, observation
 CLASS, HEAD_TO_HEAD, DOSE = "class", "head-to-head", "dose"
+ANALYSIS_ORDER = {"ITT": 0, "": 1, "PP": 2}  # a trial's result over the numbers randomised before one over completers
 
 
 def drug_class(drug: str) -> str:
-    """The class of a drug named by its INN (evidence.classes), "placebo", else the drug itself."""
+    """The class of an arm key: the class of the agent it starts with (evidence.classes: "nadroparin (group QD)" is a
+    low-molecular-weight heparin), "placebo", "no treatment" for another control, else the arm itself."""
     if drug == PLACEBO:
         return PLACEBO
+    if is_control(drug):
+        return NO_TREATMENT
     agents = agents_in(drug)
-    return agents[0].cls if agents and agents[0].word == drug.lower() else drug
+    return agents[0].cls if agents and drug.lower().startswith(agents[0].word) and " + " not in drug else drug
 
 
 @dataclass(frozen=True)
@@ -110,13 +116,13 @@ def _weeks(weeks: float) -> str:
 
 
 def _dose(arm: str) -> float:
-    m = re.search(r"(\d+(?:\.\d+)?) mg$", arm)
+    m = re.search(r"(\d+(?:\.\d+)?) (?:mg|µg|IU)$", arm)
     return float(m.group(1)) if m else -1.0
 
 
 def _class_order(first: Sequence[str]) -> dict[str, int]:
     """Sort key of classes: the question's classes (else proton pump inhibitors) first, placebo last."""
-    return {**{c: 0 for c in (first or (PPI,))}, H2RA: 2, PLACEBO: 3}
+    return {**{c: 0 for c in (first or (PPI,))}, H2RA: 2, PLACEBO: 3, NO_TREATMENT: 3}
 
 
 def _pairs(arms: Sequence[tuple[str, str]], condition: str, first: Sequence[str] = ()) -> list[tuple[Comparison, list[str], list[str]]]:  # fmt: skip
@@ -134,7 +140,7 @@ def _pairs(arms: Sequence[tuple[str, str]], condition: str, first: Sequence[str]
             out.append((Comparison(CLASS, one, two, condition, one, two), [a for a, _ in classes[one]],
                         [a for a, _ in classes[two]]))  # fmt: skip
     for cls, members in classes.items():
-        if cls == PLACEBO:
+        if cls in (PLACEBO, NO_TREATMENT):
             continue
         drugs: dict[str, list[str]] = {}
         for arm, drug in members:
@@ -160,7 +166,7 @@ def _trial_contrasts(group: Sequence[ArmDatum], condition: str, first: Sequence[
     """One trial's arm data at one outcome and time point → its contrasts (see the module docstring). Continuous
     data contrast only single arms (means of two arms cannot be summed)."""
     by_arm: dict[str, ArmDatum] = {}
-    for d in group:
+    for d in sorted(group, key=lambda d: ANALYSIS_ORDER.get(d.analysis, 1)):  # intention to treat first
         by_arm.setdefault(d.arm, d)
     pmid = group[0].pmid if group else 0
     out = []
@@ -186,6 +192,10 @@ def comparisons(
     groups: dict[tuple[int, bool, str, float | None], list[ArmDatum]] = {}
     for d in data:
         if ":" in d.outcome:  # one of several outcomes listed in one sentence: reported, not pooled
+            continue
+        if (
+            d.continuous and d.sd is None
+        ):  # a "±" the abstract does not name: listed, pooled once a reviewer gives the SD
             continue
         groups.setdefault((d.pmid, d.continuous, outcome_key(d.outcome), d.weeks), []).append(d)
     found: dict[tuple[Comparison, bool, str, float | None], list[TrialContrast]] = {}

@@ -1,85 +1,76 @@
-"""Arm-level outcome data from trial abstracts by rules: events / total per arm, time point, and the source sentence.
+"""Arm-level outcome data from trial abstracts by rules: events / total (or mean, dispersion and n) per arm, time
+point, outcome, analysis set and the source sentence, in any field (rules:arm-numbers-v3).
+
+Arms are named in the trial's own words (`arms.Lexicon`): the agents and classes of the class vocabulary, placebo
+and no-treatment controls, the arms ra's PICO rules read from the allocation sentence, and the names the abstract
+defines for them ("(group QD)", "(Fragmin)"); arms joined by "/", "+" or "plus" are one combined arm. No list of
+drugs is read, except the first rules' acid-suppressant names the class table lacks (antacids, alginate).
 
 A datum is kept only when both of its numbers are read from the abstract: a count pair ("98/167", "77 of the 103",
-"88 (71%) of the 124") in one sentence, or a percentage in one sentence together with that arm's size stated in a
-sentence that allocates patients to the arm ("rabeprazole 20 mg (n = 188)", "102 patients received rabeprazole").
-A percentage becomes a count only when some integer count reproduces it at the precision it is printed with, and
-never from a per-protocol sentence (its denominator is not the arm size). Each datum carries the sentence(s) it
-came from, so every number can be traced back to the abstract; the extractor is named in every datum.
+"88 (71%) of the 124") in one sentence, a stated count ("22 patients (14.1%)", "13 [3%]", "nine in the LMWH group",
+"no case in group BID", "7 vs 1" after the two arms it compares, "0, 0, 2 and 1 …, respectively"), or a percentage,
+together with that arm's size stated in a sentence that allocates patients to the arm ("rabeprazole 20 mg (n =
+188)", "102 patients received rabeprazole", "group QD: 55 patients", the patients of a crossover trial) or as the
+denominator of the arm's count pairs. A percentage becomes a count only when some integer count reproduces it at
+the precision it is printed with, never from a per-protocol sentence, and not over a size that another printed
+percentage of the arm cannot be a share of; of several sizes of an arm (randomised, analysed) the one the percentage
+reproduces is taken. Thresholds, ranges, demographics and effect measures ("by more than 20%", "82% female", "risk
+reduction 19%") are not results. Each datum carries the sentence(s) it came from, so every number can be traced back
+to the abstract; the extractor is named in every datum.
 
-Continuous results are read as "mean ± dispersion" ("12.1 +/- 7.9", "12.1 (SD 7.9)") with the arm size from an
-allocation sentence, only when the abstract says what the dispersion is: a standard deviation is kept as stated,
-a standard error becomes SD = SE × √n (Cochrane Handbook 6.5.2.2); an unlabelled "±" is not read. pH,
-concentration and pharmacokinetic sentences are not outcomes and are skipped, as are adverse events.
+Outcomes are named by class (the first rules' healing, relapse, remission, eradication, symptom relief, and
+thrombosis, bleeding, death, infection, response, adverse events) with the abstract's own words beside
+(`outcome_words`). Harms are read like any outcome; pharmacokinetic, pH, gastrin, baseline, preference, screening,
+withdrawal and completion sentences are skipped. The analysis set is "PP" when the result or its arm size is over
+completers, evaluable or assessable patients, "ITT" when over the numbers randomised or the abstract says its
+analysis is by intention to treat, else "".
+
+Continuous results are read as "mean ± dispersion" ("12.1 +/- 7.9", "12.1 (SD 7.9)"; a "from A to B" baseline is
+left out) with the arm size from an allocation sentence or an "n = 19" beside the value: a standard deviation is
+kept as stated, a standard error becomes SD = SE × √n (Cochrane Handbook 6.5.2.2), an unlabelled "±" is kept as
+printed (`spread`, dispersion "±") with no SD, so it is listed but pooled only once a reviewer states what it is.
+
+The reading has four parts: `mentions` (the arms a sentence names), `numbers` (its counts, percentages, means,
+time points and outcome classes), `sizes` (the patients allocated to each arm) and this module, which lays each
+sentence's numbers out over its arms and makes the data.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from ra_agent.evidence.pico.text import NUMBER, parse_number, sections_of, sentences
+from ra_agent.evidence.pico.text import POP_NOUN, sections_of, sentences
+from ra_agent.evidence.synthesis.arms import DRUG, arm_role
+from ra_agent.evidence.synthesis.mentions import Mention, Words, arm_label, arm_mentions, arms_in, distinct_arms
+from ra_agent.evidence.synthesis.numbers import (
+    OUTCOME_CLASSES,
+    PER_PROTOCOL,
+    Number,
+    continuous_values,
+    count_from_percent,
+    count_list,
+    dispersion,
+    normalise_text,
+    numbers_in,
+    outcome_class,
+    outcome_words,
+    time_points,
+)
+from ra_agent.evidence.synthesis.sizes import Sizes, arm_sizes, sizes_of
 from ra_agent.models import Paper
 
-EXTRACTOR = "rules:arm-numbers-v2"
+EXTRACTOR = "rules:arm-numbers-v3"
+__all__ = ["DRUG", "EXTRACTOR", "OUTCOME_CLASSES", "ArmDatum", "arm_role", "arms_in", "extract_arm_data",
+           "time_points"]  # fmt: skip
 
-# Drugs named by their INN stem (PPIs "-prazole", H2-receptor antagonists "-tidine") or by name, and placebo.
-DRUG = (
-    r"(?:[a-z]+prazole|[a-z]+tidine|placebo|cisapride|metoclopramide|sucralfate|misoprostol|mosapride|domperidone|"
-    r"alginate|antacids?|bismuth)"
-)
-_DOSE = r"(?P<{}>\d+(?:\.\d+)?)\s*(?:mg|milligrams?)\b"
-_ARM = re.compile(
-    rf"(?:{_DOSE.format('pre')}\s+(?:of\s+)?(?:oral\s+)?)?\b(?P<drug>{DRUG})\b"
-    rf"(?:\s*\((?P<abbr>[A-Z][A-Za-z]{{1,5}}\d{{0,3}})\))?(?:\s*,?\s*\(?{_DOSE.format('post')})?",
-    re.I,
-)
-_BARE_DOSE = re.compile(r"\b(?P<dose>\d+(?:\.\d+)?)\s*(?:-\s*)?mg\b", re.I)
-# "matching ranitidine placebo", "lansoprazole placebo": a dummy, not an arm
-_DUMMY = re.compile(rf"\b(?:matching|identical|dummy)\s+(?:{DRUG}\s+)?placebos?\b|\b{DRUG}[\s-]+placebos?\b|"
-                    r"\bplacebo (?:at|in the) (?:bedtime|evening|morning)\b", re.I)  # fmt: skip
-_WORD_NUMBER = re.compile(NUMBER, re.I)
 
-_PAIR = re.compile(
-    r"\b(?P<e>\d+)\s*(?:\(\s*(?P<p1>\d+(?:\.\d+)?)\s*%\s*\)\s*)?(?:/|out of|of)\s*(?:the\s+)?(?P<t>\d+)\b"
-    r"(?:\s*(?:patients|subjects|cases))?(?:\s*\(\s*(?P<p2>\d+(?:\.\d+)?)\s*%\s*\))?"
-)
-_COUNT_PERCENT = re.compile(r"\b(?P<e>\d+)\s*\(\s*(?P<p>\d+(?:\.\d+)?)\s*%\s*\)(?!\s*(?:/|out of|of)\s*(?:the\s+)?\d)")
-_PERCENT = re.compile(r"(?<![\d.])(?P<p>\d+(?:\.\d+)?)\s*%(?!\s*(?:CI|confidence))")
-_PERCENT_ENUM = re.compile(
-    r"(?<![\d.])(?P<p>\d+(?:\.\d+)?)(?=\s*(?:,|and|%?\s*vs\.?|%?\s*-)\s*(?:\d+(?:\.\d+)?\s*(?:,|and)\s*)*\d+(?:\.\d+)?\s*%)"
-)
-_CI_PAREN = re.compile(
-    r"\((?:[^()]*\b(?:CI|confidence)\b[^()]*)\)|\bCI\b[^;)]*|\b(?:difference|gain)\s+(?:of\s+)?\d+(?:\.\d+)?\s*%|"
-    r"\bP\s*[<=>≤≥]\s*[\d.]+",
-    re.I,
-)
-_TIME = re.compile(
-    r"\b(?:(?:weeks?|wks?|months?|days?)\s+(?P<n1>\d+)|(?P<n2>\d+)(?:\s*(?:,|and|or|to|-)\s*\d+)*[\s-]*"
-    r"(?P<u2>weeks?|wks?|months?|days?|mo|years?)\b|(?P<n3>one|two|three|four|six|eight|twelve)[\s-]+(?P<u3>weeks?|months?|years?))",
-    re.I,
-)
-_TIME_LIST = re.compile(
-    r"(?P<first>\d+)\s*(?:,|and|or)\s*(?P<second>\d+)[\s-]*(?P<unit>weeks?|wks?|months?|days?)\b", re.I
-)
-_UNIT_WEEKS = {"w": 1.0, "m": 52 / 12, "d": 1 / 7, "y": 52.0}
-_SMALL = {"one": 1, "two": 2, "three": 3, "four": 4, "six": 6, "eight": 8, "twelve": 12}
-
-_SKIP = re.compile(r"\badverse|\bside[- ]effects?|\bwithdr[ae]w|\bheadache|\bdiarrh|\bnausea|\bgastrin|\bscreened\b|"
-                   r"\bcompleted the (?:study|trial)|\bsmok|\bpH\b|\bconcentrations?\b|pharmacokinetic|\bAUC\b", re.I)  # fmt: skip
-_PER_PROTOCOL = re.compile(r"per[- ]protocol|protocol[- ]correct|\bcompleted\b|\bevaluable\b", re.I)
-_OUTCOMES = (
-    ("remission", re.compile(r"\b(?:neither|no|without|free (?:of|from))\b[^.;]{0,60}\b(?:relapse|recurren)", re.I)),
-    ("relapse", re.compile(r"\brelapse|\brecurren", re.I)),
-    ("remission", re.compile(r"\bremission|remained healed|\bmaintain", re.I)),
-    ("healing", re.compile(r"\bheal", re.I)),
-    ("eradication", re.compile(r"\beradicat|\bcure", re.I)),
-    ("symptom relief", re.compile(r"\breli(?:ef|eved)|\bresol|symptom[- ]free|free (?:from|of)|asymptomatic|pain[- ]free|"
-                                  r"\bimprove", re.I)),
-)  # fmt: skip
+_SKIP = re.compile(r"\bwithdr[ae]w|\bgastrin|\bscreened\b|\bcompleted the (?:study|trial)|\bsmok|\bpH\b|"
+                   r"(?<!glucose )\bconcentrations?\b|pharmacokinetic|\bAUC\b|\bbaseline\b|\bpreferred\b|\bpreference|"
+                   r"\bunderwent\b", re.I)  # fmt: skip
+_ITT = re.compile(r"intent(?:ion)?[- ]to[- ]treat|\bm?ITT\b|\brandomi[sz]ed\b|\brandomly (?:assigned|allocated)", re.I)
 _RESPECTIVELY = re.compile(r"\b(?:respectively|respective|corresponding)\b", re.I)
 
 
@@ -98,7 +89,11 @@ class ArmDatum:
     size_sentence: str  # the sentence stating the arm size when the total came from there, else ""
     extractor: str = EXTRACTOR
     mean: float | None = None  # a continuous result: mean and standard deviation over `total` patients
-    sd: float | None = None
+    sd: float | None = None  # None for a continuous result whose "±" the abstract does not name (see `spread`)
+    outcome_words: str = ""  # the abstract's words for the outcome ("symptomatic CVC-associated thromboses")
+    analysis: str = ""  # "ITT" (the numbers randomised, or the abstract says so), "PP" (completers, evaluable), ""
+    spread: float | None = None  # a continuous result's dispersion as printed
+    dispersion: str = ""  # what `spread` is: "SD", "SE" or "±" (the abstract does not say)
 
     @property
     def continuous(self) -> bool:
@@ -112,239 +107,69 @@ class ArmDatum:
         return asdict(self)
 
 
-@dataclass(frozen=True)
-class _Mention:
-    start: int
-    end: int
-    drug: str
-    dose: str  # "" when the sentence names no dose
-
-
-# ----------------------------------------------------------------------------- sentence analysis
-
-
-def normalise_text(text: str) -> str:
-    """The text the rules read: number words as digits ("One hundred and two" → "102"), dummy placebos blanked.
-    Data quote the original sentence, not this one."""
-
-    def digits(m: re.Match[str]) -> str:
-        value = parse_number(m.group(0))
-        return m.group(0) if value is None or m.group(0).isdigit() else str(value)
-
-    text = _WORD_NUMBER.sub(digits, text)
-    return _DUMMY.sub(lambda m: " " * len(m.group(0)), text)
-
-
-def _drug_name(word: str) -> str:
-    word = word.lower()
-    return "antacid" if word == "antacids" else word
-
-
-def _mentions(text: str, aliases: dict[str, tuple[str, str]]) -> list[_Mention]:
-    """Arm mentions in order: named drugs with their dose, aliases ("PANT", "OM20") and bare doses of the last drug."""
-    found = [_Mention(m.start(), m.end(), _drug_name(m.group("drug")), m.group("pre") or m.group("post") or "")
-             for m in _ARM.finditer(text)]  # fmt: skip
-    for abbr, (drug, dose) in aliases.items():
-        for m in re.finditer(rf"\b{re.escape(abbr)}\b", text):
-            if not any(f.start <= m.start() < f.end for f in found):
-                found.append(_Mention(m.start(), m.end(), drug, dose))
-    found.sort(key=lambda f: f.start)
-    out: list[_Mention] = []
-    for m in _BARE_DOSE.finditer(text):  # "esomeprazole 40 mg (94.1%) and 20 mg (89.9%)": 20 mg is esomeprazole
-        if any(f.start <= m.start() < f.end for f in found):
+def _versus_pairs(text: str, numbers: list[Number], arms: list[Mention]
+                  ) -> list[tuple[Number, Mention]]:  # fmt: skip
+    """Two results joined by "vs"/"versus" right after the two arms they compare, in the order the sentence names
+    them ("with warfarin compared with no warfarin (7 vs 1", "compared with B, A was superior (13 [3%] vs 34 [7%]":
+    A then B)."""
+    out: list[tuple[Number, Mention]] = []
+    for first, second in zip(numbers, numbers[1:], strict=False):
+        between = text[first.start : second.start]
+        if not re.search(r"\b(?:vs\.?|versus)\s*$", re.sub(r"[\[(][^\])]*[\])]", "", between).strip() + " "):
             continue
-        before = [f for f in found if f.end <= m.start()]
-        if before and before[-1].drug != "placebo" and m.start() - before[-1].end < 80:
-            out.append(_Mention(m.start(), m.end(), before[-1].drug, m.group("dose")))
-    return sorted(found + out, key=lambda f: f.start)
-
-
-def arms_in(text: str) -> list[tuple[str, str]]:
-    """(arm label, drug) of every arm the rules find in `text` ("omeprazole 20 mg", "omeprazole"), in order."""
-    text = normalise_text(text)
-    return list(dict.fromkeys((_arm_label(m.drug, m.dose), m.drug) for m in _mentions(text, _aliases(text))))
-
-
-def _aliases(text: str) -> dict[str, tuple[str, str]]:
-    """Abbreviations the abstract defines for an arm: "pantoprazole (PANT) 40 mg", "lansoprazole 30 mg daily (LAN30)"."""
-    out: dict[str, tuple[str, str]] = {}
-    for m in _ARM.finditer(text):
-        if m.group("abbr"):
-            out[m.group("abbr")] = (m.group("drug").lower(), m.group("pre") or m.group("post") or "")
-    for m in re.finditer(rf"\b{_DOSE.format('d1')}\s+(?P<drug>{DRUG})[^()]{{0,25}}?\((?P<abbr>[A-Z]{{1,4}}\d{{0,3}})\)|"
-                         rf"\b(?P<drug2>{DRUG})\s+{_DOSE.format('d2')}[^()]{{0,25}}?\((?P<abbr2>[A-Z]{{1,4}}\d{{0,3}})\)",
-                         text, re.I):  # fmt: skip
-        abbr = m.group("abbr") or m.group("abbr2")
-        if abbr and abbr.lower() not in {"ms", "mg"}:
-            out.setdefault(abbr, ((m.group("drug") or m.group("drug2")).lower(), m.group("d1") or m.group("d2") or ""))
-    return out
-
-
-def time_points(text: str) -> list[tuple[int, float]]:
-    """(position, weeks) of each time point: "after 4 and 8 weeks" gives two, "wk 4", "12 months", "day 14"."""
-    out: list[tuple[int, float]] = []
-    for m in _TIME_LIST.finditer(text):
-        unit = _UNIT_WEEKS[m.group("unit")[0].lower()]
-        out += [(m.start("first"), round(int(m.group("first")) * unit, 1)),
-                (m.start("second"), round(int(m.group("second")) * unit, 1))]  # fmt: skip
-    for m in _TIME.finditer(text):
-        if any(m.start() <= pos < m.end() for pos, _ in out):
+        earlier = [n.start for n in numbers if n.start < first.start]
+        since = max(earlier, default=0)
+        named = distinct_arms(a for a in arms if since <= a.start < first.start)
+        if len(named) != 2:
             continue
-        if m.group("n1"):
-            value, unit = int(m.group("n1")), m.group(0)[0]
-        elif m.group("n2"):
-            value, unit = int(m.group("n2")), m.group("u2")[0]
-        else:
-            value, unit = _SMALL[m.group("n3").lower()], m.group("u3")[0]
-        out.append((m.start(), round(value * _UNIT_WEEKS[unit.lower()], 1)))
-    return sorted(out)
-
-
-def outcome_class(text: str) -> str:
-    return next((name for name, rx in _OUTCOMES if rx.search(text)), "")
-
-
-@dataclass(frozen=True)
-class _Number:
-    start: int
-    events: int | None  # a stated count
-    total: int | None
-    percent: float | None
-    decimals: int
-    mean: float | None = None  # a continuous result ("12.1 +/- 7.9")
-    sd: float | None = None
-
-
-_MEAN_SD = re.compile(
-    r"(?<![\d.])(?P<mean>[-−]?\d+(?:\.\d+)?)\s*%?\s*(?:±|\+/-|\+/−|\+-)\s*(?P<sd>\d+(?:\.\d+)?)\s*%?"
-    r"|(?<![\d.])(?P<mean2>[-−]?\d+(?:\.\d+)?)\s*\(\s*(?:SD|SEM?|s\.d\.)\s*[=:,]?\s*(?P<sd2>\d+(?:\.\d+)?)\s*\)",
-    re.I,
-)
-_SD_WORDS = re.compile(r"\bSD\b|\bs\.d\.|(?i:standard deviation)")
-_SE_WORDS = re.compile(r"\bSEM?\b|(?i:standard error)")
-
-
-def _continuous(text: str) -> list[_Number]:
-    """The "mean ± dispersion" values of a sentence, in order."""
-    out = []
-    for m in _MEAN_SD.finditer(text):
-        mean, sd = (
-            (m.group("mean"), m.group("sd")) if m.group("mean") is not None else (m.group("mean2"), m.group("sd2"))
+        lead = text[max(since, 0) : named[0].start]
+        order = (
+            named[::-1]
+            if re.search(r"\b(?:compared (?:with|to)|versus|vs\.?|than)\s+(?:the\s+)?$", lead, re.I)
+            else named
         )
-        out.append(_Number(m.start(), None, None, None, 0, float(mean.replace("−", "-")), float(sd)))
+        out += [(first, order[0]), (second, order[1])]
     return out
 
 
-def dispersion(sentence: str, abstract: str) -> str:
-    """What a "±" of this abstract is: "SD", "SE" (the sentence's own word first, then the abstract's), else ""."""
-    for text in (sentence, abstract):
-        sd, se = bool(_SD_WORDS.search(text)), bool(_SE_WORDS.search(text))
-        if sd != se:
-            return "SD" if sd else "SE"
-    return ""
+_NOT_EVENTS = re.compile(r"\b(?:treated|receiv\w*|randomi[sz]ed|allocated|assigned|taking|given|included|enrolled|"
+                         r"evaluable|analy[sz]ed|aged?|years?|months?|weeks?|days?)\b", re.I)  # fmt: skip
 
 
-def _numbers(text: str) -> list[_Number]:
-    """Count pairs and percentages in order; percentages inside a CI or P parenthesis and differences are skipped,
-    and so are the values of "mean ± dispersion" (read by `_continuous`)."""
-    masked = _MEAN_SD.sub(lambda m: " " * len(m.group(0)), text)
-    masked = _CI_PAREN.sub(lambda m: " " * len(m.group(0)), masked)
-    out: list[_Number] = []
-    taken: list[tuple[int, int]] = []
-    for m in _PAIR.finditer(masked):
-        e, t = int(m.group("e")), int(m.group("t"))
-        if 0 <= e <= t and t > 1 and not re.match(r"\s*(?:mg|days?|weeks?|months?)", masked[m.end("t") :]):
-            p = m.group("p1") or m.group("p2")
-            out.append(_Number(m.start(), e, t, float(p) if p else None, 0))
-            taken.append((m.start(), m.end()))
-            # "69% (100/144)": the percentage before the pair is the same number
-            before = re.search(r"(\d+(?:\.\d+)?)\s*%\s*\(\s*$", masked[: m.start()])
-            if before:
-                taken.append((before.start(), m.start()))
-    for m in _COUNT_PERCENT.finditer(masked):  # "61 (98%) patients who received lansoprazole"
-        if not any(a <= m.start() < b for a, b in taken):
-            p = m.group("p")
-            out.append(_Number(m.start(), int(m.group("e")), None, float(p), len(p.partition(".")[2])))
-            taken.append((m.start(), m.end()))
-    for rx in (_PERCENT, _PERCENT_ENUM):
-        for m in rx.finditer(masked):
-            if any(a <= m.start() < b for a, b in taken) or re.match(r"\s*(?:mg|patients)", masked[m.end() :]):
-                continue
-            p = m.group("p")
-            out.append(_Number(m.start(), None, None, float(p), len(p.partition(".")[2])))
-            taken.append((m.start(), m.end()))
-    return sorted(out, key=lambda n: n.start)
-
-
-def count_from_percent(percent: float, decimals: int, total: int) -> int | None:
-    """The count whose share of `total` prints as `percent` at its precision (None when no integer does)."""
-    events = round(percent * total / 100)
-    return events if 0 <= events <= total and round(100 * events / total, decimals) == percent else None
-
-
-# ----------------------------------------------------------------------------- arm sizes
-
-
-def _arm_label(drug: str, dose: str) -> str:
-    return f"{drug} {dose} mg" if dose else drug
-
-
-def arm_sizes(units: list[str], aliases: dict[str, tuple[str, str]]) -> dict[str, tuple[int, str]]:
-    """Arm label → (patients allocated, the sentence saying so), from allocation sentences: "(n = 188)" after an arm,
-    "102 patients received rabeprazole 20 mg", "pantoprazole n=226", "(62 taking lansoprazole", "221 and 212 patients,
-    respectively". Per-protocol and completion counts are not arm sizes."""
-    sizes: dict[str, tuple[int, str]] = {}
-    for raw in units:
-        text = normalise_text(raw)
-        arms = _mentions(text, aliases)
-        if not arms:
-            continue
-        for m in re.finditer(r"\bn\s*=\s*(\d+)", text, re.I):
-            named_after = [a for a in arms if re.fullmatch(r"\s*in (?:the|each)\s+", text[m.end() : a.start])]
-            if named_after:  # "(n=166 in the pantoprazole group, n=162 in the omeprazole group)"
-                a = named_after[0]
-                sizes.setdefault(_arm_label(a.drug, a.dose), (int(m.group(1)), raw))
-                continue
-            before = [a for a in arms if a.end <= m.start() and m.start() - a.end < 150]
-            if before and not re.search(r"\bn\s*=", text[before[-1].end : m.start()], re.I):
-                a = before[-1]
-                sizes.setdefault(_arm_label(a.drug, a.dose), (int(m.group(1)), raw))
-        for m in re.finditer(r"\b(\d+)\s+(?:patients|subjects)\b(?:\s+with\s+[\w\s-]{0,40}?)?\s*(?:received|were given|"
-                             r"were treated with|taking|on|given|to)?\s+(?:either\s+)?(?:with\s+)?", text):  # fmt: skip
-            after = [a for a in arms if a.start == m.end()]
-            if after:
-                sizes.setdefault(_arm_label(after[0].drug, after[0].dose), (int(m.group(1)), raw))
-        for m in re.finditer(r"[(,]\s*(\d+)\s+(?:taking|receiving|on|given)\s+", text):
-            after = [a for a in arms if a.start == m.end()]
-            if after:
-                sizes.setdefault(_arm_label(after[0].drug, after[0].dose), (int(m.group(1)), raw))
-        for a in arms:  # "pantoprazole (PANT) 40 mg (111 patients," / "ranitidine (RAN) 300 mg (111, aged"
-            m = re.match(
-                r"\s*(?:daily|once daily|o\.?d\.?|b\.?i\.?d\.?)?\s*\(\s*(\d+)\s*(?:patients)?\s*[,;)]", text[a.end :]
-            )
-            if m and int(m.group(1)) > 3:
-                sizes.setdefault(_arm_label(a.drug, a.dose), (int(m.group(1)), raw))
-        m = re.search(r"\b(\d+)\s+and\s+(\d+)\s+(?:patients|subjects),?\s+respectively", text)
-        distinct = _distinct(arms)
-        if m and len(distinct) == 2:
-            for a, n in zip(distinct, (m.group(1), m.group(2)), strict=True):
-                sizes.setdefault(_arm_label(a.drug, a.dose), (int(n), raw))
-    return sizes
-
-
-def _distinct(arms: Iterable[_Mention]) -> list[_Mention]:
-    seen: dict[tuple[str, str], _Mention] = {}
+def _counts_in_arms(text: str, arms: list[Mention], taken: list[Number]) -> list[tuple[Number, Mention]]:
+    """Counts tied to the arm named right after them, with no percentage: "nine in the LMWH group", "four cases in
+    group QD and no case in group BID", "three major bleeds on LMWH and none on placebo", "Three placebo patients
+    had …", "No major haemorrhages were observed in the enoxaparin arm". Allocation words between count and arm
+    ("patients treated with") make it an arm size, not a count."""
+    out: list[tuple[Number, Mention]] = []
     for a in arms:
-        seen.setdefault((a.drug, a.dose), a)
-    return list(seen.values())
+        before = text[max(0, a.start - 80) : a.start]
+        m = re.search(r"\b(?P<e>\d+|[Nn]o|[Nn]one)\s+(?!(?:wks?|weeks?|days?|months?|years?|hours?|h|mg|g|ml|IU|units?)\b)"
+                      r"(?P<w>(?:[A-Za-z-]+\s+){0,5}?)(?:in|on|among)\s+(?:the\s+)?"
+                      r"(?:group\s+)?$|\b(?P<e2>\d+)\s+$", before)  # fmt: skip
+        if m is None:
+            continue
+        start = a.start - len(before) + m.start()
+        if any(n.start <= start <= n.start + 12 for n in taken) or (m.group("w") and _NOT_EVENTS.search(m.group("w"))):
+            continue
+        if (m.group("e") or "").isdigit() and re.fullmatch(rf"\s*(?:{POP_NOUN}\s+)?", m.group("w") or ""):
+            continue  # "769 patients in the nadroparin group": the arm's size, not a count of events
+        if m.group("e2") and not re.match(r"\s*(?:patients|subjects|cases)\b", text[a.end :]):
+            continue
+        if not re.match(r"\s*(?:group|arm|patients|subjects)?\b", text[a.end :]):
+            continue
+        word = (m.group("e") or m.group("e2")).lower()
+        events = 0 if word in ("no", "none") else int(word)
+        out.append((Number(start, events, None, None, 0), a))
+    return out
 
 
 # ----------------------------------------------------------------------------- results
 
 
 def _group_assign(
-    text: str, numbers: list[_Number], arms: list[_Mention], times: list[float], outcome: str
-) -> list[tuple[_Number, _Mention, float | None, str]]:
+    text: str, numbers: list[Number], arms: list[Mention], times: list[float], outcome: str, arm_rx: re.Pattern[str]
+) -> list[tuple[Number, Mention, float | None, str]]:
     """Numbers listed in arm order ("respectively", or not interleaved with the arms), one group per time point, or
     one group per outcome named before it ("pain (39% vs 25%), well-being (55% vs 41%)") at the one time point."""
     k = len(arms)
@@ -361,7 +186,9 @@ def _group_assign(
         if groups > 1 and not per_time:
             start = numbers[g * k - 1].start if g else 0
             segment = text[start : numbers[g * k].start]
-            if not outcome_class(segment) or (g and _ARM.search(segment)):  # a list per arm, not per outcome: not read
+            if not outcome_class(segment) or (
+                g and arm_rx.search(segment)
+            ):  # a list per arm, not per outcome: not read
                 return []
             named = f"{outcome_class(segment)}: {_phrase(segment)}"
         for i, arm in enumerate(arms):
@@ -375,7 +202,7 @@ def _phrase(segment: str) -> str:
     return " ".join(words.split()[-6:])
 
 
-def _arm_major_direction(text: str, arms: list[_Mention]) -> str:
+def _arm_major_direction(text: str, arms: list[Mention]) -> str:
     """ "before" when each arm heads its list ("pantoprazole: 84% and 90%"), "after" when each list ends with its arm
     ("61% and 74%, respectively, for omeprazole"), else "" (the sentence is not a list per arm)."""
     if all(re.match(r"\s*(?:group)?\s*:", text[a.end :]) for a in arms):
@@ -386,10 +213,10 @@ def _arm_major_direction(text: str, arms: list[_Mention]) -> str:
 
 
 def _arm_major(
-    numbers: list[_Number], arms: list[_Mention], times: list[float], outcome: str, direction: str
-) -> list[tuple[_Number, _Mention, float | None, str]]:
+    numbers: list[Number], arms: list[Mention], times: list[float], outcome: str, direction: str
+) -> list[tuple[Number, Mention, float | None, str]]:
     """Each number to the arm that heads or ends its list; an arm's numbers take the time points in order."""
-    by_arm: dict[tuple[str, str], list[tuple[_Number, _Mention]]] = {}
+    by_arm: dict[tuple[str, str], list[tuple[Number, Mention]]] = {}
     for n in numbers:
         near = (
             [a for a in arms if a.end <= n.start][-1:]
@@ -408,8 +235,8 @@ def _arm_major(
 
 
 def _nearest(
-    text: str, numbers: list[_Number], arms: list[_Mention], times: list[tuple[int, float]], outcome: str
-) -> list[tuple[_Number, _Mention, float | None, str]]:
+    text: str, numbers: list[Number], arms: list[Mention], times: list[tuple[int, float]], outcome: str
+) -> list[tuple[Number, Mention, float | None, str]]:
     """Each number to its arm: one named just before it ("lansoprazole (92%)"), else the first named after it and
     before the next number ("67/86 in the omeprazole group"), else the nearest before; one number per arm and time."""
     out = []
@@ -422,7 +249,9 @@ def _nearest(
             for a in arms
             if a.end <= n.start
             and (a.drug, a.dose, None) not in taken
-            and re.fullmatch(r"[\s,:(]*(?:groups?[\s,:(]*)?", text[a.end : n.start])
+            and re.fullmatch(
+                r"[\s,:(]*(?:(?:groups?|dose|arm|-?treated|patients|subjects)[\s,:(]*)*", text[a.end : n.start]
+            )
         ]
         following = [a for a in arms if n.start < a.start < nxt]
         preceding = [a for a in arms if a.end <= n.start]
@@ -447,47 +276,80 @@ def extract_arm_data(paper: Paper) -> list[ArmDatum]:
     if not units:
         return []
     whole = normalise_text(" ".join(units))
-    aliases = _aliases(whole)
-    sizes = arm_sizes(units, aliases)
+    words = Words.of(f"{paper.title} {whole}", _pico_arms(paper))
+    sizes = arm_sizes(units, words)
     doses: dict[str, set[str]] = {}
-    for a in _mentions(whole, aliases):
+    for a in arm_mentions(whole, words):
         if a.dose:
             doses.setdefault(a.drug, set()).add(a.dose)
     out: list[ArmDatum] = []
-    seen: set[tuple[str, str, float | None]] = set()
+    seen: set[tuple[str, str, str, float | None]] = set()
+    not_denominators: set[tuple[str, int]] = set()
+    itt = bool(_ITT_SAID.search(whole)) and not PER_PROTOCOL.search(whole)
+    sized = distinct_arms(
+        a for a in arm_mentions(whole, words) if sizes_of(arm_label(a.drug, a.dose), a.drug, sizes, doses)
+    )
+    two_arms = sized if len(sized) == 2 else []
     lasttime_points: list[float] = []
-    last_arms: list[_Mention] = []
+    last_arms: list[Mention] = []
     last_outcome = ""
     for raw in units:
         text = normalise_text(raw)
         times = time_points(text)
-        arms = _mentions(text, aliases)
+        arms = arm_mentions(text, words)
         outcome = outcome_class(text) or last_outcome
-        numbers, continuous = _numbers(text), _continuous(text)
+        numbers, continuous = numbers_in(text), continuous_values(text)
         if times:
             lasttime_points = [w for _, w in times]
-        kind = dispersion(raw, whole) if continuous else ""
-        if _SKIP.search(text) or not ((numbers and outcome) or (continuous and kind)):
+        kind = (dispersion(raw, whole) or "±") if continuous else ""
+        respectively = bool(_RESPECTIVELY.search(text))
+        if respectively and not numbers and outcome:
+            numbers = count_list(text)
+        counted = _counts_in_arms(text, arms, numbers) if outcome else []
+        if _SKIP.search(text) or not (((numbers or counted) and outcome) or continuous):
             last_arms, last_outcome = (arms or last_arms), outcome
             continue
-        respectively = bool(_RESPECTIVELY.search(text))
-        distinct = _distinct(arms) or (_distinct(last_arms) if respectively else [])
+        distinct = distinct_arms(arms) or (distinct_arms(last_arms) if respectively else [])
         if not distinct:
             continue
-        layout = _Layout(text, arms, distinct, times, lasttime_points, respectively)
+        layout = _Layout(text, arms, distinct, times, lasttime_points, respectively, words.arm)
+        at = [w for _, w in times] or lasttime_points
+        placed = [(n, a, at[-1] if at else None, outcome) for n, a in counted]
+        paired = [] if respectively else _versus_pairs(text, numbers, arms)
+        placed += [(n, a, at[-1] if at else None, outcome) for n, a in paired]
+        rest = [n for n in numbers if all(n is not m for m, _ in paired)]
+        placed += layout.assign(rest, outcome) if outcome and (rest or not paired) else []
         found = [_datum(paper.pmid, raw, number, arm, weeks, named, sizes, doses)
-                 for number, arm, weeks, named in layout.assign(numbers, outcome)] if outcome else []  # fmt: skip
-        if continuous and kind and len(_distinct(arms)) >= 2:  # a between-arm result, each arm named in the sentence
-            named = _continuous_outcome(text, continuous[0].start)
-            found += [_continuous_datum(paper.pmid, raw, number, arm, weeks, named, kind, sizes, doses)
-                      for number, arm, weeks, _ in layout.assign(continuous, named, nearest=False)]  # fmt: skip
+                 for number, arm, weeks, named in placed] if outcome else []  # fmt: skip
+        for number, arm, _, _ in placed:  # a printed decimal percentage no integer of a size reproduces
+            several = not arm.dose and len(doses.get(arm.drug, ())) > 1  # "lansoprazole" of 15 and 30 mg: no one arm
+            if number.events is None and number.percent is not None and number.decimals and not several:
+                label = _label(arm, doses)
+                for n, _ in sizes_of(label, arm.drug, sizes, doses):
+                    if count_from_percent(number.percent, number.decimals, n) is None:
+                        not_denominators.add((label, n))
+        if continuous:
+            named = _continuous_outcome(text, continuous[0].start, words.arm)
+            if len(distinct_arms(arms)) >= 2:  # a between-arm result, each arm named in the sentence
+                placed = layout.assign(continuous, named, nearest=len(continuous) == len(distinct_arms(arms)))
+            else:
+                placed = _one_arm_continuous(text, continuous, arms, two_arms, times, lasttime_points, named, words.arm)
+            found += [_continuous_datum(paper.pmid, raw, number, arm, weeks, this, kind, sizes, doses)
+                      for number, arm, weeks, this in placed]  # fmt: skip
+        words_here = outcome_words(text, words.arm)
         for datum in found:
-            key = (datum.arm, datum.outcome, datum.weeks) if datum else ("", "", None)
-            if datum and key not in seen:
+            if datum is None:
+                continue
+            datum = replace(datum, outcome_words=datum.outcome_words or words_here, analysis=_analysis(datum, itt))
+            key = (datum.arm, datum.outcome, datum.outcome_words, datum.weeks)
+            if key not in seen:
                 seen.add(key)
                 out.append(datum)
         last_arms, last_outcome = (arms or last_arms), outcome
-    return out
+    # a size over which one of the arm's printed percentages cannot be a share is not that arm's denominator: the
+    # percentages converted with it are dropped (their denominator is another, unstated one)
+    return [d for d in out if not ((d.arm, d.total) in not_denominators and d.size_sentence and not d.continuous
+                                   and not re.search(rf"\b{d.events}\b", d.sentence))]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -495,15 +357,16 @@ class _Layout:
     """How a sentence lays its numbers out over its arms (see `assign`)."""
 
     text: str
-    arms: list[_Mention]
-    distinct: list[_Mention]
+    arms: list[Mention]
+    distinct: list[Mention]
     times: list[tuple[int, float]]
     lasttime_points: list[float]
     respectively: bool
+    arm_rx: re.Pattern[str]
 
     def assign(
-        self, numbers: list[_Number], outcome: str, *, nearest: bool = True
-    ) -> list[tuple[_Number, _Mention, float | None, str]]:
+        self, numbers: list[Number], outcome: str, *, nearest: bool = True
+    ) -> list[tuple[Number, Mention, float | None, str]]:
         """Each number to its arm and time point: per-arm lists ("pantoprazole: 84% and 90%, respectively;
         omeprazole: …", "61% and 74%, respectively, for omeprazole"), arm-ordered lists ("respectively", or numbers
         not interleaved with the arms), else (when `nearest`) the arm named nearest to each number."""
@@ -516,7 +379,7 @@ class _Layout:
         if major:
             return _arm_major(numbers, arms, time_list, outcome, major)
         if self.respectively or not interleaved:
-            return _group_assign(self.text, numbers, self.distinct, time_list, outcome)
+            return _group_assign(self.text, numbers, self.distinct, time_list, outcome, self.arm_rx)
         if not nearest:
             return []
         return _nearest(self.text, numbers, arms, self.times or [(0, w) for w in self.lasttime_points[-1:]], outcome)
@@ -527,59 +390,109 @@ _LEAD_WORDS = re.compile(r"\b(?:was|were|is|are|of|in|with|the|a|an|mean|means|a
                          r"changed?|vs|versus)\b", re.I)  # fmt: skip
 
 
-def _continuous_outcome(text: str, first_value: int) -> str:
+def _one_arm_continuous(text: str, values: list[Number], arms: list[Mention], two_arms: list[Mention],
+                        times: list[tuple[int, float]], last_times: list[float], outcome: str,
+                        arm_rx: re.Pattern[str]) -> list[tuple[Number, Mention, float | None, str]]:  # fmt: skip
+    """Continuous values of a sentence naming one arm: each value its own time point ("For the combination group, FPG
+    decreased … to 8.9 ± 3.0 at 3 months and to 8.6 ± 2.5 at 6 months"), or, in a two-arm trial, "a versus b" after
+    the arm that is the sentence's subject or stands right before a ("Metformin reduced fasting glucose (6.1 ± 0.4 vs
+    6.4 ± 0.4)", "less with insulin/metformin: 0.9 ± 0.4 … versus 2.7 ± 0.4"): a is that arm's, b the other arm's."""
+    named = distinct_arms(a for a in arms if a.end <= values[0].start)
+    if len(distinct_arms(arms)) != 1 or not named:
+        return []
+    arm = named[0]
+    at = [w for _, w in times] or last_times[-1:]
+    if len(values) == len(at) and (len(values) > 1 or not two_arms):
+        return [(v, arm, w, outcome) for v, w in zip(values, at, strict=True)]
+    lead = not re.search(r"[A-Za-z]", re.sub(r"^(?:the|in|with|after|for|administration of|treatment with)\b", "",
+                                              text[: arm.start].strip(), flags=re.I))  # fmt: skip
+    close = re.fullmatch(r"[\s:(,]*(?:[A-Za-z-]+\s+){0,3}?[\s:(,]*", text[arm.end : values[0].start])
+    other = [a for a in two_arms if (a.drug, a.dose) != (arm.drug, arm.dose) and a.drug != arm.drug]
+    if not (lead or close) or len(other) != 1 or not any(a.drug == arm.drug for a in two_arms):
+        return []
+    w = at[0] if len(at) == 1 else None
+    out: list[tuple[Number, Mention, float | None, str]] = []
+    for first, second in zip(values, values[1:], strict=False):  # each "a vs b" pair, its own outcome words
+        between = re.sub(r"^[-−]?[\d.,]+\s*%?\s*(?:±|\+/-|\+/−|\+-)\s*[\d.,]+", "", text[first.start : second.start])
+        if re.search(r"\b(?:vs\.?|versus)\s*$", between):
+            named = _continuous_outcome(text, first.start, arm_rx) if out else outcome
+            out += [(first, arm, w, named), (second, other[0], w, named)]
+    return out
+
+
+def _continuous_outcome(text: str, first_value: int, arm_rx: re.Pattern[str]) -> str:
     """The words naming a continuous result: up to four words before its first value that are not arm names or
     function words ("the GSRS reflux score was 2.67 ± 0.4 with …" → "GSRS reflux score")."""
-    before = _ARM.sub(" ", text[:first_value])
+    before = arm_rx.sub(" ", text[:first_value])
     words = [w for w in re.findall(r"[A-Za-z][\w-]*", before.split("(")[-1] if "(" in before[-25:] else before)
              if not _LEAD_WORDS.fullmatch(w)]  # fmt: skip
     return "mean " + " ".join(words[-4:]).lower() if words else "mean (outcome not named)"
 
 
-def _continuous_datum(pmid: int, sentence: str, number: _Number, arm: _Mention, weeks: float | None, outcome: str,
-                      kind: str, sizes: dict[str, tuple[int, str]], doses: dict[str, set[str]]) -> ArmDatum | None:  # fmt: skip
-    """A continuous datum needs its arm size from an allocation sentence; a standard error becomes SE × √n."""
+def _label(arm: Mention, doses: dict[str, set[str]]) -> str:
+    """An arm's label; a drug named without its dose takes the abstract's one dose of it (with several: none)."""
     dose = arm.dose or (next(iter(doses[arm.drug])) if len(doses.get(arm.drug, ())) == 1 else "")
-    label = _arm_label(arm.drug, dose)
-    size = sizes.get(label) or _only_size(arm.drug, sizes, doses)
-    if size is None or number.mean is None or number.sd is None or _PER_PROTOCOL.search(sentence):
+    return arm_label(arm.drug, dose)
+
+
+def _continuous_datum(pmid: int, sentence: str, number: Number, arm: Mention, weeks: float | None, outcome: str,
+                      kind: str, sizes: Sizes, doses: dict[str, set[str]]) -> ArmDatum | None:  # fmt: skip
+    """A continuous datum needs its arm size from an allocation sentence ("n = 19" beside the value first); a
+    standard error becomes SE × √n."""
+    label = _label(arm, doses)
+    beside = re.match(r"[^;()]{0,20}?,\s*n\s*=\s*(\d+)", sentence[number.start :]) if number.start >= 0 else None
+    candidates = [(int(beside.group(1)), sentence)] if beside else sizes_of(label, arm.drug, sizes, doses)
+    size = candidates[0] if candidates else None
+    if size is None or number.mean is None or number.sd is None or PER_PROTOCOL.search(sentence):
         return None
-    sd = number.sd if kind == "SD" else round(number.sd * math.sqrt(size[0]), 4)
+    sd = number.sd if kind == "SD" else round(number.sd * math.sqrt(size[0]), 4) if kind == "SE" else None
     return ArmDatum(pmid, label, arm.drug, outcome, weeks, 0, size[0], sentence,
-                    "" if size[1] == sentence else size[1], mean=number.mean, sd=sd)  # fmt: skip
+                    "" if size[1] == sentence else size[1], mean=number.mean, sd=sd, spread=number.sd,
+                    dispersion=kind)  # fmt: skip
 
 
-def _datum(pmid: int, sentence: str, number: _Number, arm: _Mention, weeks: float | None, outcome: str,
-           sizes: dict[str, tuple[int, str]], doses: dict[str, set[str]]) -> ArmDatum | None:  # fmt: skip
-    dose = arm.dose or (next(iter(doses[arm.drug])) if len(doses.get(arm.drug, ())) == 1 else "")
-    label = _arm_label(arm.drug, dose)
+def _datum(pmid: int, sentence: str, number: Number, arm: Mention, weeks: float | None, outcome: str,
+           sizes: Sizes, doses: dict[str, set[str]]) -> ArmDatum | None:  # fmt: skip
+    label = _label(arm, doses)
     if number.events is not None and number.total is not None:
         return ArmDatum(pmid, label, arm.drug, outcome, weeks, number.events, number.total, sentence, "")
-    if number.events is not None:  # a stated count with its percentage: the arm size must reproduce the percentage
-        size = sizes.get(label) or _only_size(arm.drug, sizes, doses)
-        if (
-            size is None
-            or number.percent is None
-            or count_from_percent(number.percent, number.decimals, size[0]) != number.events
-        ):
+    candidates = sizes_of(label, arm.drug, sizes, doses)
+    if number.events is not None:  # a stated count: its percentage picks the arm size it reproduces (else the first)
+        fits = [c for c in candidates if number.percent is None and number.events <= c[0] or
+                number.percent is not None and count_from_percent(number.percent, number.decimals, c[0]) == number.events]  # fmt: skip
+        if not fits:
             return None
+        size = fits[0]
         return ArmDatum(pmid, label, arm.drug, outcome, weeks, number.events, size[0], sentence,
                         "" if size[1] == sentence else size[1])  # fmt: skip
-    if number.percent is None or _PER_PROTOCOL.search(sentence):
+    if number.percent is None or PER_PROTOCOL.search(sentence):
         return None
-    size = sizes.get(label) or _only_size(arm.drug, sizes, doses)
-    if size is None:
+    fits = [(c, e) for c in candidates if (e := count_from_percent(number.percent, number.decimals, c[0])) is not None]
+    if not fits:
         return None
-    events = count_from_percent(number.percent, number.decimals, size[0])
-    if events is None:
-        return None
+    size, events = fits[0]
     return ArmDatum(pmid, label, arm.drug, outcome, weeks, events, size[0], sentence,
                     "" if size[1] == sentence else size[1])  # fmt: skip
 
 
-def _only_size(drug: str, sizes: dict[str, tuple[int, str]], doses: dict[str, set[str]]) -> tuple[int, str] | None:
-    """The arm size of a drug named without its dose, when the abstract names one dose of it and sizes one arm."""
-    if len(doses.get(drug, ())) > 1:
-        return None
-    found = [v for k, v in sizes.items() if k.split()[0] == drug]
-    return found[0] if len(found) == 1 else None
+_ITT_SAID = re.compile(r"intent(?:ion)?[- ]to[- ]treat|\bm?ITT\b", re.I)
+
+
+def _analysis(d: ArmDatum, itt_abstract: bool) -> str:
+    """ "PP" when the result or its arm size is over completers, evaluable or assessable patients; "ITT" when it is
+    over the numbers randomised (the size sentence allocates them, or the abstract's analysis is by intention to
+    treat and names no per-protocol set); else ""."""
+    if PER_PROTOCOL.search(d.sentence) or PER_PROTOCOL.search(d.size_sentence):
+        return "PP"
+    if _ITT.search(d.sentence) or _ITT.search(d.size_sentence) or itt_abstract:
+        return "ITT"
+    return ""
+
+
+def _pico_arms(paper: Paper) -> list[str]:
+    """The arms ra's PICO rules read from the abstract's allocation sentence (I and C), in the trial's words."""
+    from ra_agent.evidence.pico.arms import find_arms
+    from ra_agent.evidence.pico.text import Doc
+
+    found = find_arms(Doc(paper))
+    return [arm for f in found if f is not None for arm in f.value.split("; ") if arm.strip()]

@@ -27,15 +27,8 @@ from typing import Any
 
 from ra_agent.evidence.classes import agents_in
 from ra_agent.evidence.pico.text import sections_of, sentences
-from ra_agent.evidence.synthesis.extract import (
-    EXTRACTOR,
-    ArmDatum,
-    count_from_percent,
-    extract_arm_data,
-    normalise_text,
-    outcome_class,
-    time_points,
-)
+from ra_agent.evidence.synthesis.extract import EXTRACTOR, ArmDatum, extract_arm_data
+from ra_agent.evidence.synthesis.numbers import count_from_percent, normalise_text, outcome_class, time_points
 from ra_agent.llm.base import Brain, BrainError, ReplySchema
 from ra_agent.llm.structured import is_rules_brain
 from ra_agent.models import Paper

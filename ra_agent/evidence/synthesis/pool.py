@@ -1,27 +1,27 @@
-"""Pooling with statsmodels: an effect per trial, a random-effects estimate with its 95 % CI, I² and tau², a forest plot.
+"""Pooling with statsmodels: an effect per trial, the pooled estimate of the model the config names (random effects
+by default) with its 95 % CI, the weights, I², tau², Cochran's Q and the test for the overall effect, a forest plot.
 
 The statistics are statsmodels' (`statsmodels.stats.meta_analysis`): `effectsize_2proportions` gives each trial's
 log risk ratio and its variance for events/totals (0.5 added to every cell of a trial with a zero cell),
 `effectsize_smd` the standardised mean difference (Hedges' g, bias-corrected) and its variance for means/SDs,
-`combine_effects` the fixed- and random-effects estimates (tau² by DerSimonian-Laird or Paule-Mandel), Cochran's Q
-and I², and `CombineResults.plot_forest` the forest plot. Nothing is computed here by hand except the
-exponentiation of log risk ratios.
+`combine_effects` the fixed- and random-effects estimates (tau² by DerSimonian-Laird or Paule-Mandel), their
+relative weights, Cochran's Q (`test_homogeneity`) and I². Computed here: the exponentiation of log risk ratios and
+the overall effect's z = estimate / SE with its two-sided normal p. The plot is `forest.py`'s.
 """
 
 from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
 from ra_agent.evidence.synthesis.compare import OutcomeContrasts
-from ra_agent.fileio import atomic_writer
 
 METHODS = {"dl": "DerSimonian-Laird", "pm": "Paule-Mandel"}
-FOREST_DPI = 110
+MODELS = ("random", "fixed")
 
 
 RR, SMD = "RR", "SMD"
@@ -45,6 +45,13 @@ class Pooled:
     forest_png: Path | None = None
     not_poolable: str = ""  # why no estimate was pooled ("" when one was)
     measure: str = RR
+    weights: tuple[float, ...] = ()  # each trial's share of the pooled weight (sums to 1), in `trial_effects` order
+    q: float = 0.0  # Cochran's Q, with its chi-squared p on trials - 1 df
+    q_p: float = 1.0
+    z: float = 0.0  # the test for the overall effect: estimate / SE (log scale for RR), two-sided p
+    z_p: float = 1.0
+    model: str = ""  # "Random effects (DerSimonian-Laird)" or "Fixed effect (inverse variance)"
+    reviewer: frozenset[int] = field(default_factory=frozenset)  # trials whose numbers a reviewer gave (sheet)
 
     @property
     def poolable(self) -> bool:
@@ -63,10 +70,16 @@ class Pooled:
                 f"I² {100 * (self.i2 or 0):.0f}%, tau² {self.tau2:.3f}")  # fmt: skip
 
 
-def pool(contrasts: OutcomeContrasts, *, method: str = "dl", forest_dir: Path | None = None, stem: str = "") -> Pooled:
-    """Random-effects risk ratio (intervention over comparator), or standardised mean difference for continuous
-    data, of the trials in `contrasts`; not poolable with fewer than two trials. Writes `<forest_dir>/<stem>.png`
-    when `forest_dir` is given and the estimate was pooled."""
+def pool(contrasts: OutcomeContrasts, *, method: str = "dl", forest_dir: Path | None = None, stem: str = "",
+         model: str = "random", names: dict[int, str] | None = None) -> Pooled:  # fmt: skip
+    """Risk ratio (intervention over comparator), or standardised mean difference for continuous data, of the trials
+    in `contrasts`, pooled by `model` ("random": random effects with tau² by `method`, the default; "fixed": inverse
+    variance); not poolable with fewer than two trials. Writes `<forest_dir>/<stem>.png` when `forest_dir` is given
+    and the estimate was pooled, its studies labelled by `names` (PMID → "Smith 1997 (PMID 123)")."""
+    from scipy.stats import norm
+
+    if model not in MODELS:
+        raise ValueError(f"pooling model {model!r}: expected one of {', '.join(MODELS)}")
     import statsmodels.stats.meta_analysis as meta  # imported here: statsmodels loads pandas and scipy
 
     trials = contrasts.trials
@@ -85,61 +98,45 @@ def pool(contrasts: OutcomeContrasts, *, method: str = "dl", forest_dir: Path | 
         zero = (e1 == 0) | (e2 == 0) | (e1 == n1) | (e2 == n2)
         e1, n1, e2, n2 = e1 + 0.5 * zero, n1 + zero, e2 + 0.5 * zero, n2 + zero  # 0.5 per cell of a zero-cell trial
         eff, var = meta.effectsize_2proportions(e1, n1, e2, n2, statistic="risk-ratio")
-    names = [f"PMID {t.pmid}" for t in trials]
+    row_names = [f"PMID {t.pmid}" for t in trials]
     with warnings.catch_warnings():  # the WLS rows of summary_frame take sqrt of a negative scale when Q < df
         warnings.simplefilter("ignore", RuntimeWarning)
-        res = meta.combine_effects(eff, var, method_re=method, row_names=names)
+        res = meta.combine_effects(eff, var, method_re=method, row_names=row_names)
         frame = res.summary_frame()
     # statsmodels leaves a negative between-trial variance as computed; tau² < 0 means tau² = 0, where the random-
     # effects estimate is the fixed-effect one (and I² = 0)
     tau2 = max(float(res.tau2), 0.0)  # pyright: ignore[reportAttributeAccessIssue]  # set by combine_effects
-    row = "random effect" if tau2 > 0 else "fixed effect"
+    random = model == "random" and tau2 > 0
+    row = "random effect" if random else "fixed effect"
+    weights = res.weights_rel_re if random else res.weights_rel_fe  # pyright: ignore[reportAttributeAccessIssue]
+    homogeneity = res.test_homogeneity()  # pyright: ignore[reportAttributeAccessIssue]
+    z = float(frame.loc[row, "eff"]) / float(np.sqrt(res.var_eff_w_re if random else res.var_eff_w_fe))  # pyright: ignore[reportAttributeAccessIssue]
     scale = math.exp if measure == RR else float
     per_trial = tuple(
         (t.pmid, scale(frame.loc[name, "eff"]), scale(frame.loc[name, "ci_low"]), scale(frame.loc[name, "ci_upp"]))
-        for t, name in zip(trials, names, strict=True)
+        for t, name in zip(trials, row_names, strict=True)
     )
-    png = _forest(res, contrasts, measure, forest_dir / f"{stem}.png") if forest_dir is not None else None
-    return Pooled(
+    reviewer = frozenset(t.pmid for t in trials for d in (*t.intervention.data, *t.comparator.data)
+                         if d.extractor.startswith("reviewer"))  # fmt: skip
+    label = (
+        f"Random effects ({METHODS.get(method, method)})" if model == "random" else "Fixed effect (inverse variance)"
+    )
+    pooled = Pooled(
         contrasts, len(trials), participants, effect=scale(frame.loc[row, "eff"]),
         ci_low=scale(frame.loc[row, "ci_low"]), ci_high=scale(frame.loc[row, "ci_upp"]), i2=max(float(res.i2), 0.0),
-        tau2=tau2, method=METHODS.get(method, method), trial_effects=per_trial, forest_png=png, measure=measure,
+        tau2=tau2, method=METHODS.get(method, method), trial_effects=per_trial, measure=measure,
+        weights=tuple(float(w) for w in weights), q=float(homogeneity.statistic), q_p=float(homogeneity.pvalue),
+        z=z, z_p=float(2 * norm.sf(abs(z))), model=label, reviewer=reviewer,
     )  # fmt: skip
+    if forest_dir is None:
+        return pooled
+    from ra_agent.evidence.synthesis.forest import draw_forest, forest_data
+
+    png = draw_forest(forest_data(pooled, names=names, reviewer=set(reviewer)), forest_dir / f"{stem}.png")
+    return replace(pooled, forest_png=png)
 
 
 def _arrays(trials, *fields: str) -> list[np.ndarray]:
     """Per field, the intervention sides' values, then per field the comparator sides' (statsmodels' argument order)."""
     sides = ("intervention", "comparator")
     return [np.array([float(getattr(getattr(t, side), f)) for t in trials]) for side in sides for f in fields]
-
-
-def _forest(res: object, contrasts: OutcomeContrasts, measure: str, path: Path) -> Path:
-    """statsmodels' forest plot (risk ratios on a log axis, standardised mean differences on a linear one) with the
-    comparison and outcome as title, written atomically."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    from matplotlib.ticker import FixedLocator, FuncFormatter
-
-    k = len(contrasts.trials)
-    fig = Figure(figsize=(7, 1.6 + 0.45 * (k + 4)), dpi=FOREST_DPI)
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        res.plot_forest(ax=ax, use_exp=measure == RR)  # type: ignore[attr-defined]
-    c = contrasts.comparison
-    if measure == RR:
-        ax.set_xscale("log")
-        ax.xaxis.set_major_locator(FixedLocator([0.1, 0.2, 0.5, 1, 2, 5, 10]))
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: f"{x:g}"))
-        ax.xaxis.set_minor_formatter(FuncFormatter(lambda _x, _pos: ""))
-        ax.set_xlabel(f"risk ratio ({c.intervention} / {c.comparator})")
-    else:
-        ax.set_xlabel(f"standardised mean difference ({c.intervention} - {c.comparator})")
-    ax.axvline(1.0 if measure == RR else 0.0, color="grey", linewidth=0.8)
-    ax.set_title(f"{c.label}: {contrasts.label}", fontsize=10)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_writer(path) as fh:
-        fig.savefig(fh, format="png")
-    return path

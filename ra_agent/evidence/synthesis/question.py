@@ -53,6 +53,8 @@ class SynthesisQuestion:
             return kind != "class" and comparator == intervention
         if wanted.startswith("dose"):
             return kind == "dose"
+        if wanted == "placebo" and comparator == "no treatment":  # "placebo or no treatment"
+            return kind == "class"
         return kind == "class" and wanted in lineage(comparator)
 
 

@@ -156,18 +156,28 @@ def synthesis_methods(syn: Synthesis) -> str:
         f"**Data preparation (13b).** Arm-level data were extracted by {syn.extractor}: counts stated as x/y or x of "
         "y; a percentage was converted to a count only with the arm size stated in the abstract and only when a "
         "whole number of patients reproduces the printed percentage; a standard error was converted to a standard "
-        "deviation (SE × √n); arms of the same class in one trial were combined (events and totals summed); 0.5 "
-        "was added to each cell of a trial with a zero cell.",
+        "deviation (SE × √n), an unlabelled ± was not pooled; a trial's intention-to-treat result was used before a "
+        "per-protocol one; arms of the same class in one trial were combined (events and totals summed); 0.5 "
+        "was added to each cell of a trial with a zero cell." + _reviewer_sentence(syn),
         "**Tabulation and display (13c).** Each trial's extracted numbers are tabulated with the sentence they come "
         "from; pooled results appear in a summary-of-findings table and as a forest plot per comparison and outcome.",
-        f"**Synthesis (13d).** Risk ratios (log scale) and standardised mean differences were pooled with a "
-        f"random-effects model ({method} estimate of the between-trial variance) using statsmodels "
-        "(`stats.meta_analysis.combine_effects`); comparisons with fewer than two trials were not pooled.",
+        "**Synthesis (13d).** Risk ratios (log scale) and standardised mean differences were pooled with "
+        + (f"a random-effects model ({method} estimate of the between-trial variance)" if syn.model == "random" else
+           "a fixed-effect (inverse-variance) model") + " using statsmodels (`stats.meta_analysis.combine_effects`); "
+        "comparisons with fewer than two trials were not pooled.",
         "**Heterogeneity (13e).** Between-trial heterogeneity is reported as I² and tau²; outcomes are pooled "
         "separately per condition and time point, and no subgroup analysis or meta-regression was done.",
         f"**Sensitivity analyses (13f).** The main comparison was re-estimated with the {other} estimator of tau²."
         if syn.main() is not None else "**Sensitivity analyses (13f).** None: no comparison could be pooled.",
     ])  # fmt: skip
+
+
+def _reviewer_sentence(syn: Synthesis) -> str:
+    if not syn.reviewer_rows:
+        return ""
+    return (f" {_plural(syn.reviewer_rows, 'number set')} (study × outcome × time point × arm) were given or "
+            "corrected by the review team in the extraction sheet (`ra extract`); they replace ra's, are named "
+            "'reviewer (sheet, row)' in the table of individual results and marked † in the forest plots.")  # fmt: skip
 
 
 def _result(d: ArmDatum) -> str:
@@ -196,7 +206,7 @@ def individual_results(syn: Synthesis) -> str:
 
 
 def _sensitivity(syn: Synthesis, r: Pooled) -> Pooled:
-    return pool(r.contrasts, method="dl" if syn.method == "pm" else "pm")
+    return pool(r.contrasts, method="dl" if syn.method == "pm" else "pm", model="random")
 
 
 def _effect_name(r: Pooled) -> str:
@@ -207,8 +217,12 @@ def _pooled_paragraph(syn: Synthesis, r: Pooled, reports: Path) -> str:
     c = r.contrasts
     text = (f"**{c.comparison.label}: {c.label}.** {_plural(r.trials, 'trial')} {_cites([t.pmid for t in c.trials])} "
             f"with {r.participants} participants contribute ({c.comparison.kind} comparison; risk of bias not "
-            f"assessed). Pooled {_effect_name(r)} {r.effect:.2f} (95% CI {r.ci_low:.2f} to {r.ci_high:.2f}; random "
-            f"effects, {r.method}). Heterogeneity: I² {100 * (r.i2 or 0):.0f}%, tau² {r.tau2:.3f}.")  # fmt: skip
+            f"assessed). Pooled {_effect_name(r)} {r.effect:.2f} (95% CI {r.ci_low:.2f} to {r.ci_high:.2f}; "
+            f"{r.model[:1].lower() + r.model[1:]}). Heterogeneity: I² {100 * (r.i2 or 0):.0f}%, tau² {r.tau2:.3f}, "
+            f"Chi² {r.q:.2f} on {r.trials - 1} df (P {'< 0.001' if r.q_p < 0.001 else f'= {r.q_p:.3f}'}); test for "
+            f"the overall effect Z = {abs(r.z):.2f} (P {'< 0.001' if r.z_p < 0.001 else f'= {r.z_p:.3f}'}).")  # fmt: skip
+    if r.reviewer:
+        text += f" Numbers of {_cites(sorted(r.reviewer))} were given by the review team (extraction sheet)."
     if r is syn.main():
         s = _sensitivity(syn, r)
         text += (f" Sensitivity analysis: with the {s.method} estimator the pooled {_effect_name(s)} is {s.effect:.2f} "

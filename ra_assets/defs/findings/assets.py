@@ -297,8 +297,47 @@ def _gap_map_metadata(files, preview) -> dict:
     return {"gap_map": dg.MetadataValue.md(preview(files)), **html}
 
 
+class SheetImport(dg.Config):
+    """A reviewer's extraction sheet to take in: the handbook whose review question it belongs to, and the file."""
+
+    handbook: str = ""  # a handbook name (as ra run takes it) or a path; "" with sheet "": report what is stored
+    sheet: str = ""  # .xlsx or .csv written by `ra extract HANDBOOK --sheet` and edited by the review team
+    question: str = ""  # a review question id; "": the topic's own question
+
+
+@dg.asset(group_name="findings", kinds={"python", "json"}, code_version="1")
+def extraction_sheet(
+    context: dg.AssetExecutionContext, config: SheetImport, ra: RaConfigResource, store: StoreResource
+) -> dg.MaterializeResult:
+    """The review team's numbers from their extraction sheet (`ra extract HANDBOOK --sheet FILE`, edited): with a
+    sheet in the run config, every row is validated (a bad row fails the run naming file, row and column, and nothing
+    is taken in) and its reviewer numbers stored under `<data_dir>/extraction/`; without, the stored numbers are
+    reported. Upstream of `reports`: an SR draft made after it pools the reviewer's numbers, which win over ra's
+    and are named as the reviewer's in its tables and forest plots (docs/synthesis.md)."""
+    from ra_agent.agent import import_sheet, reviewer_summary
+    from ra_assets.handbooks import handbook_choices
+
+    cfg = ra.get_config()
+    if config.sheet:
+        named = handbook_choices(ra.config_path).path(config.handbook)
+        handbook = named if named.is_file() else Path(config.handbook)
+        with store.get_client() as db:
+            got = import_sheet(cfg, db, handbook, Path(config.sheet), config.question or None)
+        context.log.info("%s: %d rows give the reviewer's numbers (%d cleared)", config.sheet, got.given, got.removed)
+    summary = reviewer_summary(cfg)
+    return dg.MaterializeResult(
+        metadata={
+            "reviewer_rows": summary.rows,
+            "cleared_rows": summary.removed,
+            "sheets": dg.MetadataValue.json(summary.sheets),
+            "files": dg.MetadataValue.json(summary.files),
+        },
+        data_version=content_version(summary.content),
+    )
+
+
 @dg.asset(
-    deps=[cluster_metrics, pico_extractions, sr_overlap, review_questions, cluster_expansion],
+    deps=[cluster_metrics, pico_extractions, sr_overlap, review_questions, cluster_expansion, extraction_sheet],
     group_name="findings",
     kinds={"markdown"},
     code_version=synthesis_code_version(),  # an SR draft's numbers change with the arm-data extractor

@@ -15,7 +15,7 @@ from ra_agent.evidence.pico.extract import RuleExtractor
 from ra_agent.evidence.synthesis import EXTRACTOR, ArmDatum, extract_arm_data, synthesis_code_version, synthesise
 from ra_agent.evidence.synthesis.compare import H2RA, PPI, Comparison, OutcomeContrasts, Side, TrialContrast
 from ra_agent.evidence.synthesis.condition import condition_of
-from ra_agent.evidence.synthesis.extract import dispersion
+from ra_agent.evidence.synthesis.numbers import dispersion
 from ra_agent.evidence.synthesis.pool import SMD, pool
 from ra_agent.evidence.synthesis.question import from_topic
 from ra_agent.evidence.synthesis.report import review_title
@@ -43,7 +43,7 @@ def test_count_pairs_with_their_sentence(papers: dict[int, Paper]) -> None:
     assert got == {("rabeprazole", 4, 98, 167), ("ranitidine", 4, 60, 169), ("rabeprazole", 8, 146, 167),
                    ("ranitidine", 8, 112, 169)}  # fmt: skip
     for d in data:
-        assert d.extractor == EXTRACTOR == "rules:arm-numbers-v2"
+        assert d.extractor == EXTRACTOR == "rules:arm-numbers-v3"
         assert f"{d.events}/{d.total}" in d.sentence and d.sentence in papers[10950032].abstract
         assert d.outcome == "healing" and not d.continuous
     assert EXTRACTOR in synthesis_code_version()  # the reports asset's code_version follows the extractor

@@ -1,0 +1,194 @@
+"""What a trial studied, on real records: MeSH subheadings as indexed, the handbook's stated eligibility, every
+comparator a trial names, reports that are not of a trial's effects, reviews that ask something else, and reports
+of one trial grouped into one study (the demo corpus and CD006468's search results)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from ra_agent.agent.questions import handbook_topic
+from ra_agent.config import load_config
+from ra_agent.evidence.questions.build import questions_for_topic
+from ra_agent.evidence.questions.mesh import MeshTerm, roles
+from ra_agent.evidence.questions.model import (
+    DOSE_KIND,
+    NON_DRUG_KIND,
+    OTHER_CLASS,
+    PLACEBO_ARM,
+    PLACEBO_KIND,
+    SAME_CLASS,
+    UNNAMED,
+)
+from ra_agent.evidence.questions.review_asks import read_review
+from ra_agent.evidence.questions.scope import DEFAULT_KINDS, longest_weeks, read_scope
+from ra_agent.evidence.questions.studies import group_studies, registrations
+from ra_agent.evidence.questions.topic import Topic
+from ra_agent.evidence.questions.trials import eligibility
+from ra_agent.ingest.importers import import_file
+from ra_agent.models import Paper
+from ra_agent.store.db import Store
+
+ROOT = Path(__file__).resolve().parents[3]
+GAPS = ROOT / "tests" / "fixtures" / "gaps"
+DEMO = ROOT / "data" / "demo" / "Cohen_2006_ProtonPumpInhibitors.csv"
+
+
+def _import(path: Path, tmp: Path) -> dict[int, Paper]:
+    store = Store(tmp / "ra.sqlite")
+    import_file(store, path, load_config(ROOT / "config.toml", environ={}))
+    pmids = [r[0] for r in store.conn.execute("SELECT pmid FROM paper ORDER BY pmid")]
+    out = {p.pmid: p for p in store.papers(pmids)}
+    store.close()
+    return out
+
+
+@pytest.fixture(scope="module")
+def gaps(tmp_path_factory) -> dict[int, Paper]:
+    return _import(GAPS / "CD006468_catheter_subset.csv", tmp_path_factory.mktemp("gaps"))
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory) -> dict[int, Paper]:
+    return _import(GAPS / "CD006468_study_reports.csv", tmp_path_factory.mktemp("reports"))
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory) -> dict[int, Paper]:
+    return _import(DEMO, tmp_path_factory.mktemp("demo"))
+
+
+@pytest.fixture(scope="module")
+def reflux() -> Topic:
+    return handbook_topic(ROOT / "handbooks" / "seek_gap_ppi_gerd.md")
+
+
+# ---------------------------------------------------------------------------- MeSH as indexed
+
+
+def test_the_importer_keeps_subheadings_and_major_topics(gaps):
+    warfarin = gaps[15767639]  # "Randomized placebo-controlled study of low-dose warfarin ..."
+    assert "Venous Thrombosis/diagnostic imaging/*etiology/*prevention & control" in warfarin.mesh_terms
+    term = MeshTerm.parse("Venous Thrombosis/diagnostic imaging/*etiology/*prevention & control")
+    assert term.descriptor == "Venous Thrombosis" and term.is_major and term.role == "treated"
+    assert roles(warfarin, ["Venous Thrombosis", "Neoplasms"]) == {
+        "Venous Thrombosis": "treated",
+        "Neoplasms": "treated",
+    }
+
+
+def test_a_condition_indexed_as_chemically_induced_is_an_adverse_effect_not_the_condition_treated():
+    """The rule reads NLM's subheading, whatever the condition: a trial whose record indexes the question's
+    condition only as "chemically induced" treats something else."""
+    topic = Topic.from_seed_query("antidepressants AND insomnia")
+    insomnia = replace(topic.population[0], headings=("Sleep Initiation and Maintenance Disorders",))
+    topic = replace(topic, population=(insomnia,))  # the heading the corpus links to insomnia (Topic.with_corpus)
+    paper = Paper(1, "Paroxetine versus placebo in major depression", "Patients with major depression were "
+                  "randomised to paroxetine or placebo for 8 weeks. Insomnia was reported by 12%.",
+                  mesh=["Depressive Disorder, Major", "Sleep Initiation and Maintenance Disorders"],
+                  mesh_terms=["Depressive Disorder, Major/*drug therapy",
+                              "Sleep Initiation and Maintenance Disorders/*chemically induced"],
+                  pub_types=["Randomized Controlled Trial"])  # fmt: skip
+    answer = eligibility(paper, topic)
+    assert not answer.eligible and "adverse effect" in answer.reason and "chemically induced" in answer.reason
+
+
+# ---------------------------------------------------------------------------- what a trial is and compares
+
+
+def test_instrument_validation_and_quality_of_life_instruments_are_not_reports_of_effects(demo, reflux):
+    for pmid in (12772004, 11467624):  # the GSFQ validation; reliability of disease-specific instruments
+        answer = eligibility(demo[pmid], reflux.with_corpus(list(demo.values())))
+        assert not answer.eligible and "instrument's validation" in answer.reason, answer.reason
+
+
+def test_a_condition_named_only_among_the_exclusions_is_not_the_trials(demo, reflux):
+    answer = eligibility(demo[10547167], reflux.with_corpus(list(demo.values())))  # non-ulcer dyspepsia
+    assert not answer.eligible and "another condition" in answer.reason
+
+
+def test_every_comparator_a_trial_names_is_read_as_the_trial_names_it(demo, gaps, reflux):
+    topic = reflux.with_corpus(list(demo.values()))
+    h2h = eligibility(demo[11012468], topic)  # esomeprazole ... compared with omeprazole
+    assert h2h.eligible and h2h.comparators == ("another proton pump inhibitor",) and h2h.kinds == (SAME_CLASS,)
+    cvc = Topic.from_seed_query("anticoagulants AND cancer AND central venous catheter").with_corpus(
+        list(gaps.values())
+    )
+    warp = eligibility(gaps[19217991], cvc)  # "compared with no warfarin"
+    assert warp.eligible and PLACEBO_ARM in warp.comparators
+    monreal = eligibility(gaps[8815570], cvc)  # "randomized to receive or not 2500 IU sc of Fragmin"
+    assert monreal.eligible and monreal.comparators == (PLACEBO_ARM,)
+
+
+# ---------------------------------------------------------------------------- the handbook's eligibility
+
+
+PROSE = """The review team's eligibility: adults with chronic pain; one drug compared head to head with another
+of the class, or with placebo for clinical outcomes (pain, function); trials of at least 12 weeks; single-dose and
+acute-pain studies excluded; dose comparisons excluded."""
+
+
+def test_the_handbooks_prose_states_the_scope_in_its_own_words():
+    scope = read_scope(PROSE, ("non-steroidal anti-inflammatory drug",))
+    assert scope.comparators == {SAME_CLASS, PLACEBO_KIND, UNNAMED}
+    assert scope.ages == "adults" and scope.min_weeks == 12
+    assert scope.outcome_kinds == {PLACEBO_KIND} and "pain" in scope.outcomes
+    assert scope.excluded == ("single dose", "acute pain")
+    assert any("single-dose and acute-pain studies excluded" in line for line in scope.lines())
+    silent = read_scope("Randomised trials of anticoagulants given to people with cancer.", ("anticoagulant",))
+    assert silent.comparators == DEFAULT_KINDS and DOSE_KIND not in silent.comparators
+    assert OTHER_CLASS in silent.comparators and NON_DRUG_KIND in silent.comparators
+    prefer = read_scope("Prefer comparisons that matter clinically (PPI vs H2RA, PPI vs placebo).", ())
+    assert prefer.comparators == DEFAULT_KINDS  # a preference is not eligibility
+
+
+def test_a_trial_outside_the_stated_scope_is_out_and_says_why(demo, reflux):
+    scope = read_scope("Adults only. Trials of at least 12 weeks.", reflux.intervention)
+    infants = demo[12970637]  # "Double-blind placebo-controlled trial of omeprazole in irritable infants ..."
+    answer = eligibility(infants, reflux.with_corpus(list(demo.values())))
+    assert answer.eligible
+    assert "children" in (scope.outside(infants, answer) or "")
+    assert longest_weeks("Patients received omeprazole for 4 weeks, then 8 weeks of maintenance.") == 8
+
+
+# ---------------------------------------------------------------------------- studies, not reports
+
+
+def test_reports_of_one_trial_are_one_study(reports, gaps):
+    assert registrations(reports[19726226]) == registrations(reports[22013950]) == {"NCT00951574"}
+    agents = {p: {"nadroparin"} for p in (19726226, 22013950)} | {p: {"tinzaparin"} for p in (23764005, 26284719)}
+    studies = group_studies([reports[p] for p in (19726226, 22013950, 23764005, 26284719)], agents)
+    assert sorted(s.reports for s in studies) == [[19726226, 22013950], [23764005, 26284719]]
+    assert all(s.links and "same registration" in s.links[0] for s in studies)
+
+
+def test_the_shared_key_counts_studies_and_keeps_the_secondary_analysis_under_its_trial(gaps):
+    cfg = load_config(ROOT / "config.toml", environ={})
+    topic = Topic.from_seed_query("anticoagulants AND cancer AND central venous catheter")
+    questions, judged, _ = questions_for_topic(topic, list(gaps.values()), pivot=cfg.sr.sr_overlap_pivot,
+                                               update_after=cfg.sr.update_after_trials,
+                                               min_trials=cfg.sr.min_eligible_trials)  # fmt: skip
+    own = questions[0]
+    # "Risk factors for upper limb deep vein thrombosis ..." reports on patients of the enoxaparin trial (15767643)
+    assert judged[18317868].eligible and judged[18317868].reason.startswith("a further report of study")
+    study = next(sid for sid, r in own.studies.items() if 18317868 in r)
+    assert own.studies[study] == [15767643, 18317868]
+    assert own.metrics["eligible_trials"] == len(own.studies) < own.metrics["reports"] == len(own.trials)
+
+
+# ---------------------------------------------------------------------------- reviews that ask something else
+
+
+def test_a_meta_analysis_of_gene_polymorphisms_asks_something_else_than_the_treatments_effect():
+    review = Paper(2, "Association between VEGF gene polymorphisms and response to anti-VEGF therapy in neovascular "
+                   "age-related macular degeneration: a meta-analysis", pub_types=["Meta-Analysis"])  # fmt: skip
+    assert read_review(review).other_kind in ("gene", "polymorphisms")
+    effect = Paper(
+        3,
+        "Anti-vascular endothelial growth factor for neovascular age-related macular degeneration",
+        "OBJECTIVES: To assess the effects of anti-VEGF agents.",
+        journal="Cochrane Database Syst Rev",
+    )
+    assert read_review(effect).other_kind == ""
