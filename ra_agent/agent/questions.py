@@ -4,8 +4,10 @@ review_questions asset, the goal's tools and Success, the dossiers and SR drafts
 
 `handbook_topic` reads the handbook's seed query (and the synonyms its prose lists) as a `Topic`, `handbook_scope`
 the eligibility its prose states. `load_question_set` returns the stored `QuestionSet` of a handbook when the corpus,
-the handbook file and the [sr] knobs are as they were when it was judged, else judges every record of the store
-(`evidence.questions.build.questions_for_topic`: nothing else calls it), writes the set's folder and returns it.
+the handbook file and the [sr] knobs are as they were when it was judged, else judges the records that may name the
+topic's population, read through the store's full-text and MeSH indexes (`evidence.questions.candidates`; the same
+questions as over every record, at a cost that follows the candidates, not the corpus: docs/scaling.md), with
+`evidence.questions.build.questions_for_topic` (nothing else calls it), writes the set's folder and returns it.
 `current_question_set` only reads. A handbook's key (its folder and its review_questions partition) is registered
 in <data_dir>/questions/handbooks.json so that the asset finds the handbook from its partition key. `question_map` is the
 evidence-gap map of a set's questions (`evidence.questions.gap_map`), dated by the corpus; it is drawn into the set's
@@ -26,7 +28,8 @@ from ra_agent.agent.success import HandbookError
 from ra_agent.config import Config
 from ra_agent.evidence.living.keep import CHANGES_FILE, announce, keep_evaluation
 from ra_agent.evidence.questions.build import questions_for_topic
-from ra_agent.evidence.questions.corpus import all_papers, references
+from ra_agent.evidence.questions.candidates import IndexCounts
+from ra_agent.evidence.questions.corpus import references
 from ra_agent.evidence.questions.dossier import set_dossiers
 from ra_agent.evidence.questions.gap_map import GapMap, build_gap_map
 from ra_agent.evidence.questions.gap_map_draw import FILES as MAP_FILES
@@ -152,9 +155,10 @@ def current_question_set(cfg: Config, store: Store, handbook_path: str | Path) -
 def load_question_set(
     cfg: Config, store: Store, handbook_path: str | Path, judge: QuestionJudge | None = None
 ) -> QuestionSet:
-    """The handbook's `QuestionSet`: the stored one when current (`current_question_set`), else computed over every
-    record of the store, written to <data_dir>/questions/<key>/ (questions.json and one dossier per question) and
-    returned. `judge` decides eligibility and coverage (default `question_judge_for(cfg)`: an LLM checks the rules'
+    """The handbook's `QuestionSet`: the stored one when current (`current_question_set`), else computed over the
+    store's records that may name the topic's population (`candidates.IndexCounts.candidates`: the same questions as
+    over every record; `eligibility` holds the candidates' answers), written to <data_dir>/questions/<key>/
+    (questions.json and one dossier per question) and returned. `judge` decides eligibility and coverage (default `question_judge_for(cfg)`: an LLM checks the rules'
     answers when one answers, else the rules). HandbookError for a handbook without a readable seed query,
     QuestionSetError for a handbook file name that is no safe folder name."""
     path = Path(handbook_path).resolve()
@@ -169,16 +173,18 @@ def load_question_set(
 
         judge = question_judge_for(cfg)
     started = time.monotonic()
-    papers = all_papers(store)
-    log.info("questions of %s: judging %d records (%s)", path.name, len(papers), judge.name)
+    corpus = IndexCounts(store)
+    papers = corpus.candidates(topic.with_statistics(corpus))
+    log.info("questions of %s: judging %d of the %d records, those that may name the topic's population (%s)",
+             path.name, len(papers), state.records, judge.name)  # fmt: skip
     scope = handbook_scope(path)
     cited = references(store, [p for p in papers if is_review(p)])
     questions, judged, reviews = questions_for_topic(
         topic, papers, pivot=cfg.sr.sr_overlap_pivot, update_after=cfg.sr.update_after_trials,
-        min_trials=cfg.sr.min_eligible_trials, references=cited, judge=judge, scope=scope,
+        min_trials=cfg.sr.min_eligible_trials, references=cited, judge=judge, scope=scope, corpus=corpus,
     )  # fmt: skip
     eligible = sum(a.eligible for a in judged.values())
-    reason = "" if eligible else f"no record of the {len(papers)} in the store is an eligible trial for the topic " \
+    reason = "" if eligible else f"no record of the {state.records} in the store is an eligible trial for the topic " \
                                  f"({topic.describe()}); see the handbook's Seed_query"  # fmt: skip
     qset = QuestionSet(
         handbook=handbook_identity(path, cfg.root), key=key, topic=topic.describe(), seed_query=topic.seed_query,

@@ -13,14 +13,15 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 COPY_ROWS = 5000  # rows per executemany (and per transaction)
-SKIPPED = ("ra_schema", "paper_fts", "sqlite_")  # version bookkeeping and SQLite's FTS5 shadow tables (rebuilt)
+# version bookkeeping, SQLite's FTS5 shadow tables and the MeSH index (both rebuilt by triggers as the papers arrive)
+SKIPPED = ("ra_schema", "paper_fts", "paper_mesh", "sqlite_")
 
 
 def copy_store(src: Store, dst: Store) -> dict[str, int]:
     """Copy every table of `src` into the empty, migrated `dst` (same schema version); returns rows per table.
 
     Columns are matched by name. On PostgreSQL the identity sequences are moved past the copied ids, and the
-    full-text index follows the rows by itself.
+    full-text and MeSH indexes follow the rows by themselves.
     """
     if src.schema_version != dst.schema_version:
         raise ValueError(f"{src.where} is at schema {src.schema_version}, {dst.where} at {dst.schema_version}")

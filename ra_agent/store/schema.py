@@ -138,6 +138,52 @@ _V8_FTS_POSTGRESQL = f"""
         FROM paper AS p WHERE p.pmid = f.pmid;
 """
 
+_V10_MESH_TABLE = """
+    CREATE TABLE paper_mesh (
+        descriptor TEXT NOT NULL,
+        pmid       INTEGER NOT NULL,
+        PRIMARY KEY (descriptor, pmid)
+    ) WITHOUT ROWID;
+    CREATE INDEX paper_mesh_pmid ON paper_mesh(pmid);
+    CREATE INDEX paper_with_mesh ON paper(pmid) WHERE mesh <> '[]';
+"""
+_V10_MESH_SQLITE = (
+    _V10_MESH_TABLE
+    + """
+    CREATE TRIGGER paper_mesh_ai AFTER INSERT ON paper BEGIN
+        INSERT OR IGNORE INTO paper_mesh(descriptor, pmid) SELECT value, new.pmid FROM json_each(new.mesh);
+    END;
+    CREATE TRIGGER paper_mesh_ad AFTER DELETE ON paper BEGIN
+        DELETE FROM paper_mesh WHERE pmid = old.pmid;
+    END;
+    CREATE TRIGGER paper_mesh_au AFTER UPDATE OF mesh ON paper BEGIN
+        DELETE FROM paper_mesh WHERE pmid = old.pmid;
+        INSERT OR IGNORE INTO paper_mesh(descriptor, pmid) SELECT value, new.pmid FROM json_each(new.mesh);
+    END;
+    INSERT OR IGNORE INTO paper_mesh(descriptor, pmid) SELECT j.value, p.pmid FROM paper AS p, json_each(p.mesh) AS j;
+"""
+)
+_V10_MESH_POSTGRESQL = (
+    postgres_ddl(_V10_MESH_TABLE)
+    + """
+    CREATE FUNCTION paper_mesh_sync() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF TG_OP <> 'INSERT' THEN
+            DELETE FROM paper_mesh WHERE pmid = OLD.pmid;
+        END IF;
+        IF TG_OP <> 'DELETE' THEN
+            INSERT INTO paper_mesh(descriptor, pmid)
+                SELECT d, NEW.pmid FROM jsonb_array_elements_text(NEW.mesh::jsonb) AS d ON CONFLICT DO NOTHING;
+        END IF;
+        RETURN NULL;
+    END $$;
+    CREATE TRIGGER paper_mesh_sync AFTER INSERT OR DELETE OR UPDATE OF mesh ON paper
+        FOR EACH ROW EXECUTE FUNCTION paper_mesh_sync();
+    INSERT INTO paper_mesh(descriptor, pmid)
+        SELECT d, p.pmid FROM paper AS p, jsonb_array_elements_text(p.mesh::jsonb) AS d ON CONFLICT DO NOTHING;
+"""
+)
+
 # Each entry is one migration; SQLite's PRAGMA user_version / PostgreSQL's ra_schema table record how many ran.
 MIGRATIONS: tuple[Migration, ...] = (
     (_V1_TABLES + _V1_FTS_SQLITE, postgres_ddl(_V1_TABLES) + _V1_FTS_POSTGRESQL),
@@ -348,6 +394,11 @@ CREATE INDEX IF NOT EXISTS mind_kb_collection ON mind_kb(collection, count);
     """
     ALTER TABLE paper ADD COLUMN mesh_terms TEXT NOT NULL DEFAULT '[]';
     """,
+    # 10: the MeSH headings each paper carries, one row per (descriptor, paper), kept by triggers and filled from the
+    # papers already stored, so the review-question rules read a heading's records and counts through an index
+    # instead of loading every record (evidence/questions/candidates.py); `paper_with_mesh` counts the papers that
+    # carry any heading
+    (_V10_MESH_SQLITE, _V10_MESH_POSTGRESQL),
 )
 
 

@@ -1,12 +1,15 @@
 """The store on SQLite and on PostgreSQL: schema, idempotent upserts, prov OR-merge, batches, crash consistency, FTS,
 concurrent writers."""
 
+import csv
+from pathlib import Path
+
 import demo_corpus
 import pytest
 
 from ra_agent.models import Paper, Reference
 from ra_agent.store.db import Store
-from ra_agent.store.schema import MIGRATIONS, PROV_CROSSREF, PROV_PUBMED, SQLITE
+from ra_agent.store.schema import MIGRATIONS, POSTGRESQL, PROV_CROSSREF, PROV_PUBMED, SQLITE
 
 
 @pytest.fixture(scope="module")
@@ -268,6 +271,7 @@ def test_migration_8_rebuilds_the_tsvectors_of_an_existing_postgresql_store(pg_s
                 "DROP TEXT SEARCH CONFIGURATION ra_fts",
                 "DROP TEXT SEARCH DICTIONARY ra_english_stem",
                 "DROP FUNCTION ra_fts_text(TEXT)",
+                *UNDO_MIGRATION_10[POSTGRESQL],
                 "ALTER TABLE paper DROP COLUMN mesh_terms",  # migration 9's column
                 "UPDATE ra_schema SET version = 7",
             ):
@@ -275,5 +279,60 @@ def test_migration_8_rebuilds_the_tsvectors_of_an_existing_postgresql_store(pg_s
         old = "SELECT pmid FROM paper_fts WHERE fts @@ to_tsquery('english', 'mg') ORDER BY pmid"
         assert [r[0] for r in store.conn.execute(old)] == [12743434]  # 9777317 has "mg" only in "mg/day"
     with Store(url) as store:
-        assert store.schema_version == len(MIGRATIONS) == 9
+        assert store.schema_version == len(MIGRATIONS) == 10
         assert sorted(store.search("pantoprazole AND mg")) == [9777317, 12743434]
+
+
+# ---------------------------------------------------------------------------- the MeSH index (migration 10)
+STUDY_REPORTS = Path(__file__).resolve().parents[1] / "fixtures" / "gaps" / "CD006468_study_reports.csv"
+# back to schema 9: what migration 10 added, per engine
+UNDO_MIGRATION_10 = {
+    SQLITE: ("DROP TRIGGER paper_mesh_ai", "DROP TRIGGER paper_mesh_ad", "DROP TRIGGER paper_mesh_au",
+             "DROP TABLE paper_mesh", "DROP INDEX paper_with_mesh"),
+    POSTGRESQL: ("DROP TRIGGER paper_mesh_sync ON paper", "DROP FUNCTION paper_mesh_sync()", "DROP TABLE paper_mesh",
+                 "DROP INDEX paper_with_mesh"),
+}  # fmt: skip
+
+
+def mesh_papers() -> list[Paper]:
+    """Five real records of the shared key with their MeSH descriptors (read from the CSV's keywords, the
+    subheadings and major-topic stars cut off), independent of ra's importers."""
+    with STUDY_REPORTS.open(encoding="utf-8", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    return [Paper(pmid=int(r["pubmedID"]), title=r["title"], abstract=r["abstract"],
+                  mesh=[k.split("/")[0].strip().lstrip("*") for k in r["keywords"].split(";") if k.strip()])
+            for r in rows]  # fmt: skip
+
+
+def indexed_headings(store: Store) -> set[tuple[str, int]]:
+    return {(r[0], r[1]) for r in store.conn.execute("SELECT descriptor, pmid FROM paper_mesh")}
+
+
+def test_the_mesh_index_follows_inserts_updates_and_deletes(store_target):
+    papers = mesh_papers()
+    assert all(p.mesh for p in papers)
+    store = Store(store_target)
+    store.upsert_papers([*papers, *demo_corpus.demo_papers()[:3]], source="import:gaps.csv")  # the demo's: no MeSH
+    assert indexed_headings(store) == {(h, p.pmid) for p in papers for h in p.mesh}
+    assert store.conn.execute("SELECT COUNT(*) FROM paper WHERE mesh <> '[]'").fetchone()[0] == len(papers)
+    first, second = papers[0], papers[1]
+    first.mesh = ["Neoplasms", "Heparin, Low-Molecular-Weight"]
+    store.upsert_papers([first], source="import:gaps.csv")
+    store.delete_citations([second.pmid], source="update:x")
+    assert indexed_headings(store) == {(h, p.pmid) for p in [first, *papers[2:]] for h in p.mesh}
+
+
+def test_migration_10_indexes_the_headings_of_papers_stored_before_it(store_target):
+    papers = mesh_papers()
+    with Store(store_target) as store:
+        store.upsert_papers(papers, source="import:gaps.csv")
+        with store.transaction():  # back to schema 9, as such a store was left
+            for sql in UNDO_MIGRATION_10[store.dialect]:
+                store.conn.execute(sql)
+            store._set_schema_version(9)
+        assert "paper_mesh" not in store.table_names()
+    with Store(store_target) as store:
+        assert store.schema_version == len(MIGRATIONS) == 10
+        assert indexed_headings(store) == {(h, p.pmid) for p in papers for h in p.mesh}
+        store.delete_citations([papers[0].pmid], source="update:x")  # the triggers work after the migration
+        assert {pmid for _, pmid in indexed_headings(store)} == {p.pmid for p in papers[1:]}

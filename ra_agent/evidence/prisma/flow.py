@@ -20,8 +20,10 @@ TOP_REASONS = 3  # exclusion reasons named in the flow (the most frequent), the 
 
 @dataclass(frozen=True)
 class PrismaFlow:
-    """PRISMA 2020 flow counts of a question: records screened = the candidates its set judged; reports eligible =
-    the records eligible for the topic's question; included = the question's studies with their reports."""
+    """PRISMA 2020 flow counts of a question: records screened = the candidates its set judged (the records that may
+    name the topic's population, found through the store's indexes; the others are removed before screening);
+    reports eligible = the records eligible for the topic's question; included = the question's studies with their
+    reports."""
 
     identified: int  # every record the store held when the set was judged
     screened: int  # the candidates judged (title, abstract, MeSH, publication types)
@@ -37,6 +39,9 @@ class PrismaFlow:
         return [
             {"stage": "Records identified", "n": self.identified,
              "detail": "every record in the corpus (search exports, PubMed searches, expansion fetches)"},
+            {"stage": "Records removed before screening", "n": self.identified - self.screened,
+             "detail": "they name none of the topic's population terms or MeSH headings (the store's full-text and "
+                       "MeSH indexes)"},
             {"stage": "Records screened (title/abstract)", "n": self.screened,
              "detail": "each judged by the review-question rules (title, abstract, MeSH headings, publication types)"},
             {"stage": "Records excluded", "n": self.excluded, "detail": f"most frequent reasons: {reasons}"},
@@ -91,6 +96,7 @@ def prisma_flow_png(flow: PrismaFlow, path: Path) -> Path:
         (2.2, f"Studies included (n = {flow.included})\nwith their {flow.reports} reports"),
     ]  # fmt: skip
     side = {
+        0: f"Removed before screening\n(n = {flow.identified - flow.screened}):\nno population term or heading",
         1: f"Excluded (n = {flow.excluded}):\n" + "\n".join(f"{why[:40]} {n}" for why, n in flow.excluded_reasons),
         2: f"Another comparison (n = {flow.other_comparison})",
     }

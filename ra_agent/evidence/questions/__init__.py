@@ -3,7 +3,8 @@ handbook -> topic -> studies -> coverage -> verdict -> dossier.
 
 - handbook -> topic: `topic.py` reads a handbook's seed query (and the synonyms its prose lists) as a `Topic` with
   the terms and MeSH headings that find its concepts (`agent.questions.handbook_topic` opens the handbook);
-- studies: `corpus.py` reads the papers, the reviews among them (`reviews.py`) and their reference lists; the judge
+- studies: `candidates.py` reads the records that may bear on the topic through the store's indexes (full-text and
+  MeSH) and the corpus counts the topic's terms come from, `corpus.py` the reviews' reference lists; the judge
   (`judge.py`: `RulesJudge`, or `llm_judge.py`'s LLM) says which records are eligible trials (`trials.py`) and
   whether a review's own question (`review_asks.py`) encompasses a question;
 - coverage and verdict: `build.py` groups the eligible trials into the topic's questions, assesses which reviews

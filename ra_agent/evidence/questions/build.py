@@ -35,7 +35,7 @@ from ra_agent.evidence.questions.model import NOT_NAMED, CoveringReview, Eligibi
 from ra_agent.evidence.questions.reviews import is_review
 from ra_agent.evidence.questions.scope import Scope
 from ra_agent.evidence.questions.studies import further_reports, group_studies
-from ra_agent.evidence.questions.topic import Topic, normalise
+from ra_agent.evidence.questions.topic import CorpusStatistics, Topic, normalise
 from ra_agent.models import Paper
 
 MEDIAN_REVIEW_SURVIVAL = (
@@ -257,12 +257,14 @@ def questions_for_topic(
     references: Mapping[int, set[int]] | None = None,
     judge: QuestionJudge | None = None,
     scope: Scope | None = None,
+    corpus: CorpusStatistics | None = None,
 ) -> tuple[list[ReviewQuestion], dict[int, Eligibility], list[Paper]]:
     """A goal's questions over `papers` (its scope): the reviews among them (`is_review`), the topic with the MeSH
-    headings and abbreviations its records give it, the questions built from the rest and their coverage by the
-    reviews. Returns (questions, every record's eligibility, the reviews)."""
+    headings and abbreviations the corpus's records give it (`corpus`, e.g. the store's indexes when `papers` are the
+    candidates read through them; None: `papers` themselves), the questions built from the rest and their coverage
+    by the reviews. Returns (questions, every record's eligibility, the reviews)."""
     reviews = [p for p in papers if is_review(p)]
-    topic = topic.with_corpus(papers)
+    topic = topic.with_statistics(corpus) if corpus is not None else topic.with_corpus(papers)
     questions, judged = build_questions(topic, papers, judge, scope)
     assess_coverage(questions, reviews, topic, pivot=pivot, update_after=update_after, min_trials=min_trials,
                     references=references, judge=judge)  # fmt: skip

@@ -1,17 +1,11 @@
-"""The corpus reads of the review-question pipeline: every paper of the store, the reviews among them, and the
-reference lists the store holds for them."""
+"""The corpus reads of the review-question pipeline besides its candidates (`candidates.py`): the reference lists the
+store holds for reviews, and every review of the local corpus (for find_existing_sr)."""
 
 from __future__ import annotations
 
 from ra_agent.evidence.questions.reviews import is_review
 from ra_agent.models import Paper
 from ra_agent.store.db import Store
-
-
-def all_papers(store: Store) -> list[Paper]:
-    """Every paper of the store (the goal's corpus), by PMID."""
-    pmids = [r[0] for r in store.conn.execute("SELECT pmid FROM paper ORDER BY pmid")]
-    return [p for start in range(0, len(pmids), 500) for p in store.papers(pmids[start : start + 500])]
 
 
 def cited_by(store: Store, review: int) -> set[int]:

@@ -75,8 +75,9 @@ def _reviews_section(question: ReviewQuestion, qset: QuestionSet) -> list[str]:
     answering, other = question.reviews, sorted(question.not_answering)
     rest = max(qset.reviews_checked - len(answering) - len(other), 0)
     lines = [
-        f"Reviews checked: {plural(qset.reviews_checked, 'review')} of the local corpus (every record that is a "
-        "review by its publication type, or says 'systematic review' or 'meta-analysis' in its title or abstract): "
+        f"Reviews checked: {plural(qset.reviews_checked, 'review')} of the local corpus (every record that may name "
+        "the topic's population and is a review by its publication type, or says 'systematic review' or "
+        "'meta-analysis' in its title or abstract): "
         f"{len(answering)} answer the question, {len(other)} name its population but ask another question, "
         f"{rest} are about other topics. The same search in PubMed: `({qset.seed_query}) AND systematic[sb]`.",
         "",

@@ -116,7 +116,7 @@ class QuestionSet:
     computed_ts: str
     reason: str = ""
     topic_terms: list[str] = field(default_factory=list)
-    reviews_checked: int = 0  # the reviews of the corpus each question's coverage was judged against
+    reviews_checked: int = 0  # the reviews among the candidates (records that may name the population), each judged
     scope_not_applied: list[str] = field(default_factory=list)  # the handbook's other statements, in its words
 
     @property

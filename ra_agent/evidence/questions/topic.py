@@ -21,6 +21,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from ra_agent.evidence.classes import PLACEBO, agents_in, classes_named, lineage
 from ra_agent.evidence.questions.model import PLACEBO_ARM
@@ -47,6 +48,8 @@ CHECK_TAGS = frozenset((
     "Double-Blind Method", "Single-Blind Method", "Random Allocation",
 ))  # fmt: skip
 MESH_MIN_RECORDS, MESH_SHARE, MESH_LIFT, MESH_REVERSE = 10, 0.5, 1.5, 0.6
+# an abbreviation a record defines in parentheses: "central venous catheters (CVCs)"
+ABBREVIATION = re.compile(r"\(([A-Z]{3,6})s?\)")
 
 
 class TopicError(ValueError):
@@ -56,6 +59,19 @@ class TopicError(ValueError):
 def normalise(text: str) -> str:
     """Lower-case text with British spellings made American (oesophagus → esophagus), for matching only."""
     return _SPELLING.sub(lambda m: _BRITISH[m.group(1)], (text or "").lower())
+
+
+def spellings(word: str) -> set[str]:
+    """Every spelling `normalise` reads as `word` (lower case): "oesophag" and "esophag" for "esophag"; each
+    American form inside the word may stand in its British spelling."""
+    out = {word}
+    for british, american in _BRITISH.items():
+        out |= {w[:i] + british + w[i + len(american) :] for w in out for i in _occurrences(w, american)}
+    return out
+
+
+def _occurrences(text: str, part: str) -> list[int]:
+    return [m.start() for m in re.finditer(f"(?={re.escape(part)})", text)]
 
 
 def _respell(pattern: str) -> str:
@@ -86,13 +102,17 @@ def _stem(word: str) -> str:
     return word
 
 
+# what word_patterns puts between the parts of a hyphenated word, between words, and after the last word
+PART_GAP, WORD_GAP, WORD_END = r"[- ]?", r"\w*\W+(?:\w+\W+){0,2}?", r"\w*"
+
+
 def word_patterns(phrase: str) -> tuple[str, ...]:
     """The pattern of a phrase: its words in order, each stemmed with any ending, up to two words between them;
     a hyphenated word also matches written apart or together ("treatment-resistant", "treatment resistant")."""
     words = re.findall(r"[\w-]+", normalise(phrase).strip())
-    pieces = [r"[- ]?".join(re.escape(_stem(part)) for part in w.split("-") if part) for w in words]
+    pieces = [PART_GAP.join(re.escape(_stem(part)) for part in w.split("-") if part) for w in words]
     pieces = [p for p in pieces if p]
-    return (r"\w*\W+(?:\w+\W+){0,2}?".join(pieces) + r"\w*",) if pieces else ()
+    return (WORD_GAP.join(pieces) + WORD_END,) if pieces else ()
 
 
 # A first word that qualifies the condition after it: an adjective ("neovascular", "diabetic", "chronic") or a
@@ -242,7 +262,12 @@ class Topic:
 
     def with_corpus(self, papers: Sequence[Paper]) -> Topic:
         """The topic with the MeSH headings and the abbreviations the records themselves give its concepts."""
-        return _with_abbreviations(_with_headings(self, papers), papers)
+        return self.with_statistics(PaperCounts(papers))
+
+    def with_statistics(self, corpus: CorpusStatistics) -> Topic:
+        """`with_corpus` over the corpus `corpus` reads: records in memory (`PaperCounts`), or the store's indexes
+        (`questions.candidates.IndexCounts`); the same topic from the same records."""
+        return _with_abbreviations(_with_headings(self, corpus), corpus)
 
     def describe(self) -> str:
         return (
@@ -291,27 +316,95 @@ def _listed(inside: str) -> list[str]:
     return [t for t in out if not re.fullmatch(r"(?:with|without|and|other|others|etc\.?)", t, re.I)]
 
 
-def _with_headings(topic: Topic, papers: Sequence[Paper]) -> Topic:
+class CorpusStatistics(Protocol):
+    """What `Topic.with_statistics` reads of a corpus: MeSH heading counts, and the records that may say a concept
+    (more records than say it are fine, the rules here read each; never fewer), in PMID order (as the corpus holds
+    them, for records in memory)."""
+
+    def indexed(self) -> int:
+        """How many records carry MeSH headings."""
+        ...
+
+    def headings(self) -> list[str]:
+        """Every heading the records carry."""
+        ...
+
+    def in_corpus_order(self, headings: Sequence[str]) -> list[str]:
+        """`headings` in the order the corpus first carries them (records in order, each record's headings in its
+        own order)."""
+        ...
+
+    def carried(self, heading: str) -> int:
+        """How many records carry `heading`."""
+        ...
+
+    def titled(self, concept: Concept) -> Iterable[Paper]:
+        """Records carrying headings whose title may say `concept`."""
+        ...
+
+    def carrying(self, heading: str, concept: Concept) -> Iterable[Paper]:
+        """The records carrying `heading` whose title or abstract may say `concept` (every one that does)."""
+        ...
+
+    def defining(self, concepts: Sequence[Concept]) -> Iterable[Paper]:
+        """Records whose abstract may define an abbreviation of one of `concepts` ("central venous catheter (CVC)")."""
+        ...
+
+
+class PaperCounts:
+    """`CorpusStatistics` of records in memory: every record is read."""
+
+    def __init__(self, papers: Sequence[Paper]):
+        self.papers = papers
+        self.with_mesh = [p for p in papers if p.mesh]
+        self.counts = Counter(h for p in self.with_mesh for h in dict.fromkeys(p.mesh))
+
+    def indexed(self) -> int:
+        return len(self.with_mesh)
+
+    def headings(self) -> list[str]:
+        return list(self.counts)
+
+    def in_corpus_order(self, headings: Sequence[str]) -> list[str]:
+        order = {h: i for i, h in enumerate(self.counts)}
+        return sorted(headings, key=order.__getitem__)
+
+    def carried(self, heading: str) -> int:
+        return self.counts[heading]
+
+    def titled(self, concept: Concept) -> Iterable[Paper]:
+        return self.with_mesh
+
+    def carrying(self, heading: str, concept: Concept) -> Iterable[Paper]:
+        return [p for p in self.with_mesh if heading in p.mesh]
+
+    def defining(self, concepts: Sequence[Concept]) -> Iterable[Paper]:
+        return self.papers
+
+
+def _with_headings(topic: Topic, corpus: CorpusStatistics) -> Topic:
     """Link each population concept to the MeSH headings the records carry for it (see the module text)."""
-    indexed = [p for p in papers if p.mesh]
+    indexed = corpus.indexed()
     if not indexed:
         return topic
-    counts = Counter(h for p in indexed for h in set(p.mesh))
+    headings = corpus.headings()
     concepts = []
     for concept in topic.population:
         words = _prefixes(concept.label)
-        named = [h for h in counts if h not in CHECK_TAGS and words and words <= _prefixes(h)]
-        titled = [p for p in indexed if concept.find(p.title)]
+        named = corpus.in_corpus_order([h for h in headings if h not in CHECK_TAGS and words and words <= _prefixes(h)])
+        titled = [p for p in corpus.titled(concept) if p.mesh and concept.find(p.title)]
         linked = []
         if len(titled) >= MESH_MIN_RECORDS:
-            share = Counter(h for p in titled for h in set(p.mesh))
+            share = Counter(h for p in titled for h in dict.fromkeys(p.mesh))
             for heading, n in share.most_common(20):
-                if heading in CHECK_TAGS or heading in named or agents_in(heading) or counts[heading] < 5:
+                if heading in CHECK_TAGS or heading in named or agents_in(heading) or corpus.carried(heading) < 5:
                     continue
-                carried = [p for p in indexed if heading in p.mesh]
-                says = sum(bool(concept.find(f"{p.title} {p.abstract}")) for p in carried) / len(carried)
-                lift = (n / len(titled)) / (counts[heading] / len(indexed))
-                if n / len(titled) >= MESH_SHARE and lift >= MESH_LIFT and says >= MESH_REVERSE:
+                carried = corpus.carried(heading)
+                lift = (n / len(titled)) / (carried / indexed)
+                if n / len(titled) < MESH_SHARE or lift < MESH_LIFT:
+                    continue
+                saying = [p for p in corpus.carrying(heading, concept) if concept.find(f"{p.title} {p.abstract}")]
+                if len(saying) / carried >= MESH_REVERSE:
                     linked.append(heading)
         if named or linked:
             patterns = (*concept.patterns, *(p for h in linked for p in word_patterns(_mesh_words(h))))
@@ -322,13 +415,13 @@ def _with_headings(topic: Topic, papers: Sequence[Paper]) -> Topic:
     return replace(topic, population=tuple(concepts))
 
 
-def _with_abbreviations(topic: Topic, papers: Sequence[Paper]) -> Topic:
+def _with_abbreviations(topic: Topic, corpus: CorpusStatistics) -> Topic:
     """The topic with the abbreviations the records define for its concepts ("central venous catheter (CVC)" →
     CVC also matches), read from the records themselves (the letters must be the initials of the words)."""
     found: dict[str, set[str]] = {c.label: set() for c in topic.population}
-    for paper in papers:
+    for paper in corpus.defining(topic.population):
         text = paper.abstract or ""
-        for match in re.finditer(r"\(([A-Z]{3,6})s?\)", text):
+        for match in ABBREVIATION.finditer(text):
             abbreviation = match.group(1)
             words = re.findall(r"[A-Za-z]+", text[max(0, match.start() - 80) : match.start()])[-len(abbreviation) :]
             if "".join(w[0] for w in words).upper() != abbreviation:

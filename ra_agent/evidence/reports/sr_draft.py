@@ -248,13 +248,13 @@ def sr_draft(
         "## Methods",
         "### Eligibility criteria\n\n" + _eligibility(ev) + extra(5),
         "### Information sources\n\n" + "\n".join(f"- {s}" for s in sources)
-        + f"\n- Prior systematic reviews: the {qset.reviews_checked} reviews of the local corpus, each judged on "
-        "whether its own question encompasses this one" + extra(6),
+        + f"\n- Prior systematic reviews: the {qset.reviews_checked} reviews of the local corpus that may name "
+        "the topic's population, each judged on whether its own question encompasses this one" + extra(6),
         "### Search strategy\n\n"
         + ("\n".join(f"- Search: {s}" for s in searches) if searches else "- No database search found these "
            "records; they come from the information sources above.")
-        + f"\n- Prior-review search: every review of the local corpus; in PubMed: `({qset.seed_query}) AND "
-        f"systematic[sb]`\n- Included trials were published {_span(ev)}." + extra(7),
+        + "\n- Prior-review search: every review of the local corpus that may name the topic's population; in "
+        f"PubMed: `({qset.seed_query}) AND systematic[sb]`\n- Included trials were published {_span(ev)}." + extra(7),
         "### Selection process\n\n"
         f"Each of the {flow.screened} records was judged by the review-question rules ({qset.judged_by}) over its "
         "title, abstract, MeSH headings and publication types; each included report keeps the reason it counts. No "
