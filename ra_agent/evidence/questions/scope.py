@@ -27,7 +27,6 @@ import re
 from dataclasses import dataclass, field
 
 from ra_agent.evidence.classes import PLACEBO, classes_named, lineage
-from ra_agent.evidence.questions.topic import normalise, word_patterns
 from ra_agent.evidence.questions.model import (
     DOSE_KIND,
     KINDS,
@@ -38,6 +37,7 @@ from ra_agent.evidence.questions.model import (
     UNNAMED,
     Eligibility,
 )
+from ra_agent.evidence.questions.topic import normalise, word_patterns
 from ra_agent.evidence.questions.trials import NON_DRUG, sentences
 from ra_agent.models import Paper
 

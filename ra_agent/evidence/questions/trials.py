@@ -283,6 +283,8 @@ SCHEDULE = re.compile(
 # a no-treatment arm in a trial's own words ("randomized to receive or not", "compared with no warfarin")
 NO_TREATMENT = re.compile(r"\b(?:receive|given|treated) or not\b|\b(?:no|without) (?:[\w-]+ ){0,2}?(?:prophyla\w*|"
                           r"treatment|therapy|medication|intervention)\b(?!-)|\buntreated\b", re.I)  # fmt: skip
+
+
 def _dose_or_schedule(parts: Sequence[str]) -> str | None:
     """The words saying two arms differ in dose, schedule or formulation of one agent, or None."""
     text = " ".join(parts)
