@@ -240,6 +240,8 @@ def _cycle(cfg, store, goals, state, brain, embedder_factory) -> CycleOutcome:
         if state.is_active:
             requests += _check_success(cfg, store, state, handbook)
     state.pending_asset_requests = [r.to_dict() for r in requests]
+    if state.question_id:  # the cycle log says which question the cycle worked on
+        notes.insert(0, f"question: {state.question_id}")
     goals.save(state)
     record = CycleRecord(
         cycle=cycle, goal_id=state.goal_id, primary_goal=state.primary_goal, topic=state.topic, brain=brain.name,
@@ -253,7 +255,8 @@ def _cycle(cfg, store, goals, state, brain, embedder_factory) -> CycleOutcome:
     )  # fmt: skip
     log_path = CycleLog(cfg).write(record)
     mode = f", {asked.mode}" if asked else ""
-    log.info("goal %s cycle %d: %s%s (%s%s)", state.goal_id, cycle, event, f" {tool}" if tool else "", brain.name, mode)
+    log.info("goal %s cycle %d: %s%s%s (%s%s)", state.goal_id, cycle, event, f" {tool}" if tool else "",
+             f" on {state.question_id}" if state.question_id else "", brain.name, mode)  # fmt: skip
     return CycleOutcome(state.goal_id, cycle, state.status, event, brain.name, tool, requests, str(log_path),
                         asked.figures() if asked else None)  # fmt: skip
 

@@ -115,10 +115,14 @@ def _load_demo(store: Store, cfg: Config) -> list[int]:
 
 
 def _cluster_demo(store: Store, cfg: Config, features: Features) -> None:
-    """HDBSCAN + rule audit, then PICO by the rule extractor and eligible_trials per cluster (as run_pico does)."""
+    """HDBSCAN + rule audit, then PICO by the rule extractor and eligible_trials per cluster (as run_pico does), and
+    the demo handbook's questions over the whole imported corpus (judged once; every copy reads them)."""
+    from ra_agent.agent.questions import load_question_set
+
     for cluster_id in cluster_corpus(store, features, cfg).cluster_ids:
         run = run_pico(store.papers(member_pmids(store, cluster_id)), RuleExtractor(), pico_path(cfg, cluster_id))
         set_cluster_metrics(store, cluster_id, eligible_trials=run.eligible)
+    load_question_set(cfg, store, HANDBOOK)
 
 
 def _load_medline(store: Store, cfg: Config) -> list[int]:

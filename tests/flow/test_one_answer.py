@@ -34,6 +34,7 @@ PRINTED = re.compile(r"^\s*(q-[0-9a-f]{10})  .+?  studies (\d+), reports (\d+)  
                      r"covered|too few trials): ", re.M)  # fmt: skip
 COUNTS = re.compile(r"^- Counts: (\d+) stud(?:y|ies)(?: \((\d+) reports?\))?", re.M)
 VERDICT = re.compile(r"\*\*Verdict: (.+?)\.\*\*")
+STUDY_ROW = re.compile(r"^\| (s-\d+) \| ([^|]+) \|", re.M)  # a dossier's study and its reports
 
 
 def config_for(project: Path, corpus: Path) -> Path:
@@ -42,6 +43,15 @@ def config_for(project: Path, corpus: Path) -> Path:
     path.write_text(f'[workspace]\ndata_dir = "data"\ndemo_corpus = "{corpus}"\n[ingest]\noffline = true\n'
                     "[goal]\nloop_delay_s = 0\n")  # fmt: skip
     return path
+
+
+def listed_studies(folder: Path, text: str) -> dict[str, list[int]]:
+    """A dossier's studies with their reports; a narrower question's short dossier lists them in its parent's."""
+    if "\n## Studies" not in text:
+        (parent,) = re.findall(r"same studies as its parent question: see \[(q-[0-9a-f]{10})\]", text)
+        text = (folder / f"{parent}.md").read_text(encoding="utf-8")
+    rows = STUDY_ROW.findall(text.split("\n## Studies", 1)[1].split("\n## ", 1)[0])
+    return {sid: [int(p) for p in re.findall(r"\[PMID:(\d+)\]", cited)] for sid, cited in rows}
 
 
 def answers_everywhere(config: Path, handbook: Path, capsys) -> dict[str, dict[str, tuple]]:
@@ -58,6 +68,7 @@ def answers_everywhere(config: Path, handbook: Path, capsys) -> dict[str, dict[s
             text = (folder / f"{q.id}.md").read_text(encoding="utf-8")
             (studies, reports), (verdict,) = COUNTS.findall(text)[0], VERDICT.findall(text)
             dossiers[q.id] = (int(studies), int(reports or studies), verdict)
+            assert listed_studies(folder, text) == q.studies, q.id  # the same studies, each with the same reports
         drafts = {}
         for q in qset.questions:
             if not q.studies:
@@ -67,7 +78,8 @@ def answers_everywhere(config: Path, handbook: Path, capsys) -> dict[str, dict[s
             heading = re.search(r"^### Included studies \((\d+) studies(?: \((\d+) reports\))?\)", text, re.M)
             verdict = re.search(rf"^_Draft of review question `{q.id}` \(.+\): (.+)\._$", text, re.M)
             assert heading and verdict, q.id
-            included = re.findall(r"^\| \[PMID:(\d+)\] \|", text.split("### Included studies", 1)[1], re.M)
+            table = text.split("### Included studies", 1)[1].split("\n### ", 1)[0]  # not the later sections' tables
+            included = re.findall(r"^\| \[PMID:(\d+)\] \|", table, re.M)
             assert [int(p) for p in included] == [r[0] for r in q.studies.values()]  # each study by its first report
             drafts[q.id] = (int(heading[1]), int(heading[2] or heading[1]), verdict[1])
         goal = start_goal(cfg, store, handbook, "rules")
@@ -82,6 +94,8 @@ def answers_everywhere(config: Path, handbook: Path, capsys) -> dict[str, dict[s
         assert checked.passed, checked.metadata
         meta = result.asset_materializations_for_node("review_questions")[0].metadata
     asset = {q["id"]: (q["studies"], q["reports"], q["verdict"]) for q in meta["per_question"].value}
+    shown = {q["id"]: q["study_reports"] for q in meta["per_question"].value}
+    assert shown == {q.id: {sid: list(r) for sid, r in q.studies.items()} for q in qset.questions}
     table = meta["table"].value
     for q in qset.questions:  # the Markdown table the UI shows holds the same numbers
         assert f"| {q.id} | {q.in_words}" in table and f"| {len(q.studies)} | {len(q.trials)} | {q.verdict} |" in table

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from ra_agent.agent.cyclelog import log_dir
 from ra_agent.agent.questions import load_question_set
 from ra_agent.agent.runner import run_goal, run_with_spawned, start_goal
 from ra_agent.config import Config
@@ -75,6 +76,12 @@ def test_a_demo_goal_under_the_review_question_rule(demo, demo_project):
     studies = section(text, "Studies")
     assert not [p for p in PH_MIX if f"[PMID:{p}]" in studies]
     assert "do not answer it" in text and "Pharmacogenetics" in section(text, "Reviews checked")
+    # goal_state holds the question in focus and those done; the cycle log says which question each cycle worked on
+    (topic_id,) = re.findall(r"^- Question id: (q-[0-9a-f]{10})$", text, re.M)
+    assert topic_id in state.questions_done or state.question_id == topic_id
+    logged = "\n".join(p.read_text(encoding="utf-8") for p in sorted(log_dir(demo).glob("*_cycle*.md")))
+    mine = [s for s in logged.split("\n---\n") if f"goal_id: {state.goal_id} " in s]
+    assert mine and any(f"- question: {topic_id}\n" in s for s in mine)
     answer = goal_answer(demo, state)
     assert answer.startswith("covered by Systematic review of proton pump inhibitors for the acute treatment of "
                              "reflux oesophagitis (2002) [PMID:11683686]; update warranted: ")  # fmt: skip

@@ -79,7 +79,16 @@ def test_cluster_ids_are_an_enum_of_the_clusters_shown(demo, demo_project):
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({**run_pico, "action": {"tool": "run_pico", "args": {"cluster_id": "c_unknown"}}},
                             schema.schema)  # fmt: skip
-    with pytest.raises(jsonschema.ValidationError):  # exactly one of cluster_id, pmid_list
+    # question ids are an enum of the handbook's questions, in the tools that take one and in update_goal
+    questions = cycle_schema(demo, handbook, ids, ["q-0123456789", "q-abcdefabcd"])
+    sr = {"reasoning": "r", "action": {"tool": "find_existing_sr", "args": {"question_id": "q-0123456789"}}}
+    jsonschema.validate(sr, questions.schema)
+    focus = {"reasoning": "r", "action": {"tool": "update_goal", "args": {"changes": {"question_id": "q-abcdefabcd"}}}}
+    jsonschema.validate(focus, questions.schema)
+    for bad in ({"question_id": "q-9999999999"}, {"question_id": ids[0]}):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate({**sr, "action": {"tool": "find_existing_sr", "args": bad}}, questions.schema)
+    with pytest.raises(jsonschema.ValidationError):  # exactly one of question_id, cluster_id, pmid_list
         jsonschema.validate({**run_pico, "action": {"tool": "run_pico", "args": {"cluster_id": ids[0],
                                                                                  "pmid_list": [1]}}}, schema.schema)  # fmt: skip
     stop = {"reasoning": "done", "action": {"tool": "update_goal", "args": {"changes": {"status": "stopped"}}}}
@@ -260,7 +269,7 @@ def test_the_agent_cycle_run_records_how_the_brain_was_asked(demo_project, monke
 
 
 def test_alternative_pico_and_prisma_verdicts_are_constrained(demo, loopback):
-    from ra_agent.evidence.prisma.check import prisma_check
+    from ra_agent.evidence.prisma.check import check_draft
     from ra_agent.evidence.sr.alternative import propose_alternative_pico
     from ra_agent.topics.view import member_pmids
 
@@ -275,7 +284,7 @@ def test_alternative_pico_and_prisma_verdicts_are_constrained(demo, loopback):
         loopback.script(json.dumps({"new_PICO": theme, "seed_query": f"{words[1]} AND {words[0]}"}),
                         json.dumps({"compliant": False, "missing_items": [5, 7]}))  # fmt: skip
         alt = propose_alternative_pico(cfg, store, brain, members[:1], cluster_id=cid)
-        checked = prisma_check(cfg, store, cid, brain, draft_text="A draft without headings.")
+        checked = check_draft(cfg, brain, "A draft without headings.")
     first, second = (sent_schema(loopback.backend, r) for r in loopback.chat_requests)
     assert first is not None and second is not None
     assert first["required"] == ["new_PICO", "seed_query"] and first["additionalProperties"] is False

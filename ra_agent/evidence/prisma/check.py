@@ -50,7 +50,8 @@ PRISMA_ITEMS: dict[int, tuple[str, str, tuple[str, ...]]] = {
     7: (
         "Search strategy",
         "the search strategies for the databases, including filters and limits used",
-        (r"\bsearch strateg(?:y|ies)\b", r"\bsearch terms?\b", r"\bkey ?words?\b", r"\bMeSH\b",
+        (r"\bsearch strateg(?:y|ies)\b", r"\bsearch terms?\b", r"\bkey ?words?\b",
+         r"\bsearch\w*\b.{0,80}\bMeSH\b|\bMeSH\b.{0,80}\bsearch\w*",  # MeSH named for the search, not as a field judged
          r"\b(?:literature|electronic|systematic|comprehensive|computeri[sz]ed|bibliographic) search(?:es)?\b",
          r"\bsearch(?:es)? (?:was|were) (?:conducted|performed|carried out|run)\b",
          r"\bsearched (?:from|up to|through|until|between)\b",

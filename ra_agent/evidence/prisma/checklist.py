@@ -38,7 +38,7 @@ _HEADINGS: dict[int, str] = {
     14: r"^#{2,4} Reporting bias assessment\b",
     15: r"^#{2,4} Certainty assessment\b",
     16: r"^#{2,4} Study selection\b",
-    17: r"^#{2,4} (?:Study characteristics|Included trials)\b",
+    17: r"^#{2,4} (?:Study characteristics|Included (?:trials|studies))\b",
     18: r"^#{2,4} Risk of bias in studies\b",
     19: r"^#{2,4} Results of individual studies\b",
     20: r"^#{2,4} Results of syntheses\b",

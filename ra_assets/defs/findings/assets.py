@@ -239,6 +239,7 @@ def review_questions(context: dg.AssetExecutionContext, ra: RaConfigResource, st
                         "in_scope": q.in_scope,
                         "studies": len(q.studies),
                         "reports": len(q.trials),
+                        "study_reports": {sid: list(reports) for sid, reports in q.studies.items()},
                         "verdict": q.verdict,
                         "covering": q.covering.pmid if q.covering else None,
                         "trials_since": len(q.trials_since),

@@ -6,7 +6,6 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -303,69 +302,66 @@ def test_a_handbook_whose_seed_query_names_no_population_fails_naming_file_and_f
     assert len(err.splitlines()) == 1
 
 
-def test_the_review_questions_asset_materialises_with_its_check(gaps, tmp_path):
-    """The review_questions asset on one cluster of CD006468's catheter records, called with build_asset_context
-    under a goal from the CD006468 handbook: metadata per question, the review's own question covered by a version,
-    one dossier per question on disk; its structural check passes, and fails when a dossier goes missing."""
+def test_the_review_questions_asset_materialises_per_handbook_with_its_check(gaps, key, tmp_path):
+    """The review_questions asset, partitioned by the CD006468 handbook's key, on the review's catheter records:
+    metadata per question (the review's own question covered by a version of it), one dossier per question on disk;
+    its check passes, and the same structural check fails on the folder once a dossier goes missing."""
     import dagster as dg
-    from ra_assets.defs.findings.checks import review_questions_well_formed
 
-    from ra_agent.agent.goal import GoalStore
+    from ra_agent.agent.questions import register_handbook
+    from ra_agent.evidence.questions.question_set import question_set_problems
     from ra_assets.defs.findings.assets import review_questions
     from ra_assets.resources import build_resources
 
-    cluster_id = gaps.clusters()[0]["cluster_id"]
-    goals = GoalStore(gaps.cfg.data_dir, gaps.store)
-    goal = goals.create(HANDBOOK, "seek_gap", "anticoagulation, cancer, CVC")
-    goal.cluster_id = cluster_id
-    goals.save(goal)
     config = tmp_path / "config.toml"
     config.write_text(f'[workspace]\ndata_dir = "{gaps.cfg.data_dir}"\ndemo_corpus = ""\n[ingest]\noffline = true\n')
-    resources = build_resources(str(config))
-    with dg.build_asset_context(
-        resources={"ra": resources["ra"], "store": resources["store"]}, partition_key=cluster_id
-    ) as context:
-        result: Any = review_questions(context)
-    meta = result.metadata
-    assert meta["questions"] >= 2 and "anticoagulant" in str(meta["topic"])
+    handbook_key = register_handbook(load_config(config, environ={}), HANDBOOK)
+    with dg.DagsterInstance.ephemeral() as instance:
+        instance.add_dynamic_partitions("handbook", [handbook_key])
+        result = dg.materialize([review_questions], partition_key=handbook_key, instance=instance,
+                                resources=build_resources(str(config)))  # fmt: skip
+        assert result.success
+        checks = {c.check_name: c for c in result.get_asset_check_evaluations()}
+        checked = checks["review_questions_well_formed"]
+        meta = result.asset_materializations_for_node("review_questions")[0].metadata
+    assert checks["verdicts_unchanged"].passed  # the first evaluation: nothing to compare with
+    assert checked.passed and checked.metadata["questions"].value == meta["questions"].value >= 2
+    assert "anticoagulant" in str(meta["topic"].value)
     per_question = meta["per_question"].value
-    assert per_question[0]["verdict"].startswith("covered") and per_question[0]["eligible_trials"] >= 6
-    folder = Path(str(meta["path"]))
+    _, _, versions = key
+    assert per_question[0]["verdict"].startswith("covered") and per_question[0]["studies"] >= 6
+    assert per_question[0]["covering"] in versions
+    folder = Path(str(meta["path"].value))
+    assert folder.name == handbook_key and folder.parent.parent == gaps.cfg.data_dir
     assert sorted(p.stem for p in folder.glob("q-*.md")) == sorted(q["id"] for q in per_question)
     assert "![evidence-gap map](data:image/png;base64," in meta["gap_map"].value  # the picture, shown in the UI
     assert meta["gap_map_html"].value == str(folder / "gap_map.html") and (folder / "gap_map.html").is_file()
-    check: Any = review_questions_well_formed(ra=resources["ra"], store=resources["store"])
-    assert check.passed and check.metadata["questions"].value == len(per_question)
     (folder / f"{per_question[0]['id']}.md").unlink()
-    broken: Any = review_questions_well_formed(ra=resources["ra"], store=resources["store"])
-    assert not broken.passed and "no dossier file" in str(broken.metadata["first"].value)
+    seen, problems = question_set_problems(folder, gaps.store)
+    assert seen == len(per_question) and any("no dossier file" in p for p in problems)
 
 
-def test_propose_alternative_pico_skips_a_child_that_broadens_the_intervention(gaps, tmp_path):
-    """A goal on low-molecular-weight heparins whose brain proposes "anticoagulants AND ..." as the next theme: the
-    spawned goal would broaden the intervention, so none is started and the goal's history says why."""
+def test_propose_alternative_pico_skips_a_child_that_broadens_the_intervention(demo):
+    """The demo's goal (proton pump inhibitors for reflux) pivots from its covered topic question, and its brain
+    proposes "acid suppressants AND ..." as the next theme from the trials the review leaves out: the spawned goal
+    would broaden the intervention, so none is started and the goal's history says why."""
+    from evidence.conftest import HANDBOOK as DEMO_HANDBOOK
     from evidence.conftest import ScriptedBrain
     from ra_agent.agent.goal import GoalStore
     from ra_agent.agent.handbook import load_handbook
+    from ra_agent.agent.questions import load_question_set
     from ra_agent.agent.tools import ToolContext, propose_alternative_pico
-    from ra_agent.evidence.pico.extract import RuleExtractor, run_pico
-    from ra_agent.topics.view import pico_path
 
-    cluster_id = gaps.clusters()[0]["cluster_id"]
-    run_pico(gaps.store.papers(gaps.members(cluster_id)), RuleExtractor(), pico_path(gaps.cfg, cluster_id))
-    handbook_path = tmp_path / "lmwh.md"
-    handbook_path.write_text(HANDBOOK.read_text(encoding="utf-8").replace(
-        "anticoagulants AND cancer AND central venous catheter",
-        "low-molecular-weight heparins AND cancer AND central venous catheter",
-    ).replace("Primary_goal: seek_gap", "Primary_goal: conduct_SR"), encoding="utf-8")  # fmt: skip
-    goals = GoalStore(gaps.cfg.data_dir, gaps.store)
-    goal = goals.create(str(handbook_path), "conduct_SR", "LMWH, cancer, CVC")
-    reply = json.dumps({"new_PICO": "P: cancer patients with central venous catheters; I: anticoagulants",
-                        "seed_query": "anticoagulants AND cancer AND central venous catheter"})  # fmt: skip
-    ctx = ToolContext(gaps.cfg, gaps.store, goal, goals, load_handbook(handbook_path), ScriptedBrain(reply),
+    goals = GoalStore(demo.cfg.data_dir, demo.store)
+    goal = goals.create(str(DEMO_HANDBOOK), "seek_gap", "PPI, GERD")
+    reply = json.dumps({"new_PICO": "P: people with gastroesophageal reflux; I: acid suppressants",
+                        "seed_query": "acid suppressants AND gastroesophageal reflux"})  # fmt: skip
+    ctx = ToolContext(demo.cfg, demo.store, goal, goals, load_handbook(DEMO_HANDBOOK), ScriptedBrain(reply),
                       lambda: None)  # fmt: skip
-    effect = propose_alternative_pico(ctx, exclude_pmids=gaps.members(cluster_id)[:3])
-    assert effect.result["error"] == "outside_topic"
+    question = load_question_set(demo.cfg, demo.store, DEMO_HANDBOOK).topic_question
+    assert question.verdict.startswith("covered") and question.trials_since  # trials the review leaves out
+    effect = propose_alternative_pico(ctx, question.id)
+    assert effect.result["error"] == "outside_topic", effect.result
     (skipped,) = goal.events("alternative_skipped")
     assert skipped["message"].startswith("skipped: outside the goal's topic (it broadens the intervention")
     assert goal.events("alternative_proposed") == [] and len(goals.states()) == 1

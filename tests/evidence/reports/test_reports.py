@@ -1,24 +1,22 @@
-"""Gap dossier and SR draft: every cited PMID exists, counts match the store, the PRISMA flow PNG, the draft passes PRISMA."""
+"""A goal's gap dossier and SR draft of a review question read its set: every cited PMID exists, the studies and counts
+are the set's, the PRISMA result never says "not compliant" over reviews it could not judge, the flow PNG, the draft
+passes PRISMA, its Objectives name what its title compares and its sources are its records'."""
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import re
 
 import pytest
 
-from ra_agent.evidence.pico.extract import count_eligible, read_pico
-from ra_agent.evidence.prisma.check import prisma_check, rule_evidence
+from evidence.conftest import HANDBOOK
+from ra_agent.agent.questions import load_question_set
+from ra_agent.evidence.prisma.check import check_draft, review_statuses, rule_evidence
 from ra_agent.evidence.prisma.checklist import checked_text, prisma_checklist, prisma_subitems
 from ra_agent.evidence.prisma.flow import prisma_flow
-from ra_agent.evidence.reports.common import ReportError, cited_pmids, cluster_evidence, verify_citations
-from ra_agent.evidence.reports.gap_dossier import gap_dossier, gap_verdict
+from ra_agent.evidence.reports.common import ReportError, cited_pmids, verify_citations
+from ra_agent.evidence.reports.gap_dossier import gap_dossier
 from ra_agent.evidence.reports.sr_draft import sr_draft
-from ra_agent.evidence.sr.search import find_existing_sr
 from ra_agent.llm.rules_brain import RulesBrain
-from ra_agent.topics.expansion import semantic_boundary
-from ra_agent.topics.view import pico_path
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -33,9 +31,9 @@ def section(markdown: str, title: str) -> str:
     return rest[: end.start()] if end else rest
 
 
-def eligible_count(world, cluster_id):
-    records = {r.pmid: r for r in read_pico(pico_path(world.cfg, cluster_id))}
-    return count_eligible(world.store.papers(world.members(cluster_id)), records)
+def topic_question(world):
+    qset = load_question_set(world.cfg, world.store, HANDBOOK)  # stored by the template: read, not judged again
+    return qset, qset.topic_question
 
 
 def test_cited_pmids_and_verify_citations(demo, tmp_path):
@@ -46,131 +44,73 @@ def test_cited_pmids_and_verify_citations(demo, tmp_path):
     assert verify_citations(demo.store, path) == [99999999]
 
 
-def test_gap_dossier(demo, embedder):
-    cid = demo.trials_cluster
+def test_the_gap_dossier_is_the_questions_dossier_and_the_goals_checks(demo):
+    qset, question = topic_question(demo)
     brain = RulesBrain()
-    sr = find_existing_sr(demo.cfg, demo.store, cid, embedder=embedder)
-    prisma = prisma_check(demo.cfg, demo.store, cid, brain, sr_pmids=sr.sr_pmids)
-    path = gap_dossier(demo.cfg, demo.store, cid, goal_id="g-test", brain_name=brain.name, sr=sr, prisma=prisma)
-    assert path == demo.cfg.data_dir / "reports" / f"gap_dossier_{cid}.md"
+    covering = [r.pmid for r in question.reviews if r.share >= demo.cfg.sr.sr_overlap_pivot]
+    prisma = review_statuses(demo.cfg, demo.store, covering, brain)
+    path = gap_dossier(demo.cfg, demo.store, qset, question, goal_id="g-test", brain_name=brain.name, prisma=prisma)
+    assert path == demo.cfg.data_dir / "reports" / f"gap_dossier_{question.id}.md"
     text = path.read_text(encoding="utf-8")
     assert verify_citations(demo.store, path) == [] and cited_pmids(text)
-    assert brain.name in text.split("\n\n")[1]  # the generated-by line names the brain
-    expected = eligible_count(demo, cid)
-    listed = re.findall(r"^\d+\. .*\[PMID:(\d+)\]$", section(text, "Eligible randomised trials"), re.M)
-    assert len(listed) == expected == len(set(listed)) and f"({expected})" in text
-    assert set(map(int, listed)) <= set(demo.members(cid))
-    pico_rows = re.findall(r"^\| \[PMID:(\d+)\]", section(text, "PICO of the eligible trials"), re.M)
-    assert pico_rows == listed
-    reviews = section(text, "Existing systematic reviews")
-    assert sr.query in reviews and f"{sr.overlap:.3f}" in reviews and sr.definition in reviews
-    assert {int(p) for p in re.findall(r"\[PMID:(\d+)\]", reviews)} == set(sr.reviews)
-    verdict = section(text, "Verdict")
-    assert f"{expected} eligible randomised trials" in verdict
-    assert "(provisional)" in verdict and "local corpus" in verdict  # the review search ran offline
-    gap = expected >= demo.cfg.sr.min_eligible_trials and not sr.covered and not prisma.compliant
-    assert ("Verdict: evidence gap" in verdict) == gap
-    for pmid in prisma.undetermined if gap else []:  # a gap over a review of undetermined compliance says so
-        assert f"[PMID:{pmid}]" in verdict.split("Provisional because:")[1]
+    lines = text.splitlines()
+    assert lines[0] == f"# Evidence-gap dossier: {question.in_words}" and brain.name in lines[2]
+    assert lines[4].startswith("Covered by ") and f"**Verdict: {question.verdict}.**" in text
+    rows = re.findall(r"^\| (s-\d+) \| ", section(text, "Studies"), re.M)
+    assert rows == list(question.studies)  # the set's studies, each once
+    pico = re.findall(r"^\| \[PMID:(\d+)\]", section(text, "PICO of its studies"), re.M)
+    assert [int(p) for p in pico] == [reports[0] for reports in question.studies.values()]
+    checked = section(text, "PRISMA check of the covering review")
+    assert "abstract only" in checked and "**not compliant**" not in checked  # undetermined reviews, said so
+    assert "**undetermined**" in checked and prisma.compliance is None
+    assert "PRISMA compliance of the covering reviews" not in section(text, "Not checked by this run")
 
 
-def test_verdict_names_the_covering_review_and_pivots(demo, embedder):
-    cid = demo.trials_cluster
-    probe = find_existing_sr(demo.cfg, demo.store, cid, embedder=embedder)
-    top = probe.reviews[0]
-    one = demo.cfg.with_overrides(sr={"sr_cosine_threshold": probe.cosines[top], "sr_overlap_pivot": 0.0})
-    sr = find_existing_sr(one, demo.store, cid, embedder=embedder)
-    assert sr.covered and sr.overlap > 0
-    verdict = gap_verdict(sr.trials_total, 6, sr, None, {})
-    assert verdict.kind == "covered by an existing review" and f"[PMID:{top}]" in verdict.headline
-    assert "pivot" in verdict.headline and verdict.provisional  # offline search
-    online = dataclasses.replace(sr, offline=False)
-    assert not gap_verdict(sr.trials_total, 6, online, None, {}).provisional
-    none_cover = dataclasses.replace(online, overlap=0.0, sr_pmids=[], covering=[])
-    prisma = prisma_check(demo.cfg, demo.store, cid, RulesBrain(), sr_pmids=[])
-    gap = gap_verdict(6, 6, none_cover, prisma, {})
-    assert gap.kind == "evidence gap" and not gap.provisional
-    assert any("No review covers the cluster" in r for r in gap.reasons)
-    assert gap_verdict(5, 6, none_cover, prisma, {}).kind == "too few trials"
-    assert gap_verdict(6, 6, None, None, {}).kind == "not judged"
-
-
-def test_dossier_and_draft_with_the_default_learned_extractor(demo):
-    """The fixture's PICO comes from the rules; redone by the default extractor (no LLM: the learned tagger), the
-    dossier's PICO table and the draft's data-collection item name the tagger and list its eligible trials."""
-    from ra_agent.evidence.pico import learned
-    from ra_agent.evidence.pico.extract import run_pico
-    from ra_agent.evidence.pico.llm_extract import make_extractor
-
-    cid = demo.trials_cluster
-    extractor = make_extractor(None, demo.cfg)
-    assert extractor.name == learned.model_version()
-    run = run_pico(demo.store.papers(demo.members(cid)), extractor, pico_path(demo.cfg, cid))
-    assert run.extractor_counts == {extractor.name: len(demo.members(cid))}
-    text = gap_dossier(demo.cfg, demo.store, cid, goal_id="g-learned", brain_name="rules", sr=None, prisma=None)
-    text = text.read_text(encoding="utf-8")
-    pico = section(text, "PICO of the eligible trials")
-    assert f"extractor: {extractor.name}" in pico and "rules:pico-cues-v3" not in pico
-    listed = re.findall(r"^\| \[PMID:(\d+)\]", pico, re.M)
-    assert len(listed) == eligible_count(demo, cid) == run.eligible > 0
-    draft = sr_draft(demo.cfg, demo.store, cid, goal_id="g-learned", brain_name="rules", prisma=None)
-    collected = f"were extracted from the abstracts by {extractor.name} ({len(demo.members(cid))})"
-    assert collected in draft.read_text(encoding="utf-8")
-
-
-def test_gap_dossier_needs_pico(demo):
-    cid = demo.trials_cluster
-    pico_path(demo.cfg, cid).unlink()
-    with pytest.raises(ReportError, match="run_pico"):
-        gap_dossier(demo.cfg, demo.store, cid, goal_id="g", brain_name="b", sr=None, prisma=None)
-
-
-def test_sr_draft_after_expansion_passes_prisma(demo):
-    cid = demo.trials_cluster
+def test_the_sr_draft_includes_the_questions_studies_and_passes_prisma(demo):
+    qset, question = topic_question(demo)
     brain = RulesBrain()
-    grown = semantic_boundary(demo.cfg, demo.store, cid, demo.unassigned(), brain, vectors=demo.vectors,
-                              available_bytes=lambda: 1 << 50)  # fmt: skip
-    path = sr_draft(demo.cfg, demo.store, cid, goal_id="g-test", brain_name=brain.name, prisma=None)
-    assert path.name == f"sr_draft_{cid}.md"
+    path = sr_draft(demo.cfg, demo.store, qset, question, goal_id="g-test", brain_name=brain.name, prisma=None)
+    assert path.name == f"sr_draft_{question.id}.md"
     text = path.read_text(encoding="utf-8")
     assert verify_citations(demo.store, path) == []
-    png = path.with_name(f"sr_draft_{cid}_prisma_flow.png")
+    png = path.with_name(f"sr_draft_{question.id}_prisma_flow.png")
     assert png.read_bytes()[:8] == PNG_MAGIC and f"]({png.name})" in text
-    # flow counts match the store
-    ev = cluster_evidence(demo.cfg, demo.store, cid)
-    flow = prisma_flow(demo.cfg, demo.store, ev)
-    members = demo.members(cid)
-    judged_out = (
-        set(grown.to_dict()["no_vector"]) | {p for b in grown.batches for p in b.shown} | set(demo.unassigned())
-    )
-    assert flow.assessed == len(members) and flow.eligible == eligible_count(demo, cid) == flow.included
-    corpus = demo.store.conn.execute("SELECT COUNT(*) FROM paper").fetchone()[0]
-    assert flow.identified == flow.screened == corpus  # every record ra holds, expansion candidates included
-    assert flow.excluded_screening == corpus - len(members) and flow.from_expansion <= len(judged_out)
-    assert flow.no_pico + flow.not_randomised + flow.missing_pio + flow.eligible == flow.assessed
-    assert flow.no_pico == len(grown.admitted)  # joined the cluster (tau_assign intake) after run_pico
+    # the flow's counts are the set's: every record judged, the reports eligible for the topic, the studies
+    flow = prisma_flow(qset, question)
+    assert flow.identified == demo.store.counts()["paper"]  # the corpus; the candidates the indexes return screened
+    assert flow.screened == len(qset.eligibility) < flow.identified
+    assert flow.excluded + flow.eligible_topic == flow.screened and flow.eligible_topic == qset.eligible_reports
+    assert (flow.reports, flow.included) == (len(question.trials), len(question.studies))
     table = section(text, "Study selection")
     for row in flow.rows():
         assert f"| {row['stage']} | {row['n']} |" in table
-    included = re.findall(r"^\| \[PMID:(\d+)\]", section(text, "Included trials"), re.M)
-    assert len(included) == flow.included
+    included = re.findall(r"^\| \[PMID:(\d+)\] \|", section(text, "Included studies"), re.M)
+    assert [int(p) for p in included] == [r[0] for r in question.studies.values()]
+    further = {p for reports in question.studies.values() for p in reports[1:]}
+    assert all(f"[PMID:{p}]" in section(text, "Included studies") for p in further)  # under their study
     synthesis = section(text, "Synthesis of the abstracts")
     quoted = re.findall(r"^- \[PMID:(\d+)\] \(", synthesis, re.M)
-    assert sorted(quoted) == sorted(included)  # every included trial is quoted once, in one group
+    assert sorted(quoted) == sorted(included)  # every included study is quoted once, in one group
     first = int(quoted[0])
     found = re.search(rf"^- \[PMID:{first}\] \(\w+\): (.+)$", synthesis, re.M)
     paper = demo.store.paper(first)
     assert found and paper and found.group(1).rstrip("…")[:60] in paper.abstract  # quoted, not invented
+    # the Objectives compare what the title compares; the sources are those of the question's records
+    assert "in gastroesophageal reflux" in text.splitlines()[0]
+    assert "effects of proton pump inhibitors compared with any comparator in people with gastroesophageal " \
+        "reflux" in section(text, "Objectives")  # fmt: skip
+    sources = section(text, "Information sources")
+    assert "Cohen_2006_ProtonPumpInhibitors.csv" in sources and f"{len(question.trials)} of its reports" in sources
     # the draft reports PRISMA items 4-8, so a check of the draft (above its checklist) passes
-    check = prisma_check(demo.cfg, demo.store, cid, brain, draft_text=checked_text(text))
+    check = check_draft(demo.cfg, brain, checked_text(text))
     assert check.as_dict() == {"compliant": True, "missing_items": []} and check.source == "draft"
-    again = sr_draft(demo.cfg, demo.store, cid, goal_id="g-test", brain_name=brain.name, prisma=check)
+    again = sr_draft(demo.cfg, demo.store, qset, question, goal_id="g-test", brain_name=brain.name, prisma=check)
     assert "**compliant**" in section(again.read_text(encoding="utf-8"), "PRISMA check")
 
 
-def test_sr_draft_checklist_is_read_off_the_draft_and_fill_states_missing_items(demo):
-    cid = demo.trials_cluster
-    path = sr_draft(demo.cfg, demo.store, cid, goal_id="g", brain_name="b", prisma=None)
+def test_the_sr_draft_checklist_is_read_off_the_draft_and_fill_states_missing_items(demo):
+    qset, question = topic_question(demo)
+    path = sr_draft(demo.cfg, demo.store, qset, question, goal_id="g", brain_name="b", prisma=None)
     text = path.read_text(encoding="utf-8")
     items = {i.item: i for i in prisma_checklist(text)}
     assert sorted(items) == list(range(1, 28))
@@ -179,22 +119,46 @@ def test_sr_draft_checklist_is_read_off_the_draft_and_fill_states_missing_items(
     sub = {s.item: s for s in prisma_subitems(text)}
     assert sorted(sub) == ["13a", "13b", "13c", "13d", "13e", "13f", "20a", "20b", "20c", "20d"]
     assert all(sub[k].met for k in ("13a", "13b", "13c", "13d", "13e"))  # the methods state each
-    # this 300-record subset of the demo gives no comparison two trials with numbers (the full demo does, and its
-    # draft meets 13f and 20a-20d: tests/flow/test_evidence_acceptance.py), so nothing is pooled and neither a
-    # pooled estimate nor a sensitivity analysis is claimed
-    record = json.loads(path.with_name(f"sr_draft_{cid}_synthesis.json").read_text(encoding="utf-8"))
-    assert max((len(c["trials"]) for c in record["comparisons"]), default=0) < 2 and record["main"] == ""
-    assert "Pooled risk ratio" not in section(text, "Results of syntheses")
-    assert not sub["13f"].met and not sub["20b"].met and not sub["20c"].met and not sub["20d"].met
-    listed = path.with_name(f"sr_draft_{cid}_prisma_checklist.md").read_text(encoding="utf-8")
+    listed = path.with_name(f"sr_draft_{question.id}_prisma_checklist.md").read_text(encoding="utf-8")
     missing = sum(not i.met for i in items.values()) + sum(not s.met for s in sub.values())
     assert listed.count("| missing |") == missing == text.count("| missing |")
     # a draft without its Search strategy section misses item 7; fill=[7] states it from the search log
     body = checked_text(text)
     cut = re.sub(r"^### Search strategy.*?(?=^### )", "", body, flags=re.S | re.M)
     assert 7 in rule_evidence(cut, [7], "draft").missing
-    filled = sr_draft(demo.cfg, demo.store, cid, goal_id="g", brain_name="b", prisma=None, fill=[7])
+    filled = sr_draft(demo.cfg, demo.store, qset, question, goal_id="g", brain_name="b", prisma=None, fill=[7])
     statement = [
         line for line in filled.read_text(encoding="utf-8").splitlines() if line.startswith("Search strategy:")
     ]
     assert len(statement) == 1 and "published" in statement[0]
+
+
+def test_reports_name_the_extractor_of_the_questions_pico(demo):
+    """PICO written by run_pico for the question (the default extractor without an LLM: the learned tagger) is what
+    the dossier's PICO table and the draft's data-collection item name."""
+    from ra_agent.evidence.pico import learned
+    from ra_agent.evidence.pico.extract import run_pico
+    from ra_agent.evidence.pico.llm_extract import make_extractor
+    from ra_agent.topics.view import pico_path
+
+    qset, question = topic_question(demo)
+    extractor = make_extractor(None, demo.cfg)
+    assert extractor.name == learned.model_version()
+    run = run_pico(demo.store.papers(question.trial_pmids), extractor, pico_path(demo.cfg, question.id))
+    assert run.extractor_counts == {extractor.name: len(question.trials)}
+    text = gap_dossier(demo.cfg, demo.store, qset, question, goal_id="g", brain_name="rules", prisma=None)
+    pico = section(text.read_text(encoding="utf-8"), "PICO of its studies")
+    assert f"`{question.id}.jsonl`" in pico and f"extractor: {extractor.name}" in pico
+    draft = sr_draft(demo.cfg, demo.store, qset, question, goal_id="g", brain_name="rules", prisma=None)
+    assert f"by {extractor.name} ({len(question.trials)})" in draft.read_text(encoding="utf-8")
+
+
+def test_a_question_without_a_study_has_no_draft(demo):
+    qset, _ = topic_question(demo)
+    empty = next((q for q in qset.questions if not q.studies), None)
+    if empty is None:  # every question of the demo has studies: make one with none from the topic's
+        from dataclasses import replace
+
+        empty = replace(qset.topic_question, studies={}, trials={}, verdict="too few trials", verdict_reason="0 < 6")
+    with pytest.raises(ReportError, match="has no study"):
+        sr_draft(demo.cfg, demo.store, qset, empty, goal_id="g", brain_name="b", prisma=None)
