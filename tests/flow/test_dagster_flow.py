@@ -69,6 +69,7 @@ def test_definitions_hold_the_pipeline(defs):
         "cluster_expansion",
         "ann_index",
         "screening_ranking",
+        "extraction_sheet",
     }
     graph = defs.resolve_asset_graph()
     assert dg.AssetKey("embedding_index") in graph.get(dg.AssetKey("clusters")).parent_keys
@@ -77,6 +78,7 @@ def test_definitions_hold_the_pipeline(defs):
         "ingest_batch_sensor",
         "search_query_sensor",
         "ann_index_automation",
+        "review_questions_automation",
         "screening_sensor",
     }
     assert [s.name for s in defs.schedules] == ["weekly_baseline_snapshot"]

@@ -181,7 +181,7 @@ def assert_synthesis_traceable(text: str, draft: Path, store) -> None:
     weeks, trials, participants = main.group(1), int(main.group(2)), int(main.group(4))
     cited = [int(p) for p in re.findall(r"\[PMID:(\d+)\]", main.group(3))]
     assert trials >= 2 and len(cited) == trials and float(main.group(6)) < float(main.group(5)) < float(main.group(7))
-    forest = re.search(r"\]\((sr_draft_\w+_forest_proton_pump_inhibitor_vs_h2_receptor_antagonist_in_erosive_oesophagitis_"
+    forest = re.search(r"\]\((sr_draft_[\w-]+_forest_proton_pump_inhibitor_vs_h2_receptor_antagonist_in_erosive_oesophagitis_"
                        r"healing_at_" + weeks + r"_weeks\.png)\)", results)  # fmt: skip
     assert forest and (draft.parent / forest.group(1)).read_bytes()[:4] == b"\x89PNG"
     rows = re.findall(r"^\| \[PMID:(\d+)\] \| ([^|]+) \| ([^|]+) \| ([^|]+) \| ([^|]+) \| (\d+)/(\d+) \| ([^|]+) \| ([^|]+) \|$",

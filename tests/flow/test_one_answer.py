@@ -90,7 +90,7 @@ def answers_everywhere(config: Path, handbook: Path, capsys) -> dict[str, dict[s
         result = dg.materialize([review_questions], partition_key=qset.key, instance=instance,
                                 resources=build_resources(str(config)))  # fmt: skip
         assert result.success
-        (checked,) = result.get_asset_check_evaluations()
+        checked = {c.check_name: c for c in result.get_asset_check_evaluations()}["review_questions_well_formed"]
         assert checked.passed, checked.metadata
         meta = result.asset_materializations_for_node("review_questions")[0].metadata
     asset = {q["id"]: (q["studies"], q["reports"], q["verdict"]) for q in meta["per_question"].value}

@@ -74,7 +74,7 @@ def test_under_auto_a_server_answering_invalid_json_hands_the_cycles_to_the_rule
     config = write_config(demo_project)
     with OpenAIReplayServer() as server:
         server.inject_always("/v1/chat/completions", Fault.http(200, b'{"choices": [{"mess', "application/json"))
-        settings = f'[llm]\nbrain = "auto"\nbackend = "openai"\nopenai_base_url = "{server.base_url}"\n'
+        settings = f'[llm]\nbrain = "auto"\nbackend = "openai"\nopenai_base_url = "{server.base_url}"\nprobe_timeout_s = 60\n'  # a loaded machine
         config.write_text(config.read_text().replace('[llm]\nbrain = "rules"\n', settings))
         assert main(["--config", str(config), "run", "seek_gap_ppi_gerd", "--max-cycles", "2"]) == 0
     out = capsys.readouterr().out

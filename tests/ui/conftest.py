@@ -35,10 +35,6 @@ def demo_ui(demo_template: Path, tmp_path_factory: pytest.TempPathFactory) -> It
     home = root / "dagster_home"
     home.mkdir()
     env = private_env(home, data_dir)
-    # The reports' previews, agent_reports_job and the `reports` asset need a goal that succeeds: the older
-    # cluster-cosine coverage rule keeps the demo's pH-monitoring "gap" (under the default review-question rule the
-    # 2002-2003 reviews cover the demo's question and no report is materialised; tests/evidence/questions/test_questions.py).
-    env["RA_SR__COVERAGE_RULE"] = "cosine"
     run_demo(env, demo_log(data_dir), timeout=DEMO_TIMEOUT_S)
     with ui_server(env, home, data_dir, root / "ui.log") as ui:
         yield ui
