@@ -121,16 +121,22 @@ class Ui:
 
 
 @contextlib.contextmanager
-def ui_server(env: dict[str, str], home: Path, data_dir: Path, log: Path) -> Iterator[Ui]:
-    """`scripts/ui.sh -h 127.0.0.1 -p PORT` until the server answers /server_info; on exit (also on failure) SIGTERM
-    to its process group, SIGKILL after 60 s, then SIGKILL to anything else left with this DAGSTER_HOME."""
+def ui_server(env: dict[str, str], home: Path, data_dir: Path, log: Path, daemon: bool = True) -> Iterator[Ui]:
+    """`scripts/ui.sh -h 127.0.0.1 -p PORT` (or, without `daemon`, Dagster's webserver alone on workspace.yaml: no
+    sensor or schedule runs) until the server answers /server_info; on exit (also on failure) SIGTERM to its
+    process group, SIGKILL after 60 s, then SIGKILL to anything else left with this DAGSTER_HOME."""
     ui = Ui(free_port(), home, data_dir, log)
     out = log.open("w")
-    process = subprocess.Popen(["bash", str(ROOT / "scripts" / "ui.sh"), "-h", "127.0.0.1", "-p", str(ui.port)],
-                               cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+    name = "scripts/ui.sh" if daemon else "dagster-webserver"
+    if daemon:
+        command = ["bash", str(ROOT / "scripts" / "ui.sh")]
+    else:
+        command = [str(Path(sys.executable).parent / name), "-w", str(ROOT / "workspace.yaml")]
+    process = subprocess.Popen([*command, "-h", "127.0.0.1", "-p", str(ui.port)], cwd=ROOT, env=env, stdout=out,
+                               stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
 
     def up() -> bool:
-        assert process.poll() is None, f"scripts/ui.sh exited {process.returncode}:\n{log.read_text()[-3000:]}"
+        assert process.poll() is None, f"{name} exited {process.returncode}:\n{log.read_text()[-3000:]}"
         try:
             with urllib.request.urlopen(f"{ui.url}/server_info", timeout=5) as response:
                 return response.status == 200
@@ -141,17 +147,17 @@ def ui_server(env: dict[str, str], home: Path, data_dir: Path, log: Path) -> Ite
     try:
         wait_for(up, 240, f"the Dagster webserver on port {ui.port} (log {log})")
         wait_for(lambda: location_loaded(ui), 240, f"the code location {LOCATION!r} to load (log {log})")
-        print(f"scripts/ui.sh: up after {time.monotonic() - started:.0f}s on port {ui.port} (log {log})")
+        print(f"{name}: up after {time.monotonic() - started:.0f}s on port {ui.port} (log {log})")
         yield ui
     finally:
         failing = sys.exc_info()[0] is not None
         started = time.monotonic()
         stop_group(process, grace=60)
-        print(f"scripts/ui.sh: stopped {time.monotonic() - started:.0f}s after SIGTERM")
+        print(f"{name}: stopped {time.monotonic() - started:.0f}s after SIGTERM")
         out.close()
         leftovers = kill_leftovers(home)
         if leftovers:
-            print(f"ui.sh: killed {len(leftovers)} process(es) left after SIGTERM: {leftovers}")
+            print(f"{name}: killed {len(leftovers)} process(es) left after SIGTERM: {leftovers}")
         left = processes_of(home)
         if left and not failing:  # (when the test already failed, its own error is the one to read)
             raise AssertionError(f"processes left with DAGSTER_HOME={home}: {[p.pid for p in left]}")

@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from gaps_replay import HANDBOOK, review_versions, write_years, year_of
+from gaps_replay import DEMO, DEMO_HANDBOOK, HANDBOOK, SUBSET, gaps_rows, review_versions, write_years, year_of
 
 from ra_agent.agent.living import set_changes, set_history
 from ra_agent.agent.questions import load_question_set, questions_root
@@ -33,14 +33,15 @@ def project(tmp_path: Path, extra: str = "") -> Path:
     return tmp_path / "config.toml"
 
 
-def step(config: Path, after: int, upto: int, clean: bool = True) -> tuple[object, Changes]:
-    """Import the records published in (after, upto], judge the questions, return the set and its changes (its
-    history `clean`: every line readable)."""
-    csv = write_years(config.parent / f"records_{after}_{upto}.csv", after, upto)
+def step(config: Path, after: int, upto: int, clean: bool = True, source: Path = SUBSET,
+         handbook: Path = HANDBOOK) -> tuple[object, Changes]:  # fmt: skip
+    """Import the records of `source` published in (after, upto], judge the handbook's questions, return the set and
+    its changes (its history `clean`: every line readable)."""
+    csv = write_years(config.parent / f"records_{after}_{upto}.csv", after, upto, source)
     assert main(["--config", str(config), "import", str(csv)]) == 0
     cfg = load_config(config, environ={})
     with open_store(cfg) as store:
-        qset = load_question_set(cfg, store, HANDBOOK)
+        qset = load_question_set(cfg, store, handbook)
     changes, problems = set_changes(cfg, qset)
     assert changes is not None and (not problems) == clean
     return qset, changes
@@ -133,6 +134,64 @@ def test_a_yearly_replay_shows_gap_to_covered_update_warranted_and_covered_again
     assert (change.verdict_before, change.verdict_after) == ("covered, update warranted", "covered")
     assert versions.get(change.covering_after["pmid"]) == 2011  # a 2011 version of CD006468 covers it again
     assert "covered, update warranted -> covered" in change.words()
+
+
+def test_the_demo_corpus_replayed_by_year_names_the_reviews_and_trials_of_each_step(tmp_path, capsys):
+    """The bundled demo corpus (records of 1992-2003) imported up to 2000, up to 2001, then the rest, the demo
+    handbook's questions judged after each step with the default knobs. What ra reports is checked against the
+    records themselves: a new study is a record of the step's years, every verdict that moved is named, a question
+    turns covered only by a review of the step (a record whose title says review), and an update is warranted
+    exactly where the trials after the question's newest review, by the records' years, reach [sr]
+    update_after_trials."""
+    config = project(tmp_path)
+    years = year_of(DEMO)
+    titles = {int(r["pubmedID"]): r["title"] for r in gaps_rows(DEMO)}
+    update_after = load_config(config, environ={}).sr.update_after_trials
+    before: dict[str, str] = {}  # question id -> its verdict at the step before
+    for after, upto in [(-1, 2000), (2000, 2001), (2001, 9999)]:  # -1: the records without a year come first
+        qset, changes = step(config, after, upto, source=DEMO, handbook=DEMO_HANDBOOK)
+        arrived = {p for p, y in years.items() if after < y <= upto}
+        assert changes.after.records == sum(1 for y in years.values() if y <= upto)
+        topic = qset.topic_question
+        for q in qset.questions:  # trials since the newest review, by the records' years
+            if q.newest is not None:
+                assert q.newest.year == years[q.newest.pmid]
+                since = sorted(r[0] for r in q.studies.values() if years[r[0]] > years[q.newest.pmid])
+                assert list(q.trials_since) == since
+                assert (q.verdict == "covered, update warranted") == (len(since) >= update_after), q.id
+        if not before:
+            assert changes.before is None and changes.transitions == [] and topic.verdict == "gap"
+        else:
+            moved = {q.id for q in qset.questions if q.id in before and before[q.id] != q.verdict}
+            assert moved and {c.id for c in changes.transitions if c.kind == ASKED} == moved
+            for change in changes.questions:
+                assert change.kind == NEW or change.verdict_before == before[change.id]
+                for reports in change.new_studies.values():  # a new study: reports of this step's records
+                    assert set(reports) <= arrived, (change.id, reports)
+                assert {p for r in change.new_reports.values() for p in r} <= arrived
+                for review in change.new_reviews:
+                    assert review["pmid"] in arrived and "review" in titles[review["pmid"]].lower()
+                if change.covering_changed:
+                    assert change.covering_after["pmid"] in {r["pmid"] for r in change.new_reviews}
+                if change.kind == ASKED and change.verdict_after.startswith("covered"):
+                    assert change.verdict_before.startswith("covered") or change.covering_changed
+            change = next(c for c in changes.transitions if c.id == topic.id)
+            words = change.words()
+            assert f"{change.verdict_before} -> {change.verdict_after}" in words
+            assert change.new_studies and f"PMID {sorted(change.new_studies.values())[0][0]}" in words
+        if upto == 2001:  # the first review answering the topic's question: gap -> covered
+            covering = topic.covering.pmid
+            assert (change.verdict_before, change.verdict_after) == ("gap", "covered")
+            assert years[covering] == 2001 and f"covered by PMID {covering} (2001) (was none)" in words
+        if upto == 9999:  # trials after the newest review reach the knob: covered -> update warranted
+            assert (change.verdict_before, change.verdict_after) == ("covered", "covered, update warranted")
+            assert years[topic.newest.pmid] > 2001 and len(topic.trials_since) >= update_after
+        before = {q.id: q.verdict for q in qset.questions}
+
+    capsys.readouterr()
+    assert main(["--config", str(config), "questions", str(DEMO_HANDBOOK), "--since", "2000-01-01"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("## ") == 3 and "gap -> covered" in out and "covered -> covered, update warranted" in out
 
 
 def test_a_corrupt_history_is_named_by_line_and_the_next_evaluation_still_appends(tmp_path, capsys, caplog):
