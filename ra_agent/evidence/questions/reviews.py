@@ -10,8 +10,9 @@ from ra_agent.models import Paper
 REVIEW_PUB_TYPES = ("Systematic Review", "Meta-Analysis", "Review")
 REVIEW_TEXT_CUE = re.compile(r"\bsystematic(?:\s+literature)?\s+reviews?\b|\bmeta[\s-]?analy(?:sis|ses|tic)\b", re.I)
 REVIEW_JOURNAL = re.compile(r"cochrane database", re.I)
-# a title that names itself a review ("Rabeprazole: a review of its use in ...", "An updated review", "review of the
-# literature"): drug profiles and narrative reviews often carry no publication type in an export
+# a title that names itself a review ("Rabeprazole: a review of its use in ...", "a literature review"): drug profiles
+# and narrative reviews often carry no publication type in an export; never a trial's report, and not a systematic
+# review that could cover a question either (trials.not_a_trial_report)
 REVIEW_TITLE_CUE = re.compile(r"\b(?:a|an|systematic|critical|narrative|literature|updated?)\s+(?:\w+\s+)?review\b|"
                               r"\breview of (?:its|the|their|current)\b", re.I)  # fmt: skip
 
@@ -44,11 +45,8 @@ def cue_reason(paper: Paper, pub_types: Iterable[str], text_cue: re.Pattern, mes
 
 
 def is_review(paper: Paper) -> str | None:
-    """Why a record is a review (`review_reason`, a Cochrane Database journal, or a title naming itself a review), or
-    None."""
+    """Why a record is a review (`review_reason`, or a Cochrane Database journal), or None."""
     reason = review_reason(paper)
     if reason is None and REVIEW_JOURNAL.search(paper.journal or ""):
         reason = f"journal {paper.journal!r}"
-    if reason is None and (match := REVIEW_TITLE_CUE.search(paper.title or "")):
-        reason = f"title says {match.group(0)!r}"
     return reason

@@ -14,7 +14,7 @@ from ra_agent.evidence.questions.model import (
     PLACEBO_ARM,
     Eligibility,
 )
-from ra_agent.evidence.questions.reviews import cue_reason, is_review
+from ra_agent.evidence.questions.reviews import REVIEW_TITLE_CUE, cue_reason, is_review
 from ra_agent.evidence.questions.topic import Concept, Topic, normalise
 from ra_agent.models import Paper
 
@@ -210,7 +210,7 @@ def not_a_trial_report(paper: Paper) -> str | None:
     if FUTURE_TENSE.search(paper.abstract or "") and not RESULT_WORDS.search(paper.abstract or ""):
         return "a trial protocol (the abstract says what will be done, and gives no results)"
     for pattern, what in ((INSTRUMENT, "an instrument's validation"), (ECONOMIC, "an economic evaluation"),
-                          (ACCURACY, "a diagnostic-accuracy study")):  # fmt: skip
+                          (ACCURACY, "a diagnostic-accuracy study"), (REVIEW_TITLE_CUE, "a narrative review")):  # fmt: skip
         if match := pattern.search(title):
             return f"{what} (title says {match.group(0)!r})"
     for heading, what in NOT_A_TRIAL_MESH.items():
