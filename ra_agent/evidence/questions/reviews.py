@@ -13,8 +13,8 @@ REVIEW_JOURNAL = re.compile(r"cochrane database", re.I)
 # a title that names itself a review ("Rabeprazole: a review of its use in ...", "a literature review"): drug profiles
 # and narrative reviews often carry no publication type in an export; never a trial's report, and not a systematic
 # review that could cover a question either (trials.not_a_trial_report)
-REVIEW_TITLE_CUE = re.compile(r"\b(?:a|an|systematic|critical|narrative|literature|updated?)\s+(?:\w+\s+)?review\b|"
-                              r"\breview of (?:its|the|their|current)\b", re.I)  # fmt: skip
+REVIEW_TITLE_CUE = re.compile(r"^reviews?\b|\breview of\b|"
+                              r"\b(?:a|an|systematic|critical|narrative|literature|updated?)\s+(?:\w+\s+)?review\b", re.I)  # fmt: skip
 
 
 def review_reason(paper: Paper) -> str | None:
