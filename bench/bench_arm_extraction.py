@@ -33,13 +33,8 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import math
-import os
 import re
-import subprocess
-import sys
-import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -448,20 +443,10 @@ print("BEFORE-JSON " + json.dumps(out))
 
 def before_fields(ref: str, records: Path = FIELDS_RECORDS) -> dict[int, list[Got]] | None:
     """The data the rules at commit `ref` extract from the records (None when the commit is not in this clone)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref], capture_output=True)
-        if archive.returncode != 0:
-            print(f"  before ({ref}): not in this clone ({archive.stderr.decode().strip()[:120]})")
-            return None
-        subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
-        env = {**os.environ, "PYTHONPATH": tmp}
-        done = subprocess.run([sys.executable, "-c", BEFORE, tmp, str(records)], env=env, capture_output=True,
-                              text=True, cwd=tmp)  # fmt: skip
-        line = next((x for x in done.stdout.splitlines() if x.startswith("BEFORE-JSON ")), None)
-        if line is None:
-            print(f"  before ({ref}): failed: {done.stderr.strip()[-300:]}")
-            return None
-        return {int(k): [Got.of(d) for d in v] for k, v in json.loads(line.removeprefix("BEFORE-JSON ")).items()}
+    from at_commit import run_at_commit  # bench/, beside this script
+
+    out = run_at_commit(ref, BEFORE, [str(records)], "  before")
+    return None if out is None else {int(k): [Got.of(d) for d in v] for k, v in out.items()}
 
 
 def report_fields(before_ref: str | None, *, heldout: bool, show_misses: bool) -> None:

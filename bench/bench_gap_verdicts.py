@@ -38,7 +38,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import subprocess
 import sys
 import tempfile
 import time
@@ -218,20 +217,9 @@ BEFORE_REF = "c44108e"  # main before review questions judged what a trial studi
 
 def before_lists(ref: str, csv_path: Path, handbook_path: Path) -> dict | None:
     """The topic question's lists and verdicts by the code at `ref` (None when the commit is not in this clone)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref], capture_output=True)
-        if archive.returncode != 0:
-            print(f"   BEFORE ({ref}): not in this clone ({archive.stderr.decode().strip()[:120]})")
-            return None
-        subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
-        env = {**__import__("os").environ, "PYTHONPATH": tmp}
-        done = subprocess.run([sys.executable, "-c", BEFORE, tmp, str(csv_path), str(handbook_path)], env=env,
-                              capture_output=True, text=True, cwd=tmp)  # fmt: skip
-        line = next((x for x in done.stdout.splitlines() if x.startswith("BEFORE-JSON ")), None)
-        if line is None:
-            print(f"   BEFORE ({ref}): failed: {done.stderr.strip()[-300:]}")
-            return None
-        return json.loads(line.removeprefix("BEFORE-JSON "))
+    from at_commit import run_at_commit  # bench/, beside this script
+
+    return run_at_commit(ref, BEFORE, [str(csv_path), str(handbook_path)], "   BEFORE")
 
 
 def run_review(cfg, embedder, csv_path: Path, handbook_path: Path, review_json: Path | None,

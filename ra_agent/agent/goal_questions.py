@@ -11,7 +11,6 @@ newest_trial are known from the set.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from ra_agent.agent.goal import GoalState
@@ -25,10 +24,6 @@ from ra_agent.store.db import Store
 QUESTION_TOOLS = ("run_pico", "find_existing_sr", "prisma_check", "propose_alternative_pico")
 SUCCESS_KEYS = ("eligible_trials", "sr_overlap", "PRISMA_compliant", "newest_trial", "trials_since_review")
 NO_QUESTION = "no question with enough trials"
-
-
-def goal_handbook_path(cfg: Config, state: GoalState) -> Path:
-    return recorded_handbook(cfg, state.handbook_path)
 
 
 def questions_request(cfg: Config, handbook: Handbook, reason: str) -> list[StageRequest]:
@@ -138,7 +133,7 @@ def goal_answer(cfg: Config, state: GoalState) -> str:
     from ra_agent.evidence.questions.question_set import QuestionSetError, read_question_set
 
     try:
-        qset = read_question_set(questions_root(cfg), handbook_key(cfg, goal_handbook_path(cfg, state)))
+        qset = read_question_set(questions_root(cfg), handbook_key(cfg, recorded_handbook(cfg, state.handbook_path)))
     except QuestionSetError:
         qset = None
     if qset is None:

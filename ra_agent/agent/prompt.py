@@ -194,18 +194,17 @@ def state_block(observation: dict[str, Any], budget: int, enc) -> tuple[str, int
     if len(searches) > _STATE_LIST_CAP:
         base["searches_left_out"] = len(searches) - _STATE_LIST_CAP
     questions = observation.get("questions")
-    if questions is not None:  # the set's order (the topic's question first), as many as the budget holds
-        kept_questions = list(questions[:_STATE_LIST_CAP])
-        while True:
-            base["questions"] = kept_questions
-            if len(kept_questions) < len(questions):
-                base["questions_left_out"] = len(questions) - len(kept_questions)
-            used = count_tokens(f"<state>\n{dumps(base)}\n</state>", enc) + 40  # + the "clusters" key and the note
-            if used <= budget or not kept_questions:
-                break
-            kept_questions = kept_questions[:-1]
-    else:
-        used = count_tokens(f"<state>\n{dumps(base)}\n</state>", enc) + 40
+    shown = None if questions is None else list(questions[:_STATE_LIST_CAP])  # the set's order: the topic's first
+    total = len(questions or [])
+    while True:  # as many questions as the budget holds
+        if shown is not None:
+            base["questions"] = shown
+            if len(shown) < total:
+                base["questions_left_out"] = total - len(shown)
+        used = count_tokens(f"<state>\n{dumps(base)}\n</state>", enc) + 40  # + the "clusters" key and the note
+        if used <= budget or not shown:
+            break
+        shown = shown[:-1]
     kept: list[dict[str, Any]] = []
     ordered = _state_order(observation)
     for cluster in ordered:
