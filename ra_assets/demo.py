@@ -23,6 +23,8 @@ import argparse
 import logging
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import dagster as dg
@@ -194,26 +196,55 @@ def check_input(config: Path, handbook: str) -> None:
     check_handbook(cfg, choices.path(handbook_choice(handbook, choices)))
 
 
+@contextmanager
+def demo_logging(verbose: bool) -> Iterator[None]:
+    """The demo's console: quiet unless `verbose` (the sensors' context.log lines duplicate the demo's own; a repeated
+    warning shows once; long steps say how far they are). Undone on the way out, so a caller in the same process
+    (a test, ra demo) keeps its own logging."""
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(name)s: %(message)s")
+    if verbose:
+        yield
+        return
+    root = logging.getLogger()
+    quiet = {"dagster": logging.WARNING, "ra_agent.llm.select": logging.ERROR}  # the handbook_job line names the brain
+    saved = {name: logging.getLogger(name).level for name in quiet}
+    progress = logging.getLogger("ra_assets.progress")  # long steps say how far they are
+    before = (progress.level, progress.propagate)
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(ProgressFormatter())
+    once = [(h, OnceFilter()) for h in root.handlers]
+    try:
+        for name, level in quiet.items():
+            logging.getLogger(name).setLevel(level)
+        progress.setLevel(logging.INFO)
+        progress.propagate = False
+        progress.addHandler(handler)
+        for h, f in once:
+            h.addFilter(f)
+        yield
+    finally:
+        for name, level in saved.items():
+            logging.getLogger(name).setLevel(level)
+        progress.setLevel(before[0])
+        progress.propagate = before[1]
+        progress.removeHandler(handler)
+        for h, f in once:
+            h.removeFilter(f)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ra_assets.demo", description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--handbook", default="seek_gap_ppi_gerd", help="a handbooks/*.md name or path")
     parser.add_argument("--config", default=str(default_config_path()), help="config.toml (default RA_CONFIG)")
     parser.add_argument("-v", "--verbose", action="store_true", help="show Dagster's and ra's logs")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(name)s: %(message)s")
+    with demo_logging(args.verbose):
+        return _main(args)
+
+
+def _main(args: argparse.Namespace) -> int:
     global LOG_LEVEL
     LOG_LEVEL = "INFO" if args.verbose else "WARNING"
-    if not args.verbose:  # the sensors' context.log lines duplicate the demo's own; a repeated warning shows once
-        logging.getLogger("dagster").setLevel(logging.WARNING)
-        logging.getLogger("ra_agent.llm.select").setLevel(logging.ERROR)  # the handbook_job line names the brain
-        progress = logging.getLogger("ra_assets.progress")  # long steps say how far they are
-        progress.setLevel(logging.INFO)
-        progress.propagate = False
-        handler = logging.StreamHandler(sys.stdout)
-        handler.setFormatter(ProgressFormatter())
-        progress.addHandler(handler)
-        for handler in logging.getLogger().handlers:
-            handler.addFilter(OnceFilter())
     if not os.environ.get("DAGSTER_HOME"):
         print("ra demo: DAGSTER_HOME is not set (scripts/demo.sh sets .dagster_home/)", file=sys.stderr)
         return 2
