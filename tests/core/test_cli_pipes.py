@@ -24,7 +24,11 @@ def test_ra_status_piped_into_head_ends_quietly(tmp_path):
     script = f'{ra} import good.csv >/dev/null 2>&1; {ra} status | head -1; echo "exit ${{PIPESTATUS[0]}}"'
     done = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, env=_env(),
                           timeout=120)  # fmt: skip
-    assert done.stdout.splitlines() == [f"workspace: {tmp_path / 'ws'}", "exit 141"], done.stdout
+    # exit 141 when ra writes after head has gone, 0 when head read all ra wrote in one go first (a race between the
+    # two processes; both are quiet ends, as in the test below)
+    assert done.stdout.splitlines() in ([f"workspace: {tmp_path / 'ws'}", f"exit {code}"] for code in (141, 0)), (
+        done.stdout
+    )
     assert "Error" not in done.stderr and "internal error" not in done.stderr, done.stderr
 
 
