@@ -122,6 +122,7 @@ def test_a_stale_state_file_never_gets_another_process_killed(tmp_path):
 E2E_CYCLES = 1
 E2E_CTX = 4096  # `ra llm serve --n-ctx`: the printed num_ctx keeps prompts near 3,700 tokens (prompt evaluation binds)
 E2E_PICO_ABSTRACTS = 2  # [pico] llm_max_abstracts for the run: one small PICO batch through the LLM, the tagger after
+E2E_JUDGE_CALLS = 1  # [llm] judge_max_calls: the question set's LLM judge asked once per build (40 by default)
 
 
 @pytest.mark.slow
@@ -144,7 +145,8 @@ def test_ra_run_with_the_served_model_completes_a_goal_and_stop_leaves_nothing(d
         (export,) = [line for line in started.stdout.splitlines() if line.startswith("export RA_LLM__")]
         settings = dict(pair.split("=", 1) for pair in export.removeprefix("export ").split())
         env = {**os.environ, **settings, "RA_GOAL__MAX_CYCLES": str(E2E_CYCLES),
-               "RA_PICO__LLM_MAX_ABSTRACTS": str(E2E_PICO_ABSTRACTS), "HF_HUB_OFFLINE": "1"}  # fmt: skip
+               "RA_PICO__LLM_MAX_ABSTRACTS": str(E2E_PICO_ABSTRACTS), "RA_LLM__JUDGE_MAX_CALLS": str(E2E_JUDGE_CALLS),
+               "HF_HUB_OFFLINE": "1"}  # fmt: skip
         began = time.monotonic()
         run = subprocess.run([sys.executable, "-m", "ra_agent.cli", "--config", str(config), "run",
                               "seek_gap_ppi_gerd"], capture_output=True, text=True, timeout=5400, env=env,
