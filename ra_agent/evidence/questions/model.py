@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ra_agent.evidence.classes import Agent
+from ra_agent.evidence.classes import Agent, lineage
 
 RULES = "rules (evidence.questions: title, abstract, MeSH headings, publication types, year)"
 VERDICTS = ("gap", "covered", "covered, update warranted", "too few trials")
@@ -39,6 +39,14 @@ def comparator_kind(comparator: str) -> str:
     if comparator in NON_DRUG_LABELS:
         return NON_DRUG_KIND
     return OTHER_CLASS
+
+
+def compares_with(comparator: str, wanted: str) -> bool:
+    """Whether a trial's comparator label is the class `wanted` or a narrower one: "another proton pump inhibitor"
+    (head to head within the class) compares with a proton pump inhibitor, as "H2-receptor antagonist" does with
+    an H2-receptor antagonist."""
+    cls = comparator.removeprefix("another ")
+    return cls == wanted or wanted in lineage(cls)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from ra_agent.evidence.questions.model import (
     NOT_NAMED,
     PLACEBO_ARM,
     Eligibility,
+    compares_with,
 )
 from ra_agent.evidence.questions.reviews import REVIEW_TITLE_CUE, cue_reason, is_review
 from ra_agent.evidence.questions.topic import Concept, Topic, normalise
@@ -397,7 +398,7 @@ def eligibility(paper: Paper, topic: Topic) -> Eligibility:
         return Eligibility(pmid, False, f"not a report of the trial's effects: {why}")
     comparators = comparators_of(paper, agents, topic)
     if topic.comparator:
-        comparators = [x for x in comparators if any(x == c or c in lineage(x) for c in topic.comparator)]
+        comparators = [x for x in comparators if any(compares_with(x, c) for c in topic.comparator)]
         if not comparators:
             return Eligibility(pmid, False, f"compares with {comparator_of(paper, agents, topic)}, not "
                                             f"{' or '.join(topic.comparator)}")  # fmt: skip

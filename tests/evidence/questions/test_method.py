@@ -122,6 +122,23 @@ def test_every_comparator_a_trial_names_is_read_as_the_trial_names_it(demo, gaps
     assert monreal.eligible and monreal.comparators == (PLACEBO_ARM,)
 
 
+def test_a_comparator_of_the_interventions_own_class_takes_the_head_to_head_trials(demo):
+    """A spawned goal's handbook "lansoprazole or pantoprazole versus omeprazole" asks PPI versus another PPI: the
+    trials that compare two PPIs are its studies (it listed 0 while its parent's PPI-vs-PPI question held 35)."""
+    topic = Topic.from_seed_query("(lansoprazole OR pantoprazole) AND (reflux OR oesophagitis) AND omeprazole")
+    assert topic.intervention == topic.comparator == ("proton pump inhibitor",)
+    papers, cfg = list(demo.values()), load_config(ROOT / "config.toml", environ={})
+    questions, judged, _ = questions_for_topic(topic, papers, pivot=cfg.sr.sr_overlap_pivot,
+                                               update_after=cfg.sr.update_after_trials,
+                                               min_trials=cfg.sr.min_eligible_trials)  # fmt: skip
+    root = questions[0]
+    assert root.comparator == "another proton pump inhibitor"
+    assert len(root.studies) >= 6
+    assert all(judged[p].comparators and judged[p].kinds[0] == SAME_CLASS for p in root.trials)
+    h2ra = eligibility(demo[7605854], topic.with_corpus(papers))  # lansoprazole versus ranitidine: another class
+    assert not h2ra.eligible and "not proton pump inhibitor" in h2ra.reason
+
+
 # ---------------------------------------------------------------------------- the handbook's eligibility
 
 
