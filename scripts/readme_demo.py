@@ -2,8 +2,10 @@
 
 usage: bash scripts/demo.sh | tee demo.log; python scripts/readme_demo.py demo.log
 
-The excerpt is the run's "demo finished. What it found:" block up to the lines about the UI; tests/flow/
-test_demo_closing.py checks that `ra demo` ends with the same block, goal ids aside.
+The excerpt is the run's "demo finished. What it found:" block up to the lines about the UI, and the first lines
+of the first dossier it names (`dossier_excerpt`; run this in the folder the demo ran in, so the dossier is there);
+tests/flow/test_demo_closing.py checks that `ra demo` ends with the same block and writes the same dossier lines,
+goal ids aside.
 """
 
 from __future__ import annotations
@@ -11,7 +13,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ra_agent.agent.closing import README_BEGIN, README_END, closing_excerpt
+from ra_agent.agent.closing import (
+    DOSSIER_BEGIN,
+    DOSSIER_END,
+    README_BEGIN,
+    README_END,
+    closing_excerpt,
+    dossier_excerpt,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -23,15 +32,22 @@ def main(argv: list[str]) -> int:
     readme = ROOT / "README.md"
     try:
         excerpt = closing_excerpt(Path(argv[1]).read_text(encoding="utf-8"))
+        read = excerpt[excerpt.index("Read:") + 1 :] if "Read:" in excerpt else []
+        if not read or not read[0].strip().endswith(".md"):
+            raise ValueError(f"the closing block of {argv[1]} names no dossier to read")
+        dossier = dossier_excerpt((ROOT / read[0].strip()).read_text(encoding="utf-8"))
         text = readme.read_text(encoding="utf-8")
-        before, rest = text.split(README_BEGIN, 1)
-        after = rest.split(README_END, 1)[1]
-    except (OSError, ValueError) as exc:  # no such log, no closing block in it, no markers in README.md
+        for begin, end, lines in ((README_BEGIN, README_END, excerpt), (DOSSIER_BEGIN, DOSSIER_END, dossier)):
+            if begin not in text or end not in text:
+                raise ValueError(f"README.md has no markers {begin!r} ... {end!r}")
+            before, rest = text.split(begin, 1)
+            after = rest.split(end, 1)[1]
+            text = before + begin + "\n```\n" + "\n".join(lines) + "\n```\n" + end + after
+    except (OSError, ValueError) as exc:  # no such log or dossier, no closing block in it, no markers in README.md
         print(f"readme_demo: {exc}", file=sys.stderr)
         return 2
-    block = "\n```\n" + "\n".join(excerpt) + "\n```\n"
-    readme.write_text(before + README_BEGIN + block + README_END + after, encoding="utf-8")
-    print(f"README.md: the demo's closing block ({len(excerpt)} lines) from {argv[1]}")
+    readme.write_text(text, encoding="utf-8")
+    print(f"README.md: the demo's closing block ({len(excerpt)} lines) and its dossier's first lines from {argv[1]}")
     return 0
 
 

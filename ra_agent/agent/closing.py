@@ -53,6 +53,10 @@ def closing_block(
 # README.md holds the closing block of a real run of scripts/demo.sh between these markers (scripts/readme_demo.py)
 README_BEGIN = "<!-- demo-closing: begin (scripts/readme_demo.py writes it from a real run) -->"
 README_END = "<!-- demo-closing: end -->"
+# and, from the same run, the first lines of its first dossier (`dossier_excerpt`)
+DOSSIER_BEGIN = "<!-- demo-dossier: begin (scripts/readme_demo.py writes it from the same run) -->"
+DOSSIER_END = "<!-- demo-dossier: end -->"
+EXCERPT_WIDTH = 116
 CLOSING_HEAD = "demo finished. What it found:"
 
 
@@ -69,7 +73,38 @@ def closing_excerpt(output: str) -> list[str]:
 
 def readme_excerpt(readme: str) -> list[str]:
     """The closing block README.md holds between its markers (the lines of its code block)."""
-    if README_BEGIN not in readme or README_END not in readme:
-        raise ValueError("README.md has no demo-closing markers")
-    inside = readme.split(README_BEGIN, 1)[1].split(README_END, 1)[0]
+    return readme_block(readme, README_BEGIN, README_END)
+
+
+def dossier_excerpt(dossier: str) -> list[str]:
+    """The lines of a dossier a README shows: its title, its answer in plain words, the question's PICO, verdict and
+    counts, the first row of its study table and the first review that covers it; each cut to EXCERPT_WIDTH
+    characters with " ..." (the same numbers as the dossier, never retyped)."""
+    lines = dossier.splitlines()
+
+    def first(prefix: str, after: int = 0) -> int | None:
+        return next((i for i in range(after, len(lines)) if lines[i].startswith(prefix)), None)
+
+    groups: list[list[int]] = [[]]
+    if (title := first("# ")) is not None:
+        groups[0].append(title)
+        answer = next((i for i in range(title + 1, len(lines)) if lines[i] and not lines[i].startswith("_")), None)
+        groups[0] += [answer] if answer is not None and not lines[answer].startswith(("-", "#")) else []
+    groups[0] += [i for prefix in ("- PICO:", "- **Verdict:", "- Counts:") if (i := first(prefix)) is not None]
+    if (studies := first("## Studies")) is not None:
+        groups.append([i for i in range(studies, min(studies + 5, len(lines))) if lines[i].startswith(("#", "|"))][:4])
+    if (covering := first("### Reviews whose own question encompasses it")) is not None:
+        groups.append([covering] + ([row] if (row := first("- ", covering)) is not None else []))
+    out: list[str] = []
+    for group in (g for g in groups if g):
+        out += ([""] if out else []) + [lines[i] if len(lines[i]) <= EXCERPT_WIDTH
+                                         else lines[i][: EXCERPT_WIDTH - 4].rstrip() + " ..." for i in group]  # fmt: skip
+    return out
+
+
+def readme_block(readme: str, begin: str, end: str) -> list[str]:
+    """The lines of the code block README.md holds between two markers."""
+    if begin not in readme or end not in readme:
+        raise ValueError(f"README.md has no markers {begin!r} ... {end!r}")
+    inside = readme.split(begin, 1)[1].split(end, 1)[0]
     return [line for line in inside.strip("\n").splitlines() if not line.startswith("```")]

@@ -12,7 +12,14 @@ import pytest
 from demo_corpus import DEMO, demo_rows
 
 from ra_agent.agent import closing_block, report_gist
-from ra_agent.agent.closing import closing_excerpt, readme_excerpt
+from ra_agent.agent.closing import (
+    DOSSIER_BEGIN,
+    DOSSIER_END,
+    closing_excerpt,
+    dossier_excerpt,
+    readme_block,
+    readme_excerpt,
+)
 from ra_agent.cli import main
 from ra_agent.config import load_config
 from ra_agent.workspace import open_store
@@ -61,6 +68,11 @@ def test_ra_demo_ends_with_the_closing_block_read_from_its_own_reports(demo_proj
     readme = readme_excerpt((ROOT / "README.md").read_text(encoding="utf-8"))
     mine = closing_excerpt(out.replace(f"{demo_project}/", ""))
     assert [mask(line) for line in mine] == [mask(line) for line in readme]
+    # and the dossier's first lines it shows are this run's first dossier's, cut, never retyped
+    shown = readme_block((ROOT / "README.md").read_text(encoding="utf-8"), DOSSIER_BEGIN, DOSSIER_END)
+    written = dossier_excerpt(open(reports[0], encoding="utf-8").read())
+    assert len(written) >= 10 and any(line.startswith("- **Verdict: covered") for line in written)
+    assert [mask(line) for line in written] == [mask(line) for line in shown]
 
     assert report_gist(demo_project / "no_such_report.md") == ""
     assert closing_block([], found)[-3] == "  (no report written: see the goal states above)"
