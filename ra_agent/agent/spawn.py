@@ -55,7 +55,8 @@ def spawn_handbook(
     text = "\n".join(["---", f"# spawned from {parent_path.name} on {now}", *front, "---", "", origin])
     if parent.prose:
         text += f"\n## Instructions carried over from {parent_path.name}\n\n{parent.prose}\n"
-    digest = hashlib.sha1(f"{parent_path.resolve()}\n{query}".encode()).hexdigest()[:8]
+    # named by what it asks, not where the project lies: two clones that spawn the same theme name it alike
+    digest = hashlib.sha1(f"{parent_path.name}\n{query}".encode()).hexdigest()[:8]
     path = Path(out_dir) / f"{parent_path.stem}__alt_{digest}.md"
     parse_handbook(text, path)  # never publish a handbook that does not load
     atomic_write(path, text)

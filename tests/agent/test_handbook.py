@@ -472,3 +472,24 @@ def test_mutated_shipped_handbooks_load_or_fail_with_a_handbook_error():
                 _exercise(handbook)
                 outcomes["loaded"] += 1
     assert outcomes["loaded"] > 100 and outcomes["refused"] > 100 and outcomes["too many digits"] > 5, outcomes
+
+
+def test_a_spawned_handbook_is_named_by_what_it_asks_not_where_the_project_lies(tmp_path):
+    """Two fresh clones of one project spawned the same theme under two names (a hash of the parent's absolute
+    path), so their question folders and handbooks differed: the name now follows the parent's name and the query."""
+    from ra_agent.agent.spawn import spawn_handbook
+    from ra_agent.config import load_config
+
+    root = Path(__file__).resolve().parents[2]
+    cfg = load_config(root / "config.toml", environ={})
+    names = []
+    for clone in ("a", "b"):
+        parent = tmp_path / clone / "handbooks" / "seek_gap_ppi_gerd.md"
+        parent.parent.mkdir(parents=True)
+        parent.write_text((root / "handbooks" / "seek_gap_ppi_gerd.md").read_text(encoding="utf-8"), encoding="utf-8")
+        spawned = spawn_handbook(cfg, parent, "pantoprazole AND reflux AND omeprazole", tmp_path / clone / "data")
+        assert load_handbook(spawned).seed_query == "pantoprazole AND reflux AND omeprazole"
+        names.append(spawned.name)
+    assert names[0] == names[1] and names[0].startswith("seek_gap_ppi_gerd__alt_")
+    other = spawn_handbook(cfg, parent, "esomeprazole AND reflux AND omeprazole", tmp_path / "b" / "data")
+    assert other.name != names[1]

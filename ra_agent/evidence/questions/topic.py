@@ -242,7 +242,7 @@ class Topic:
             raise TopicError(
                 f"seed query {seed_query!r} names no population or condition (write 'I AND P' or 'I for P')"
             )
-        return cls(tuple(population), tuple(intervention), seed_query, tuple(comparator))
+        return cls(_narrowest(population), tuple(intervention), seed_query, tuple(comparator))
 
     def with_prose(self, prose: str) -> Topic:
         """The topic with the synonyms or kinds the handbook's prose lists in a parenthesis right after a
@@ -486,3 +486,15 @@ def keep_to_topic(parent_seed: str | None, child_seed: str, parent_prose: str = 
     if dropped:
         return TopicDecision(None, skipped=f"it drops the parent's comparator ({', '.join(dropped)})")
     return TopicDecision(query, note)
+
+
+def _narrowest(population: Sequence[Concept]) -> tuple[Concept, ...]:
+    """The population concepts without one that another makes redundant: "reflux" ANDed with "gastroesophageal
+    reflux" asks nothing more (each alternative of the narrower concept says the broader one's words); of two
+    concepts that say each other, the first is kept."""
+
+    def says(narrow: Concept, broad: Concept) -> bool:
+        return all(broad.find(alternative) for alternative in narrow.label.split(" or "))
+
+    return tuple(c for i, c in enumerate(population)
+                 if not any(j != i and says(d, c) and (j < i or not says(c, d)) for j, d in enumerate(population)))  # fmt: skip

@@ -85,10 +85,19 @@ GENERIC = frozenset(
     "years".split()
 )
 # a treatment every participant gets ("patients receiving chemotherapy were randomised") is not a comparator
-BACKGROUND_TREATMENT = re.compile(r"\b(?:receiving|undergoing|during|scheduled for|treated with|requiring|after|following"
+BACKGROUND_TREATMENT = re.compile(r"\b(?:receiving|undergoing|during|scheduled for|planned|treated with|requiring|after|following"
                                   r"|in addition to|on top of|on (?:background|concomitant|stable)|already on|taking"
                                   r"|(?:patients|people|subjects|participants|those) on)\s+(?:[\w-]+\s+){0,3}",
                                   re.I)  # fmt: skip
+# a title's words for a treatment its participants already take, that the trial adds to or replaces: "felodipine
+# versus placebo in angina inadequately controlled with metoprolol", "amlodipine as additional treatment to
+# atenolol", "the addition of amlodipine to atenolol", "nifedipine in angina refractory to beta-blockers" test the
+# first named agent; the second is every participant's background (up to three words after the cue)
+ALREADY_TAKEN = re.compile(r"(?:\b(?:inadequately|insufficiently|poorly|not) (?:controlled|responding) (?:on|by|with)"
+                           r"|\b(?:refractory|resistant|unresponsive) to|\bdespite(?: adequate| maximal| optimal)?"
+                           r"|\badded to|\badditional (?:[\w-]+ ){0,2}?(?:treatment|therapy|drug) to"
+                           r"|(?P<added>\b(?:addition|adding|add-on) of [\w-]+(?: [\w-]+)? )to)(?:\s+[\w-]+){1,3}",
+                           re.I)  # fmt: skip
 # an add-on design: "A plus B versus A alone" tests B (A is in both arms)
 ADD_ON = re.compile(r"\b([\w-]+)\s+(?:plus|and|\+|with|combined with|in combination with|added to)\s+([\w-]+)\s+"
                     r"(?:versus|vs\.?|compared (?:with|to))\s+([\w-]+)\s+(?:alone|monotherapy|only)\b", re.I)  # fmt: skip
@@ -118,6 +127,10 @@ def tested_agents(paper: Paper, topic: Topic) -> list[Agent]:
     title_tested = (
         BACKGROUND_TREATMENT.sub(" ", first_arm) if agents_in(BACKGROUND_TREATMENT.sub(" ", first_arm)) else first_arm
     )
+    if agents_in(
+        kept := ALREADY_TAKEN.sub(lambda m: f" {m.group('added') or ''} ", title_tested)
+    ):  # the title still names what it tests
+        title_tested = kept
     randomising = [s for s in sentences(paper.abstract) if RANDOMISED_TEXT.search(s)]
     added = [ADD_ON.search(t) for t in (title, *randomising)]
     out = []
@@ -161,7 +174,11 @@ def _used_as(paper: Paper, agents: Sequence[Agent], topic: Topic) -> str | None:
         for agent in agents:
             near = [text[max(0, m.start() - 40) : m.end() + 40] for m in re.finditer(rf"\b{re.escape(agent.word)}\b",
                                                                                      text, re.I)]  # fmt: skip
-            if DEVICE_USE.search(paper.title or "") or (near and all(DEVICE_USE.search(n) for n in near)):
+            # the sentence that randomises says what was randomised: "assigned to a heparin CVC flush solution"
+            allocated = [s for s in sentences(paper.abstract) if RANDOMISED_TEXT.search(s)
+                         and re.search(rf"\b{re.escape(agent.word)}\b", s, re.I)]  # fmt: skip
+            if (DEVICE_USE.search(paper.title or "") or (near and all(DEVICE_USE.search(n) for n in near))
+                    or (allocated and all(DEVICE_USE.search(s) for s in allocated))):  # fmt: skip
                 return f"{agent.word} used as part of a device (lock, flush, coating), not as a treatment"
     match = DIAGNOSTIC_USE.search(paper.title or "") or re.search(
         rf"\b(?:{'|'.join(re.escape(a.word) for a in agents)}) test\b", paper.title or "", re.I

@@ -139,6 +139,30 @@ def test_a_comparator_of_the_interventions_own_class_takes_the_head_to_head_tria
     assert not h2ra.eligible and "not proton pump inhibitor" in h2ra.reason
 
 
+def test_a_treatment_every_participant_already_takes_is_not_the_one_a_trial_tests(demo, gaps):
+    """What a trial randomised, not every agent it names: "Addition of metronidazole to omeprazole/amoxycillin dual
+    therapy" tests metronidazole (omeprazole is in both arms); a CVC flush solution is part of the device; "patients
+    with planned chemotherapy were randomized" does not compare anticoagulants with chemotherapy."""
+    pylori = Topic.from_seed_query("proton pump inhibitors AND Helicobacter pylori").with_corpus(list(demo.values()))
+    answer = eligibility(demo[8580271], pylori)  # before: "tests omeprazole (proton pump inhibitor)"
+    assert not answer.eligible and answer.reason == "tests metronidazole (nitroimidazole), not proton pump inhibitor"
+    cvc = Topic.from_seed_query("anticoagulants AND cancer AND central venous catheter").with_corpus(
+        list(gaps.values())
+    )
+    flush = eligibility(gaps[7608801], cvc)  # "randomly assigned to receive a heparin CVC flush solution"
+    assert not flush.eligible and "part of a device" in flush.reason
+    planned = eligibility(gaps[23636449], cvc)  # warfarin, LMWH or no prophylaxis; chemotherapy planned for all
+    assert planned.eligible and "antineoplastic" not in planned.comparators
+    assert set(planned.comparators) == {"another anticoagulant", PLACEBO_ARM}
+
+
+def test_a_population_concept_another_one_narrows_is_asked_once():
+    topic = Topic.from_seed_query("proton pump inhibitors AND gastroesophageal reflux AND reflux")
+    assert [c.label for c in topic.population] == ["gastroesophageal reflux"]
+    both = Topic.from_seed_query("anticoagulants AND cancer AND central venous catheter")
+    assert [c.label for c in both.population] == ["cancer", "central venous catheter"]
+
+
 # ---------------------------------------------------------------------------- the handbook's eligibility
 
 
