@@ -257,6 +257,23 @@ def _other_condition(where: str, words: str, topic: Topic) -> str | None:
     return None
 
 
+# An organ or a state named before a condition makes another disease of it: "ocular hypertension" (glaucoma) or
+# "portal hypertension" (cirrhosis) is not hypertension, "gestational diabetes" not diabetes
+SITE = re.compile(r"\b(?:ocular|intraocular|portal|pulmonary(?: arterial)?|intracranial|renovascular|gestational"
+                  r"|pregnancy[- ]induced)[- ]$", re.I)  # fmt: skip
+
+
+def _at_another_site(where: str, words: str, concept: Concept) -> str | None:
+    """The condition `words` names at another organ or state (SITE) where the record says it, when the concept's own
+    words do not carry that modifier; None otherwise."""
+    text = where.removeprefix("MeSH ")
+    at = text.lower().find(words.removeprefix("MeSH ").lower())
+    match = SITE.search(text[:at]) if at > 0 else None
+    if match is None or match.group(0).strip(" -").lower() in concept.label.lower():
+        return None
+    return f"{match.group(0)}{text[at : at + len(words.removeprefix('MeSH '))]}".strip()
+
+
 TITLE_PEOPLE = re.compile(r"(?:^|\b(?:in|among|for|of)\s+)(?:[\w-]+\s+){0,2}?(?:patients|people|persons|subjects|"
                           r"children|adults|women|men|infants|adolescents|individuals)\s+with\s+([^.:;,()]+)",
                           re.I)  # fmt: skip
@@ -394,6 +411,8 @@ def eligibility(paper: Paper, topic: Topic) -> Eligibility:
                                             + (f"; {anywhere!r} only in passing)" if anywhere else ")"))  # fmt: skip
         if other := _other_condition(where, words, topic):
             return Eligibility(pmid, False, f"another condition first ({other!r} with {concept.label!r})")
+        if other := _at_another_site(where or words, words, concept):
+            return Eligibility(pmid, False, f"another condition ({other!r}, not {words.removeprefix('MeSH ')!r})")
         if where not in ("", paper.title) and (people := _title_population(paper.title or "", topic)):
             return Eligibility(pmid, False, f"another population (title: {people!r})")
         if caused := _adverse_effect_only(paper, concept):
