@@ -44,6 +44,12 @@ ANIMAL_TEXT = re.compile(r"\b(?:rats?|mice|murine|rabbits?|dogs?|canine|pigs?|po
 HEALTHY = re.compile(r"\bhealthy (?:volunteers?|subjects?|men|women|adults?|participants?)\b", re.I)
 MECHANISM = re.compile(r"\bpharmacokinetic\w*|\bpharmacodynamic\w*|\bbioavailab\w*|\bbioequival\w*|\bmechanism\w*\b"
                        r"|\bplasma (?:levels?|concentrations?)\b", re.I)  # fmt: skip
+# A physiological measure as a title's endpoint (acidity, pH) with no clinical outcome beside it: a pharmacodynamic
+# study ("Lansoprazole versus omeprazole: influence on meal-stimulated gastric acid secretion")
+PHYSIOLOGY = re.compile(r"\b(?:intra)?(?:gastric|oesophageal|esophageal) (?:pH|acid(?:ity)? (?:reduction|exposure|"
+                        r"secretion))\b|\bacid (?:secretion|output)\b", re.I)  # fmt: skip
+CLINICAL_OUTCOME = re.compile(r"\bheal\w*|\bsymptom\w*|\brelapse\w*|\brecurren\w*|\boutcomes?\b|\bremission\b"
+                              r"|\bmortality\b|\bsurvival\b|\btreatment of\b|\bmanagement of\b", re.I)  # fmt: skip
 # An agent used for another purpose than treating the participant is another intervention: part of a device (a
 # lock, flush, coating or impregnation of a catheter, stent or dressing) or a diagnostic test.
 DEVICE_USE = re.compile(r"\b(?:locks?|locking|flush\w*|coated|coating|bonded|impregnated|eluting|\w+i[sz]ed saline)\b",
@@ -64,6 +70,8 @@ ECONOMIC = re.compile(r"\bcosts?\b|\bcost[- ](?:effective\w*|utility|benefit|ana
                       r"|\beconomic\w*|\bpharmaco-?economic\w*|\bbudget impact\b|\bQALYs?\b", re.I)  # fmt: skip
 ACCURACY = re.compile(r"\bdiagnostic (?:accuracy|performance|value)\b|\bsensitivity and specificity\b"
                       r"|\baccuracy of\b", re.I)  # fmt: skip
+# An abstract that tells other authors' studies ("Bank et al. found ...; Ladas et al. found ...") reviews them
+CITED_STUDY = re.compile(r"\b[A-Z][a-z]+(?:[- ][A-Z][a-z]+)? et al\b")
 NOT_A_TRIAL_MESH = {"Psychometrics": "an instrument's validation", "Cost-Benefit Analysis": "an economic evaluation",
                     "Costs and Cost Analysis": "an economic evaluation", "Sensitivity and Specificity":
                     "a diagnostic-accuracy study"}  # fmt: skip
@@ -234,6 +242,8 @@ def not_a_trial_report(paper: Paper) -> str | None:
     for heading, what in NOT_A_TRIAL_MESH.items():
         if any(t.descriptor == heading and t.is_major for t in mesh.terms(paper)):
             return f"{what} (major MeSH topic {heading})"
+    if len(cited := list(dict.fromkeys(m.group(0) for m in CITED_STUDY.finditer(paper.abstract or "")))) >= 2:
+        return f"a narrative review (its abstract tells other authors' studies: {cited[0]!r}, {cited[1]!r})"
     return None
 
 
@@ -397,7 +407,8 @@ def eligibility(paper: Paper, topic: Topic) -> Eligibility:
         return Eligibility(pmid, False, f"not in humans ({why})")
     if match := HEALTHY.search(f"{paper.title} {paper.abstract}"):
         return Eligibility(pmid, False, f"healthy volunteers ({match.group(0)!r})")
-    if match := MECHANISM.search(paper.title or ""):
+    physiology = PHYSIOLOGY.search(paper.title or "") if not CLINICAL_OUTCOME.search(paper.title or "") else None
+    if match := MECHANISM.search(paper.title or "") or physiology:
         return Eligibility(pmid, False, f"a pharmacokinetic or mechanism study (title says {match.group(0)!r})")
     found = []
     for concept in topic.population:

@@ -104,6 +104,18 @@ def test_instrument_validation_and_quality_of_life_instruments_are_not_reports_o
         assert not answer.eligible and "instrument's validation" in answer.reason, answer.reason
 
 
+def test_an_abstract_telling_other_authors_studies_and_a_ph_study_are_not_trials_of_the_effect(demo, reflux):
+    """What a reviewer strikes in seconds: 10369630's abstract tells Bank et al.'s, Ladas et al.'s ... results (a
+    narrative review counted as a trial); 11552904 compares two PPIs on oesophageal acid exposure only (a
+    pharmacodynamic study); a title naming a clinical outcome beside pH stays a trial."""
+    topic = reflux.with_corpus(list(demo.values()))
+    narrative = eligibility(demo[10369630], topic)
+    assert not narrative.eligible and "other authors' studies: 'Bank et al', 'Ladas et al'" in narrative.reason
+    acid = eligibility(demo[11552904], topic)
+    assert not acid.eligible and "oesophageal acid exposure" in acid.reason
+    assert eligibility(demo[9354207], topic).eligible  # "Treatment of reflux oesophagitis ... pH monitoring ..."
+
+
 def test_a_condition_named_only_among_the_exclusions_is_not_the_trials(demo, reflux):
     answer = eligibility(demo[10547167], reflux.with_corpus(list(demo.values())))  # non-ulcer dyspepsia
     assert not answer.eligible and "another condition" in answer.reason
