@@ -127,10 +127,7 @@ def build_questions(
         study_of[pmid] = study
     population = " and ".join(c.label for c in topic.population)
     intervention = " or ".join(topic.intervention)
-    # a comparator of the intervention's own class is the rest of that class ("lansoprazole or pantoprazole versus
-    # omeprazole": proton pump inhibitor versus another proton pump inhibitor)
-    versus = " or ".join(f"another {c}" if c in topic.intervention else c for c in topic.comparator)
-    versus = versus or scope.comparators_label()
+    versus = topic.versus() or scope.comparators_label()
     root = ReviewQuestion(question_id(population, intervention, versus), population, intervention, versus,
                           judged_by=judge.name)  # fmt: skip
     nodes: dict[tuple[str, str], ReviewQuestion] = {}

@@ -269,10 +269,15 @@ class Topic:
         (`questions.candidates.IndexCounts`); the same topic from the same records."""
         return _with_abbreviations(_with_headings(self, corpus), corpus)
 
+    def versus(self) -> str:
+        """The comparators in words, "" when the query names none; one of the intervention's own class is the rest
+        of that class ("lansoprazole or pantoprazole versus omeprazole": versus another proton pump inhibitor)."""
+        return " or ".join(f"another {c}" if c in self.intervention else c for c in self.comparator)
+
     def describe(self) -> str:
         return (
             f"population: {' AND '.join(c.label for c in self.population) or 'any'}; "
-            f"intervention: {' or '.join(self.intervention)}; comparator: {' or '.join(self.comparator) or 'any'}"
+            f"intervention: {' or '.join(self.intervention)}; comparator: {self.versus() or 'any'}"
         )
 
     def terms(self) -> list[str]:
