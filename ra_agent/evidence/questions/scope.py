@@ -254,7 +254,8 @@ def _outcomes_in(text: str) -> tuple[str, ...]:
     "reporting"/"for" up to the clause's end."""
     inside = re.search(r"outcomes?\s*\(([^()]{3,200})\)", text, re.I)
     words = inside.group(1) if inside else ""
-    if not words and (after := re.search(r"\b(?:reporting|that reports?|for)\s+(.{3,120})$", text, re.I)):
+    bare = re.sub(r"\([^()]*\)", " ", text)  # a parenthesis qualifies; it lists no outcome of its own
+    if not words and (after := re.search(r"\b(?:reporting|that reports?|for)\s+(.{3,120})$", bare, re.I)):
         words = re.sub(r"\boutcomes?\b", "", after.group(1), flags=re.I)
     items = [w.strip(" .") for w in re.split(r",|\bor\b|\band\b", words) if w.strip(" .")]
     named = tuple(i for i in items if len(i) >= 3 and not re.fullmatch(r"(?:clinical|other|important)\s*", i))
@@ -296,8 +297,10 @@ def _excluded_items(clause: str) -> list[str]:
     text = clause[: cue.start()] if cue.group(0).lower().startswith("exclud") and cue.start() > 0 and not re.search(
         r"\bexcluding\b", cue.group(0), re.I) else clause[cue.end() :]  # fmt: skip
     text = re.sub(r"\b(?:were|are|is|was|be)\s*$", "", text.strip(), flags=re.I)
-    items = [GENERIC.sub(" ", i) for i in re.split(r",|\band\b|\bor\b", text)]
-    return [" ".join(i.replace("-", " ").split()) for i in items if len(" ".join(i.split())) >= 4]
+    text = re.sub(r"\([^()]*\)", " ", text)  # "(unless both arms get them)": a condition on the item, not an item
+    items = [GENERIC.sub(" ", re.sub(r"\bwith\b", " ", i)) for i in re.split(r",|\band\b|\bor\b", text)]
+    items = [" ".join(i.split()) for i in items]
+    return [i.replace("-", " ") for i in items if len(i) >= 4 or (len(i) >= 2 and i.isupper())]  # "HIV" too
 
 
 def read_scope(prose: str, intervention: tuple[str, ...] = ()) -> Scope:
@@ -340,7 +343,9 @@ def read_scope(prose: str, intervention: tuple[str, ...] = ()) -> Scope:
                 outcomes, outcome_kinds = named, outcome_kinds | asked_kinds
                 rules.append(f"trials ({', '.join(k for k in KINDS if k in asked_kinds) or 'all'}) must report one "
                              f"of: {', '.join(named)}")  # fmt: skip
-        if ANY_AGE.search(clause):
+        if ANY_AGE.search(clause) or (
+            ADULTS.search(clause) and CHILDREN.search(clause) and not EXCLUDES.search(clause)
+        ):
             any_age = True
             rules.append("any age")
         elif ADULTS.search(clause) and not CHILDREN.search(clause):
