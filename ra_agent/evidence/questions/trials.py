@@ -228,6 +228,20 @@ def _adverse_effect_only(paper: Paper, concept: Concept) -> str | None:
     return None
 
 
+def _treats_another(paper: Paper, topic: Topic) -> str | None:
+    """The condition the indexers say a record treats, when it is none of the topic's: the major MeSH headings with
+    a treatment subheading ("Depressive Disorder, Major/*drug therapy"; prevention, "prevention & control", is not
+    treatment here: a trial preventing thrombosis in people with cancer treats no other condition), none of which
+    carries a population concept (as a heading, or its head words with the modifier in the record). None when the
+    record's headings say nothing of what it treats."""
+    treated = [t for t in mesh.terms(paper) if t.is_major and {"drug therapy", "therapy"} & set(t.qualifiers)]
+    record = f"{paper.title} {paper.abstract} {' '.join(paper.mesh)}"
+    if not treated or any(c.find("", [t.descriptor]) or c.find(t.descriptor) or c.find_modified(t.descriptor, record)
+                          for t in treated for c in topic.population):  # fmt: skip
+        return None
+    return f"MeSH {treated[0].descriptor}/{'drug therapy' if 'drug therapy' in treated[0].qualifiers else 'therapy'}"
+
+
 def not_a_trial_report(paper: Paper) -> str | None:
     """Why a randomised trial's report is not a report of its effects (see INSTRUMENT), or None."""
     title = paper.title or ""
@@ -430,6 +444,9 @@ def eligibility(paper: Paper, topic: Topic) -> Eligibility:
             return Eligibility(pmid, False, f"{concept.label!r} is an adverse effect here, not the condition treated "
                                             f"({caused})")  # fmt: skip
         found.append(f"{concept.label} ({words!r})")
+    if not all(c.find(paper.title or "") for c in topic.population) and (other := _treats_another(paper, topic)):
+        return Eligibility(pmid, False, f"treats another condition ({other}); "
+                                        f"{' and '.join(c.label for c in topic.population)} not in its title")  # fmt: skip
     agents = tested_agents(paper, topic)
     # a class in the title broader than the topic's ("behavioral and drug treatment") says nothing against it
     title_agents = [a for a in agents_in(paper.title or "") if not any(a.cls in lineage(c) for c in topic.intervention)
