@@ -153,7 +153,7 @@ def test_a_comparator_of_the_interventions_own_class_takes_the_head_to_head_tria
 
 def test_a_treatment_every_participant_already_takes_is_not_the_one_a_trial_tests(demo, gaps):
     """What a trial randomised, not every agent it names: "Addition of metronidazole to omeprazole/amoxycillin dual
-    therapy" tests metronidazole (omeprazole is in both arms); a CVC flush solution is part of the device; "patients
+    therapy" tests metronidazole (omeprazole is in both arms); a heparin catheter lock is part of the device; "patients
     with planned chemotherapy were randomized" does not compare anticoagulants with chemotherapy."""
     pylori = Topic.from_seed_query("proton pump inhibitors AND Helicobacter pylori").with_corpus(list(demo.values()))
     answer = eligibility(demo[8580271], pylori)  # before: "tests omeprazole (proton pump inhibitor)"
@@ -161,8 +161,11 @@ def test_a_treatment_every_participant_already_takes_is_not_the_one_a_trial_test
     cvc = Topic.from_seed_query("anticoagulants AND cancer AND central venous catheter").with_corpus(
         list(gaps.values())
     )
-    flush = eligibility(gaps[7608801], cvc)  # "randomly assigned to receive a heparin CVC flush solution"
-    assert not flush.eligible and "part of a device" in flush.reason
+    lock = eligibility(gaps[22958287], cvc)  # "randomized to catheter locking by heparin (n = 22) or taurolidine"
+    assert not lock.eligible and lock.reason.startswith("heparin used as part of a device")
+    # a heparin-vancomycin flush against bacteraemia: indexed as treating another condition, which the title names
+    flush = eligibility(gaps[7608801], cvc)
+    assert not flush.eligible and flush.reason.startswith("treats another condition (MeSH Bacteremia/drug therapy)")
     planned = eligibility(gaps[23636449], cvc)  # warfarin, LMWH or no prophylaxis; chemotherapy planned for all
     assert planned.eligible and "antineoplastic" not in planned.comparators
     assert set(planned.comparators) == {"another anticoagulant", PLACEBO_ARM}
