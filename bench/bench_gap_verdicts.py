@@ -201,12 +201,17 @@ try:
     from ra_agent.evidence.questions.reviews import is_review
 except ImportError:
     from ra_agent.evidence.questions import is_review
+try:  # a commit that reads the handbook's stated eligibility (issue 34) is scored with it, as it runs
+    from ra_agent.agent.questions import handbook_scope
+    scoped = (handbook_scope(Path(handbook)),)
+except ImportError:
+    scoped = ()
 cfg = old.config()
 papers = old.load_papers(Path(csv_path), cfg)
 topic = handbook_topic(Path(handbook))
 out = {}
 for scenario, pool in (("as is", papers), ("reviews removed", [p for p in papers if not is_review(p)])):
-    questions = old.new_verdicts(cfg, topic, pool)[0]
+    questions = old.new_verdicts(cfg, topic, pool, *scoped)[0]
     own = questions[0]
     out[scenario] = {"listed": sorted(own.trials), "verdict": own.verdict,
                      "covering": own.covering.pmid if own.covering else None}
