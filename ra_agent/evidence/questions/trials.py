@@ -131,14 +131,12 @@ def tested_agents(paper: Paper, topic: Topic) -> list[Agent]:
     first_arm = re.split(r"\s+(?:versus|vs\.?|compared (?:with|to))\s+", title, maxsplit=1, flags=re.I)[0]
     if not any(any(c in lineage(a.cls) for c in topic.intervention) for a in agents_in(first_arm)):
         first_arm = title  # "once daily controlled versus immediate release oxybutynin": one agent, two forms
-    # a treatment every participant gets ("heart failure treated with captopril") is not the one a title tests
-    title_tested = (
-        BACKGROUND_TREATMENT.sub(" ", first_arm) if agents_in(BACKGROUND_TREATMENT.sub(" ", first_arm)) else first_arm
-    )
-    if agents_in(
-        kept := ALREADY_TAKEN.sub(lambda m: f" {m.group('added') or ''} ", title_tested)
-    ):  # the title still names what it tests
-        title_tested = kept
+    # a treatment every participant gets ("heart failure treated with captopril") or already takes ("refractory to
+    # beta-blockers") is not the one a title tests, as long as the title still names one without it
+    title_tested = first_arm
+    for background in (BACKGROUND_TREATMENT, ALREADY_TAKEN):
+        if agents_in(kept := background.sub(lambda m: f" {m.groupdict().get('added') or ''} ", title_tested)):
+            title_tested = kept
     randomising = [s for s in sentences(paper.abstract) if RANDOMISED_TEXT.search(s)]
     added = [ADD_ON.search(t) for t in (title, *randomising)]
     out = []
@@ -179,12 +177,12 @@ def _used_as(paper: Paper, agents: Sequence[Agent], topic: Topic) -> str | None:
     asked = topic.seed_query or ""
     text = f"{paper.title} {paper.abstract}"
     if not DEVICE_USE.search(asked):
+        # the sentences that randomise say what was randomised: "assigned to a heparin CVC flush solution"
+        randomising = [s for s in sentences(paper.abstract) if RANDOMISED_TEXT.search(s)]
         for agent in agents:
             near = [text[max(0, m.start() - 40) : m.end() + 40] for m in re.finditer(rf"\b{re.escape(agent.word)}\b",
                                                                                      text, re.I)]  # fmt: skip
-            # the sentence that randomises says what was randomised: "assigned to a heparin CVC flush solution"
-            allocated = [s for s in sentences(paper.abstract) if RANDOMISED_TEXT.search(s)
-                         and re.search(rf"\b{re.escape(agent.word)}\b", s, re.I)]  # fmt: skip
+            allocated = [s for s in randomising if re.search(rf"\b{re.escape(agent.word)}\b", s, re.I)]
             if (DEVICE_USE.search(paper.title or "") or (near and all(DEVICE_USE.search(n) for n in near))
                     or (allocated and all(DEVICE_USE.search(s) for s in allocated))):  # fmt: skip
                 return f"{agent.word} used as part of a device (lock, flush, coating), not as a treatment"
@@ -288,14 +286,13 @@ SITE = re.compile(r"\b(?:ocular|intraocular|portal|pulmonary(?: arterial)?|intra
 
 
 def _at_another_site(where: str, words: str, concept: Concept) -> str | None:
-    """The condition `words` names at another organ or state (SITE) where the record says it, when the concept's own
-    words do not carry that modifier; None otherwise."""
-    text = where.removeprefix("MeSH ")
-    at = text.lower().find(words.removeprefix("MeSH ").lower())
-    match = SITE.search(text[:at]) if at > 0 else None
+    """The condition `words` names at another organ or state (SITE) in the text that says it (`where`: the title or
+    a subject sentence), when the concept's own words do not carry that modifier; None otherwise."""
+    at = where.lower().find(words.lower())
+    match = SITE.search(where[:at]) if at > 0 else None
     if match is None or match.group(0).strip(" -").lower() in concept.label.lower():
         return None
-    return f"{match.group(0)}{text[at : at + len(words.removeprefix('MeSH '))]}".strip()
+    return f"{match.group(0)}{where[at : at + len(words)]}"
 
 
 TITLE_PEOPLE = re.compile(r"(?:^|\b(?:in|among|for|of)\s+)(?:[\w-]+\s+){0,2}?(?:patients|people|persons|subjects|"
@@ -436,8 +433,8 @@ def eligibility(paper: Paper, topic: Topic) -> Eligibility:
                                             + (f"; {anywhere!r} only in passing)" if anywhere else ")"))  # fmt: skip
         if other := _other_condition(where, words, topic):
             return Eligibility(pmid, False, f"another condition first ({other!r} with {concept.label!r})")
-        if other := _at_another_site(where or words, words, concept):
-            return Eligibility(pmid, False, f"another condition ({other!r}, not {words.removeprefix('MeSH ')!r})")
+        if other := _at_another_site(where, words, concept):
+            return Eligibility(pmid, False, f"another condition ({other!r}, not {words!r})")
         if where not in ("", paper.title) and (people := _title_population(paper.title or "", topic)):
             return Eligibility(pmid, False, f"another population (title: {people!r})")
         if caused := _adverse_effect_only(paper, concept):
