@@ -312,6 +312,64 @@ def _title_population(title: str, topic: Topic) -> str | None:
     return match.group(0).strip()
 
 
+# What a title says the trial treats, prevents or eradicates: "in the prevention of chemotherapy-induced
+# gastroduodenal injury", "curing Helicobacter pylori infection", "Helicobacter pylori eradication"; the phrase
+# ends where the title goes on to say who, how or what follows ("in", "with", "does not provoke ..."); the groups
+# "cured", "curing" and "eradicated" name an infection the trial eradicates
+TITLE_TARGET = re.compile(
+    r"\b(?:prevention|prophylaxis|treatment|therapy|management|control) of (?:the )?(?P<of>[^.:;,()?]+)"
+    r"|\b(?:treating|preventing)\s+(?P<verb>[^.:;,()?]+)|\b(?:eradication|cure) of (?:the )?(?P<cured>[^.:;,()?]+)"
+    r"|\b(?:curing|eradicating)\s+(?P<curing>[^.:;,()?]+)|(?P<eradicated>(?:[\w-]+\.?\s+){1,3}?)eradication\b",
+    re.I,
+)
+_TARGET_END = re.compile(r"\s+(?:in|by|among|using|versus|vs\.?|compared|after|during|for|on|does|do|did|is|are"
+                         r"|was|were|has|have|may|can|could|reduces?|improves?|provokes?|affects?)\b.*$", re.I)  # fmt: skip
+# Words of a target that name no condition: the course of one ("relapse of ..."), its stage or who has it
+_TARGET_GENERIC = GENERIC | frozenset("relapse relapses recurrence recurrences complications complication disease "
+                                      "diseases disorders disorder increase increases rise the a an its their".split())  # fmt: skip
+
+
+_PEOPLE = re.compile(r"\b(?:patients|people|persons|subjects|children|adults|women|men|infants|adolescents"
+                     r"|individuals|outpatients|inpatients|volunteers)\b", re.I)  # fmt: skip
+# who a title says the trial is in: up to four words after "in", "of", "among" or "with"
+_TITLE_WHO = re.compile(r"\b(?:in|of|among|with)\s+(?=((?:[\w'-]+[\s,]+){0,3}[\w'-]+))", re.I)
+
+
+def _shares_head(phrase: str, concept: Concept) -> bool:
+    """A word of five letters or more that the phrase shares with the concept's label: the condition said in other
+    words than the concept's ("acid reflux disease" for "gastroesophageal reflux")."""
+    words = {w for w in re.findall(r"[a-z]{5,}", normalise(concept.label)) if w not in _TARGET_GENERIC}
+    return bool(words & set(re.findall(r"[a-z]{5,}", normalise(phrase))))
+
+
+def _title_target(title: str, topic: Topic) -> str | None:
+    """The condition a title says the trial treats, prevents or eradicates, when none of the title's such phrases
+    names a topic concept (or a word of its label: `_shares_head`) and the title does not name the concept as its
+    people either ("in schizophrenia", "of dementia", "in patients with reflux": `_TITLE_WHO`); else None. A target
+    naming a treatment or people ("treatment of first-episode psychotic patients") says nothing of the condition.
+    An infection the title eradicates is the target whoever the people are (the eradication regimen is what the
+    trial tests). A record whose title's target is another condition studies that condition, wherever the abstract
+    mentions the topic's ("Curing Helicobacter pylori infection in patients with duodenal ulcer does not provoke gastroesophageal
+    reflux disease": reflux is the outcome watched, not the condition treated)."""
+    targets = []
+    for match in TITLE_TARGET.finditer(title):
+        phrase = _TARGET_END.sub("", next(g for g in match.groups() if g is not None)).strip()
+        if (by := re.search(r"\s+with\s+(.*)$", phrase, re.I)) and agents_in(by.group(1)):
+            phrase = phrase[: by.start()]  # "of reflux oesophagitis with omeprazole": the treatment follows
+        phrase = re.sub(r"^(?:of|on|and|the)\s+", "", phrase, flags=re.I)  # "impact of H. pylori eradication"
+        words = [w for w in re.findall(r"[a-z][\w-]*", phrase.lower()) if w not in _TARGET_GENERIC]
+        if not words or agents_in(phrase) or _PEOPLE.search(phrase):
+            continue
+        if any(c.find(phrase) or c.find_modified(phrase, title) or _shares_head(phrase, c) for c in topic.population):
+            return None
+        if match.lastgroup in ("cured", "curing", "eradicated"):
+            return phrase  # an eradication regimen is the trial's intervention, whoever its participants are
+        targets.append(phrase)
+    if not targets or any(c.find(m.group(1)) for m in _TITLE_WHO.finditer(title) for c in topic.population):
+        return None
+    return targets[0]
+
+
 # Comparators that are not drugs, by the words trials name them with (arms of a title, sentences that randomise
 # or compare): the label names the comparator in a question ("proton pump inhibitor versus surgery")
 NON_DRUG = (  # labels: model.NON_DRUG_LABELS
@@ -435,6 +493,8 @@ def eligibility(paper: Paper, topic: Topic) -> Eligibility:
             return Eligibility(pmid, False, f"another condition first ({other!r} with {concept.label!r})")
         if other := _at_another_site(where, words, concept):
             return Eligibility(pmid, False, f"another condition ({other!r}, not {words!r})")
+        if target := _title_target(paper.title or "", topic):
+            return Eligibility(pmid, False, f"treats another condition (title: {target!r}, not {concept.label!r})")
         if where not in ("", paper.title) and (people := _title_population(paper.title or "", topic)):
             return Eligibility(pmid, False, f"another population (title: {people!r})")
         if caused := _adverse_effect_only(paper, concept):

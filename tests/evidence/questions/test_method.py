@@ -121,6 +121,20 @@ def test_a_condition_named_only_among_the_exclusions_is_not_the_trials(demo, ref
     assert not answer.eligible and "another condition" in answer.reason
 
 
+def test_a_title_that_treats_prevents_or_eradicates_another_condition_is_that_conditions_trial(demo, reflux):
+    """The title says what a trial treats: preventing chemotherapy-induced gastroduodenal injury (heartburn only
+    watched in the abstract) or curing H. pylori infection in ulcer patients (reflux the outcome watched) is not a
+    reflux trial; the title's target said in other words ("acid reflux disease") or its people naming reflux
+    ("asthmatics with ... gastro-oesophageal reflux") keeps the record."""
+    topic = reflux.with_corpus(list(demo.values()))
+    for pmid, target in ((8839554, "chemotherapy-induced acute gastroduodenal mucosal injury"),
+                         (11179984, "Helicobacter pylori infection"), (12182742, "Helicobacter pylori")):  # fmt: skip
+        answer = eligibility(demo[pmid], topic)
+        assert not answer.eligible and f"treats another condition (title: {target!r}" in answer.reason, answer.reason
+    for pmid in (10383513, 8016006):  # "poorly responsive acid reflux disease"; "asthmatics with ... reflux"
+        assert eligibility(demo[pmid], topic).eligible, eligibility(demo[pmid], topic).reason
+
+
 def test_every_comparator_a_trial_names_is_read_as_the_trial_names_it(demo, gaps, reflux):
     topic = reflux.with_corpus(list(demo.values()))
     h2h = eligibility(demo[11012468], topic)  # esomeprazole ... compared with omeprazole
