@@ -54,3 +54,35 @@ def test_the_split_alternates_sorted_pmids_within_each_field(abstracts):
     for pmids in by_field.values():
         ordered = sorted(pmids)
         assert set(ordered[0::2]) <= dev and set(ordered[1::2]) <= held
+
+
+@pytest.fixture(scope="module")
+def fresh_abstracts() -> dict[int, tuple[str, str]]:
+    csv.field_size_limit(10**7)
+    with (GOLD_DIR / "fields_fresh_records.csv").open(encoding="utf-8", newline="") as fh:
+        return {int(r["pmid"]): (r["field"], r["abstract"]) for r in csv.DictReader(fh)}
+
+
+def test_the_fresh_fields_gold_is_quoted_from_its_abstracts(fresh_abstracts, abstracts):
+    """fields_fresh.tsv (two further fields, PROVENANCE.md): the same checks as the three fields' files, and its own
+    counts, so that a silent edit after scoring shows."""
+    rows = _rows("fields_fresh.tsv")
+    data = [r for r in rows if r["arm"] != "-"]
+    assert {int(r["pmid"]) for r in rows} == set(fresh_abstracts) and len(fresh_abstracts) == 52
+    assert not set(fresh_abstracts) & set(abstracts)
+    assert {f for f, _ in fresh_abstracts.values()} == {"atypical antipsychotics", "NSAIDs"}
+    assert len(data) == 93 and len({int(r["pmid"]) for r in data}) == 22
+    assert sum(r["events"] != "-" for r in data) == 77
+    for r in rows:
+        if r["arm"] == "-":
+            assert all(r[c] == "-" for c in COLUMNS[2:]), r
+            assert sum(int(s["pmid"]) == int(r["pmid"]) for s in rows) == 1, r
+    for r in data:
+        field, abstract = fresh_abstracts[int(r["pmid"])]
+        assert r["field"] == field and " ".join(r["quote"].split()) in abstract, r
+        assert r["role"] in ("I", "C") and r["population"] in ("ITT", "PP", "-"), r
+        if r["events"] != "-":
+            assert 0 <= int(r["events"]) <= int(r["total"]) and r["mean"] == r["spread"] == r["dispersion"] == "-", r
+        else:
+            assert int(r["total"]) > 1 and float(r["spread"]) >= 0 and r["dispersion"] in ("SD", "SE", "±"), r
+            assert float(r["mean"]) == float(r["mean"]), r
