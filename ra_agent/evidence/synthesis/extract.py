@@ -458,8 +458,8 @@ def _datum(pmid: int, sentence: str, number: Number, arm: Mention, weeks: float 
         return ArmDatum(pmid, label, arm.drug, outcome, weeks, number.events, number.total, sentence, "")
     candidates = sizes_of(label, arm.drug, sizes, doses)
     if number.events is not None:  # a stated count: its percentage picks the arm size it reproduces (else the first)
-        fits = [c for c in candidates if number.percent is None and number.events <= c[0] or
-                number.percent is not None and count_from_percent(number.percent, number.decimals, c[0]) == number.events]  # fmt: skip
+        fits = [c for c in candidates if number.events <= c[0] and (number.percent is None or
+                round(100 * number.events / c[0], number.decimals) == number.percent)]  # fmt: skip
         if not fits:
             return None
         size = fits[0]

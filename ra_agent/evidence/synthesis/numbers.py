@@ -39,7 +39,7 @@ _PERCENT_ENUM = re.compile(
     r"(?<![\d.])(?P<p>\d+(?:\.\d+)?)(?=\s*(?:,|and|%?\s*vs\.?|%?\s*-)\s*(?:\d+(?:\.\d+)?\s*(?:,|and)\s*)*\d+(?:\.\d+)?\s*%)"
 )
 _CI_PAREN = re.compile(
-    r"\((?:[^()]*\b(?:CI|confidence)\b[^()]*)\)|\bCI\b[^;)]*|\b(?:difference|gain)\s+(?:of\s+)?\d+(?:\.\d+)?\s*%|"
+    r"(?<=[(;])[^();]*\b(?:CI|confidence)\b[^()]*(?=\))|\bCI\b[^;)]*|\b(?:difference|gain)\s+(?:of\s+)?\d+(?:\.\d+)?\s*%|"
     r"\bP\s*[<=>≤≥]\s*[\d.]+",
     re.I,
 )
