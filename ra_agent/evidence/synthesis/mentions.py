@@ -97,9 +97,12 @@ def arm_mentions(text: str, words: Words, *, combine: bool = True) -> list[Menti
         dose = dose_of(m, "dose")
         if before and before[-1].drug != "placebo" and m.start() - before[-1].end < 80:
             out.append(Mention(m.start(), m.end(), before[-1].drug, dose))
-        elif not before and after and after[0].drug != "placebo" and after[0].start - m.end() < 80:
+        elif (not before or m.start() - before[-1].end >= 80) and after and after[0].drug != "placebo" and \
+                after[0].start - m.end() < 80:  # fmt: skip
             out.append(Mention(m.start(), m.end(), after[0].drug, dose))
-        elif not before and not after and words.dosed:  # "in the 100-mg group": the abstract's one dosed drug
+        elif words.dosed and not any(f.drug != "placebo" for f in (*before[-1:], *after[:1])):
+            # "in the 100-mg group", "30 patients 10 mg, 33 patients 20 mg, and 30 patients placebo": the abstract's
+            # one drug named with several doses
             out.append(Mention(m.start(), m.end(), words.dosed, dose))
     return sorted(found + out, key=lambda f: f.start)
 

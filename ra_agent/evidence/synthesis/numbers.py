@@ -110,6 +110,8 @@ def time_points(text: str) -> list[tuple[int, float]]:
             value, unit = _SMALL[m.group("n3").lower()], m.group("u3")[0]
         if re.search(r"\bage[ds]?\b[\s,:(]*(?:\w+\s+){0,2}$", text[max(0, m.start() - 25) : m.start()], re.I):
             continue  # "mean age, 37.6 years"
+        if _FROM_START.match(text[m.end() :]):
+            continue  # "began within 4 weeks of the start of chemotherapy": when treatment starts, not an assessment
         if unit.lower() == "h" and not (_HOUR_BEFORE.search(text[: m.start()]) or _HOUR_AFTER.match(text[m.end() :])):
             continue  # "over 24 hours", "24-h pH": a measurement window, not when the outcome was assessed
         weeks = value * _UNIT_WEEKS[unit.lower()]
@@ -117,6 +119,7 @@ def time_points(text: str) -> list[tuple[int, float]]:
     return sorted(out)
 
 
+_FROM_START = re.compile(r"\s*(?:of|after|from)\s+(?:the\s+)?(?:start|beginning|initiation|onset)\b", re.I)
 _HOUR_BEFORE = re.compile(r"\b(?:at|within|after|by|until)\s+$", re.I)
 _HOUR_AFTER = re.compile(r"\s*(?:post-?dos\w*|after (?:dosing|treatment|the dose|drug))", re.I)
 
@@ -246,10 +249,13 @@ def numbers_in(text: str) -> list[Number]:
 
 
 def count_list(text: str) -> list[Number]:
-    """A list of bare counts in a "respectively" sentence: "there were 0, 0, 2 and 1 major bleeds, respectively"."""
+    """A list of bare counts in a "respectively" sentence: "there were 0, 0, 2 and 1 major bleeds, respectively", "the
+    corresponding data for CRNM bleeds were 1, 1, 2, and 0"."""
     m = re.search(
         r"\b(\d+)((?:\s*,\s*\d+)*),?\s+and\s+(\d+)\s+(?:[A-Za-z-]+\s+){0,4}?[A-Za-z-]+,?\s+respectively", text
     )
+    m = m or re.search(r"\b(?:corresponding|respective)\b[^.;]*?\b(?:were|was|are)\s+(\d+)((?:\s*,\s*\d+)+),?\s+and\s+"
+                       r"(\d+)\s*[.;]?\s*$", text)  # "The corresponding data for CRNM bleeds were 1, 1, 2, and 0."
     if m is None or re.search(r"%|\d\s*(?:mg|years?|months?|weeks?|days?)\b", m.group(0)):
         return []
     values = [m.group(1), *re.findall(r"\d+", m.group(2)), m.group(3)]

@@ -43,3 +43,14 @@ def test_a_stated_count_keeps_its_rounded_percentage_and_the_ci_masks_only_its_c
     got = _counts(dev[19217991])
     assert {("warfarin", 24, 408), ("no warfarin", 24, 404)} <= got
     assert {("dose-adjusted warfarin", 13, 473), ("fixed-dose warfarin", 34, 471)} <= got
+
+
+def test_bare_doses_beside_placebo_and_a_corresponding_count_list(dev):
+    # "Thirty-two patients received 5 mg, 30 patients 10 mg, 33 patients 20 mg, and 30 patients placebo. In these
+    # groups, there were 0, 0, 2 and 1 major bleeds, respectively. The corresponding data for CRNM bleeds were 1, 1,
+    # 2, and 0.": the doses are the abstract's one dosed drug (apixaban) though placebo stands beside them; the time
+    # is the 12 weeks of treatment, not "began within 4 weeks of the start of chemotherapy".
+    data = [d for d in _data(dev[22409262]) if d.outcome == "bleeding"]
+    got = {(d.arm, d.events, d.total, d.weeks) for d in data}
+    assert {("apixaban 5 mg", 0, 32, 12.0), ("apixaban 20 mg", 2, 33, 12.0), ("placebo", 1, 30, 12.0)} <= got
+    assert {("apixaban 5 mg", 1, 32, 12.0), ("apixaban 20 mg", 2, 33, 12.0), ("placebo", 0, 30, 12.0)} <= got
