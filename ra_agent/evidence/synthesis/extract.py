@@ -68,7 +68,7 @@ __all__ = ["DRUG", "EXTRACTOR", "OUTCOME_CLASSES", "ArmDatum", "arm_role", "arms
 
 
 _SKIP = re.compile(r"\bwithdr[ae]w|\bgastrin|\bscreened\b|\bcompleted the (?:study|trial)|\bsmok|\bpH\b|"
-                   r"(?<!glucose )\bconcentrations?\b|pharmacokinetic|\bAUC\b|\bbaseline\b|\bpreferred\b|\bpreference|"
+                   r"(?<!glucose )\bconcentrations?\b|pharmacokinetic|\bAUC\b|(?<!vs )(?<!vs\. )(?<!versus )(?<!from )(?<!between )\bbaseline\b|\bpreferred\b|\bpreference|"
                    r"\bunderwent\b", re.I)  # fmt: skip
 _ITT = re.compile(r"intent(?:ion)?[- ]to[- ]treat|\bm?ITT\b|\brandomi[sz]ed\b|\brandomly (?:assigned|allocated)", re.I)
 _RESPECTIVELY = re.compile(r"\b(?:respectively|respective|corresponding)\b", re.I)
@@ -210,6 +210,16 @@ def _arm_major_direction(text: str, arms: list[Mention]) -> str:
     if all(re.search(r"respectively,?\s+(?:for|in|with)\s+(?:the\s+)?$", text[: a.start]) for a in arms):
         return "after"
     return ""
+
+
+def _arm_headed(numbers: list[Number], arms: list[Mention], n_times: int) -> bool:
+    """Each arm named once, before its own run of values, one value per time point: "for the combination group,
+    weight gain was 1.6 ± 1.8 kg at 3 months and 2.1 ± 2.5 kg at 6 months, whereas for the insulin group, weight gain
+    was 3.5 ± 4.3 and 5.2 ± 4.1 kg, respectively"."""
+    if n_times < 2 or len(arms) < 2 or len(distinct_arms(arms)) != len(arms) or numbers[0].start < arms[0].start:
+        return False
+    bounds = [a.start for a in arms] + [10**9]
+    return all(sum(bounds[i] < n.start < bounds[i + 1] for n in numbers) == n_times for i in range(len(arms)))
 
 
 def _arm_major(
@@ -376,6 +386,8 @@ class _Layout:
         interleaved = bool(arms) and any(arms[0].start < n.start < arms[-1].end for n in numbers)
         time_list = [w for _, w in self.times] or self.lasttime_points
         major = _arm_major_direction(self.text, arms) if interleaved else ""
+        if interleaved and not major and _arm_headed(numbers, arms, len(time_list)):
+            major = "before"
         if major:
             return _arm_major(numbers, arms, time_list, outcome, major)
         if self.respectively or not interleaved:
@@ -387,7 +399,7 @@ class _Layout:
 
 _LEAD_WORDS = re.compile(r"\b(?:was|were|is|are|of|in|with|the|a|an|mean|means|and|than|to|for|at|by|from|on|"
                          r"significantly|respectively|group|groups|patients|treatment|reduced|increased|decreased|"
-                         r"changed?|vs|versus)\b", re.I)  # fmt: skip
+                         r"changed?|vs|versus|however|whereas|while|both)\b", re.I)  # fmt: skip
 
 
 def _one_arm_continuous(text: str, values: list[Number], arms: list[Mention], two_arms: list[Mention],

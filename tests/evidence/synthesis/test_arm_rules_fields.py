@@ -54,3 +54,26 @@ def test_bare_doses_beside_placebo_and_a_corresponding_count_list(dev):
     got = {(d.arm, d.events, d.total, d.weeks) for d in data}
     assert {("apixaban 5 mg", 0, 32, 12.0), ("apixaban 20 mg", 2, 33, 12.0), ("placebo", 1, 30, 12.0)} <= got
     assert {("apixaban 5 mg", 1, 32, 12.0), ("apixaban 20 mg", 2, 33, 12.0), ("placebo", 0, 30, 12.0)} <= got
+
+
+def _means(paper: Paper) -> set[tuple[str, float, float, int, float | None]]:
+    return {(d.arm, d.mean, d.spread, d.total, d.weeks) for d in _data(paper) if d.continuous}  # type: ignore[misc]
+
+
+def test_each_arm_heading_its_own_values_per_time_point(dev):
+    # "for the combination group, weight gain was 1.6 +/- 1.8 kg at 3 months and 2.1 +/- 2.5% kg at 6 months (both
+    # P < 0.0001 vs baseline), whereas for the insulin group, weight gain was 3.5 +/- 4.3 and 5.2 +/- 4.1 kg,
+    # respectively": each arm's two values are its 3- and 6-month ones; "vs baseline" in a P value is a result.
+    got = _means(dev[7555472])
+    assert {("combination", 1.6, 1.8, 27, 13.0), ("combination", 2.1, 2.5, 27, 26.0)} <= got
+    assert {("twice-daily insulin (insulin group)", 3.5, 4.3, 26, 13.0),
+            ("twice-daily insulin (insulin group)", 5.2, 4.1, 26, 26.0)} <= got
+
+
+def test_combined_therapy_names_the_one_combined_arm(dev):
+    # "metformin with the addition of repaglinide (n = 27)" and "repaglinide in combination with metformin" are one
+    # arm, which "combined therapy" names: "An increase in body weight occurred in the repaglinide and combined therapy
+    # groups (2.4 +/- 0.5 and 3.0 +/- 0.5 kg, respectively" over 29 and 27 patients.
+    got = {(arm, mean, n) for arm, mean, _, n, _ in _means(dev[10333912])}
+    assert {("repaglinide", 2.4, 29), ("repaglinide + metformin", 3.0, 27), ("repaglinide + metformin", 1.4, 27)} <= got
+    assert ("repaglinide", 2.4, 27) not in got
