@@ -68,7 +68,7 @@ __all__ = ["DRUG", "EXTRACTOR", "OUTCOME_CLASSES", "ArmDatum", "arm_role", "arms
 
 
 _SKIP = re.compile(r"\bwithdr[ae]w|\bgastrin|\bscreened\b|\bcompleted the (?:study|trial)|\bsmok|\bpH\b|"
-                   r"(?<!glucose )\bconcentrations?\b|pharmacokinetic|\bAUC\b|(?<!vs )(?<!vs\. )(?<!versus )(?<!from )(?<!between )\bbaseline\b|\bpreferred\b|\bpreference|"
+                   r"(?<!glucose )\bconcentrations?\b|pharmacokinetic|\bAUC\b|(?<!vs )(?<!vs\. )(?<!versus )(?<!from )(?<!between )\bbaseline\b|\bat (?:study )?(?:entry|inclusion|enrol?ment|randomi[sz]ation)\b|\bpre-?treatment\b|\bpreferred\b|\bpreference|"
                    r"\bunderwent\b", re.I)  # fmt: skip
 _ITT = re.compile(r"intent(?:ion)?[- ]to[- ]treat|\bm?ITT\b|\brandomi[sz]ed\b|\brandomly (?:assigned|allocated)", re.I)
 _RESPECTIVELY = re.compile(r"\b(?:respectively|respective|corresponding)\b", re.I)

@@ -98,6 +98,8 @@ def arm_mentions(text: str, words: Words, *, combine: bool = True) -> list[Menti
     for m in _BARE_DOSE.finditer(text):  # "esomeprazole 40 mg (94.1%) and 20 mg (89.9%)": 20 mg is esomeprazole
         if any(f.start <= m.start() < f.end for f in found):
             continue
+        if re.search(r"(?:/|\+|\bplus\b)\s*[A-Za-z][\w-]*\s*$", text[: m.start()], re.I):
+            continue  # "ergotamine 1 mg/caffeine 100 mg": the dose of a partner the lexicon does not name
         before = [f for f in found if f.end <= m.start()]
         after = [f for f in found if f.start >= m.end()]
         dose = dose_of(m, "dose")

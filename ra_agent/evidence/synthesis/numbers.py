@@ -35,6 +35,16 @@ _THRESHOLD = re.compile(r"\b(?:more|less|greater|fewer|higher|lower) than\s+\d+(
                         r"(?:female|male|women|men|girls|boys|white|black|caucasian)\b|\b(?:almost|approximately|about|"
                         r"nearly|around|roughly|~)\s*\d+(?:\.\d+)?\s*%|\d+(?:\.\d+)?\s*%\s*to\s*\d+(?:\.\d+)?\s*%", re.I)  # fmt: skip
 _PERCENT = re.compile(r"(?<![\d.])(?P<p>\d+(?:\.\d+)?)\s*%(?!\s*(?:CI|confidence))")
+# a share of events, not of an arm's patients ("86% of all attacks", "2.1 per 100 catheter-days"), or a figure over
+# the arms pooled ("12% of all patients", "in both groups", "a total of 40 patients", "overall, 9%")
+_NOT_ARM_SHARE = re.compile(
+    r"\d+(?:\.\d+)?\s*%?\s*(?:of\s+(?:all\s+|the\s+|treated\s+)*(?:attacks|headaches|episodes|events|catheters|cycles|"
+    r"infusions|treated attacks)|per\s+(?:\d+\s+)?(?:attacks?|headaches?|episodes?|patient|person|catheter)[\w-]*|"
+    r"(?:of\s+)?(?:(?:all|the)\s+)?(?:patients\s+)?(?:in|of|across)\s+(?:both|all|the two|the\s+\d+)\s+(?:groups|arms|"
+    r"treatment groups|patients))\b|\b(?:a total of|overall,?|in total,?|altogether,?)\s+\d+(?:\.\d+)?"
+    r"(?:\s*(?:/|of)\s*\d+)?(?:\s*[(\[]\s*\d+(?:\.\d+)?\s*%\s*[)\]]|\s*%)?",
+    re.I,
+)
 _PERCENT_ENUM = re.compile(
     r"(?<![\d.])(?P<p>\d+(?:\.\d+)?)(?=\s*(?:,|and|%?\s*vs\.?|%?\s*-)\s*(?:\d+(?:\.\d+)?\s*(?:,|and)\s*)*\d+(?:\.\d+)?\s*%)"
 )
@@ -208,6 +218,7 @@ def numbers_in(text: str) -> list[Number]:
     masked = _MEAN_SD.sub(lambda m: " " * len(m.group(0)), text)
     masked = _CI_PAREN.sub(lambda m: " " * len(m.group(0)), masked)
     masked = _THRESHOLD.sub(lambda m: " " * len(m.group(0)), masked)
+    masked = _NOT_ARM_SHARE.sub(lambda m: " " * len(m.group(0)), masked)
     # an allocation parenthesis ("(n=408; 324 [79%] on fixed-dose …)") describes the arm, it states no result
     masked = re.sub(r"\(\s*n\s*=[^()]*\)", lambda m: " " * len(m.group(0)), masked, flags=re.I)
     out: list[Number] = []

@@ -77,3 +77,22 @@ def test_combined_therapy_names_the_one_combined_arm(dev):
     got = {(arm, mean, n) for arm, mean, _, n, _ in _means(dev[10333912])}
     assert {("repaglinide", 2.4, 29), ("repaglinide + metformin", 3.0, 27), ("repaglinide + metformin", 1.4, 27)} <= got
     assert ("repaglinide", 2.4, 27) not in got
+
+
+def test_a_partners_dose_is_not_a_second_dose_of_the_arm(dev):
+    # "1 rizatriptan 10 mg tablet to 2 ergotamine 1 mg/caffeine 100 mg tablets in 439 patients": 100 mg is caffeine's,
+    # so ergotamine has one dose, and its printed percentages (24.3%, 47.3%) that no count of 439 reproduces show 439
+    # is not its denominator: no "20% of patients on ergotamine/caffeine" or "15.3%" becomes a count over 439.
+    assert not [d for d in _data(dev[12464714]) if d.drug == "ergotamine" and d.total == 439]
+
+
+def test_shares_of_attacks_and_pooled_figures_are_not_arm_shares(dev):
+    from ra_agent.evidence.synthesis.numbers import numbers_in
+
+    # "Within 2 hours, headache severity decreased to none/mild in 86% of all attacks in the sumatriptan group (STG)
+    # compared to 25% in the customary group (CTG)." (9922821): 86% is a share of attacks, not of patients.
+    sentence = next(s for s in dev[9922821].abstract.split(". ") if "of all attacks" in s)
+    assert [n.percent for n in numbers_in(sentence)] == [25.0]
+    # "Overall, 162/676 (24 %) patients …" (27344439): a figure over both arms is no arm's.
+    pooled = next(s for s in dev[27344439].abstract.split(". ") if s.startswith("Overall, 162/676"))
+    assert all(n.total != 676 and n.percent != 24 for n in numbers_in(pooled))
