@@ -1,5 +1,5 @@
 """Arm-level outcome data from trial abstracts by rules: events / total (or mean, dispersion and n) per arm, time
-point, outcome, analysis set and the source sentence, in any field (rules:arm-numbers-v3).
+point, outcome, analysis set and the source sentence, in any field (rules:arm-numbers-v4).
 
 Arms are named in the trial's own words (`arms.Lexicon`): the agents and classes of the class vocabulary, placebo
 and no-treatment controls, the arms ra's PICO rules read from the allocation sentence, and the names the abstract
@@ -15,7 +15,8 @@ denominator of the arm's count pairs. A percentage becomes a count only when som
 the precision it is printed with, never from a per-protocol sentence, and not over a size that another printed
 percentage of the arm cannot be a share of; of several sizes of an arm (randomised, analysed) the one the percentage
 reproduces is taken. Thresholds, ranges, demographics and effect measures ("by more than 20%", "82% female", "risk
-reduction 19%") are not results. Each datum carries the sentence(s) it came from, so every number can be traced back
+reduction 19%") are not results, nor are shares of attacks or events, per-event rates and figures over the arms
+pooled ("86% of all attacks", "in both groups", "overall, 162/676"). Each datum carries the sentence(s) it came from, so every number can be traced back
 to the abstract; the extractor is named in every datum.
 
 Outcomes are named by class (the first rules' healing, relapse, remission, eradication, symptom relief, and
@@ -62,7 +63,7 @@ from ra_agent.evidence.synthesis.numbers import (
 from ra_agent.evidence.synthesis.sizes import Sizes, arm_sizes, sizes_of
 from ra_agent.models import Paper
 
-EXTRACTOR = "rules:arm-numbers-v3"
+EXTRACTOR = "rules:arm-numbers-v4"
 __all__ = ["DRUG", "EXTRACTOR", "OUTCOME_CLASSES", "ArmDatum", "arm_role", "arms_in", "extract_arm_data",
            "time_points"]  # fmt: skip
 
