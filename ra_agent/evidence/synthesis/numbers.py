@@ -265,8 +265,11 @@ def count_list(text: str) -> list[Number]:
     m = re.search(
         r"\b(\d+)((?:\s*,\s*\d+)*),?\s+and\s+(\d+)\s+(?:[A-Za-z-]+\s+){0,4}?[A-Za-z-]+,?\s+respectively", text
     )
-    m = m or re.search(r"\b(?:corresponding|respective)\b[^.;]*?\b(?:were|was|are)\s+(\d+)((?:\s*,\s*\d+)+),?\s+and\s+"
-                       r"(\d+)\s*[.;]?\s*$", text)  # "The corresponding data for CRNM bleeds were 1, 1, 2, and 0."
+    m = m or re.search(
+        r"\b(?:corresponding|respective)\b[^.;]*?\b(?:were|was|are)\s+(\d+)((?:\s*,\s*\d+)+),?\s+and\s+"
+        r"(\d+)\s*[.;]?\s*$",
+        text,
+    )  # "The corresponding data for CRNM bleeds were 1, 1, 2, and 0."
     if m is None or re.search(r"%|\d\s*(?:mg|years?|months?|weeks?|days?)\b", m.group(0)):
         return []
     values = [m.group(1), *re.findall(r"\d+", m.group(2)), m.group(3)]

@@ -66,8 +66,10 @@ def test_each_arm_heading_its_own_values_per_time_point(dev):
     # respectively": each arm's two values are its 3- and 6-month ones; "vs baseline" in a P value is a result.
     got = _means(dev[7555472])
     assert {("combination", 1.6, 1.8, 27, 13.0), ("combination", 2.1, 2.5, 27, 26.0)} <= got
-    assert {("twice-daily insulin (insulin group)", 3.5, 4.3, 26, 13.0),
-            ("twice-daily insulin (insulin group)", 5.2, 4.1, 26, 26.0)} <= got
+    assert {
+        ("twice-daily insulin (insulin group)", 3.5, 4.3, 26, 13.0),
+        ("twice-daily insulin (insulin group)", 5.2, 4.1, 26, 26.0),
+    } <= got
 
 
 def test_combined_therapy_names_the_one_combined_arm(dev):
