@@ -1,4 +1,4 @@
-"""Benchmark: arm-level data extraction (rules:arm-numbers-v4) against hand-made gold sets, next to named baselines.
+"""Benchmark: arm-level data extraction (rules:arm-numbers-v3) against hand-made gold sets, next to named baselines.
 
 Fields other than reflux (fields_dev.tsv / fields_heldout.tsv over fields_records.csv: anticoagulation in cancer,
 triptans for migraine, oral hypoglycaemics in type 2 diabetes; read by hand before the v3 rules were written, split

@@ -121,8 +121,6 @@ class Lexicon:
             return
         if _NOT_TREATMENT.search(phrase):  # a population or a line of therapy the PICO arm picked up
             return
-        if re.fullmatch(QUALIFIER, phrase, re.I):  # "fixed-dose": how an agent is given, not an arm of its own
-            return
         key = _norm(phrase)
         self.keys.setdefault(key, key)
         last = words[-1].lower()

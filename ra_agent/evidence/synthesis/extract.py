@@ -1,5 +1,5 @@
 """Arm-level outcome data from trial abstracts by rules: events / total (or mean, dispersion and n) per arm, time
-point, outcome, analysis set and the source sentence, in any field (rules:arm-numbers-v4).
+point, outcome, analysis set and the source sentence, in any field (rules:arm-numbers-v3).
 
 Arms are named in the trial's own words (`arms.Lexicon`): the agents and classes of the class vocabulary, placebo
 and no-treatment controls, the arms ra's PICO rules read from the allocation sentence, and the names the abstract
@@ -15,8 +15,7 @@ denominator of the arm's count pairs. A percentage becomes a count only when som
 the precision it is printed with, never from a per-protocol sentence, and not over a size that another printed
 percentage of the arm cannot be a share of; of several sizes of an arm (randomised, analysed) the one the percentage
 reproduces is taken. Thresholds, ranges, demographics and effect measures ("by more than 20%", "82% female", "risk
-reduction 19%") are not results, nor are shares of attacks or events, per-event rates and figures over the arms
-pooled ("86% of all attacks", "in both groups", "overall, 162/676"). Each datum carries the sentence(s) it came from, so every number can be traced back
+reduction 19%") are not results. Each datum carries the sentence(s) it came from, so every number can be traced back
 to the abstract; the extractor is named in every datum.
 
 Outcomes are named by class (the first rules' healing, relapse, remission, eradication, symptom relief, and
@@ -63,13 +62,13 @@ from ra_agent.evidence.synthesis.numbers import (
 from ra_agent.evidence.synthesis.sizes import Sizes, arm_sizes, sizes_of
 from ra_agent.models import Paper
 
-EXTRACTOR = "rules:arm-numbers-v4"
+EXTRACTOR = "rules:arm-numbers-v3"
 __all__ = ["DRUG", "EXTRACTOR", "OUTCOME_CLASSES", "ArmDatum", "arm_role", "arms_in", "extract_arm_data",
            "time_points"]  # fmt: skip
 
 
 _SKIP = re.compile(r"\bwithdr[ae]w|\bgastrin|\bscreened\b|\bcompleted the (?:study|trial)|\bsmok|\bpH\b|"
-                   r"(?<!glucose )\bconcentrations?\b|pharmacokinetic|\bAUC\b|(?<!vs )(?<!vs\. )(?<!versus )(?<!from )(?<!between )\bbaseline\b|\bat (?:study )?(?:entry|inclusion|enrol?ment|randomi[sz]ation)\b|\bpre-?treatment\b|\bpreferred\b|\bpreference|"
+                   r"(?<!glucose )\bconcentrations?\b|pharmacokinetic|\bAUC\b|\bbaseline\b|\bpreferred\b|\bpreference|"
                    r"\bunderwent\b", re.I)  # fmt: skip
 _ITT = re.compile(r"intent(?:ion)?[- ]to[- ]treat|\bm?ITT\b|\brandomi[sz]ed\b|\brandomly (?:assigned|allocated)", re.I)
 _RESPECTIVELY = re.compile(r"\b(?:respectively|respective|corresponding)\b", re.I)
@@ -211,16 +210,6 @@ def _arm_major_direction(text: str, arms: list[Mention]) -> str:
     if all(re.search(r"respectively,?\s+(?:for|in|with)\s+(?:the\s+)?$", text[: a.start]) for a in arms):
         return "after"
     return ""
-
-
-def _arm_headed(numbers: list[Number], arms: list[Mention], n_times: int) -> bool:
-    """Each arm named once, before its own run of values, one value per time point: "for the combination group,
-    weight gain was 1.6 ± 1.8 kg at 3 months and 2.1 ± 2.5 kg at 6 months, whereas for the insulin group, weight gain
-    was 3.5 ± 4.3 and 5.2 ± 4.1 kg, respectively"."""
-    if n_times < 2 or len(arms) < 2 or len(distinct_arms(arms)) != len(arms) or numbers[0].start < arms[0].start:
-        return False
-    bounds = [a.start for a in arms] + [10**9]
-    return all(sum(bounds[i] < n.start < bounds[i + 1] for n in numbers) == n_times for i in range(len(arms)))
 
 
 def _arm_major(
@@ -387,8 +376,6 @@ class _Layout:
         interleaved = bool(arms) and any(arms[0].start < n.start < arms[-1].end for n in numbers)
         time_list = [w for _, w in self.times] or self.lasttime_points
         major = _arm_major_direction(self.text, arms) if interleaved else ""
-        if interleaved and not major and _arm_headed(numbers, arms, len(time_list)):
-            major = "before"
         if major:
             return _arm_major(numbers, arms, time_list, outcome, major)
         if self.respectively or not interleaved:
@@ -400,7 +387,7 @@ class _Layout:
 
 _LEAD_WORDS = re.compile(r"\b(?:was|were|is|are|of|in|with|the|a|an|mean|means|and|than|to|for|at|by|from|on|"
                          r"significantly|respectively|group|groups|patients|treatment|reduced|increased|decreased|"
-                         r"changed?|vs|versus|however|whereas|while|both)\b", re.I)  # fmt: skip
+                         r"changed?|vs|versus)\b", re.I)  # fmt: skip
 
 
 def _one_arm_continuous(text: str, values: list[Number], arms: list[Mention], two_arms: list[Mention],
@@ -471,8 +458,8 @@ def _datum(pmid: int, sentence: str, number: Number, arm: Mention, weeks: float 
         return ArmDatum(pmid, label, arm.drug, outcome, weeks, number.events, number.total, sentence, "")
     candidates = sizes_of(label, arm.drug, sizes, doses)
     if number.events is not None:  # a stated count: its percentage picks the arm size it reproduces (else the first)
-        fits = [c for c in candidates if number.events <= c[0] and (number.percent is None or
-                round(100 * number.events / c[0], number.decimals) == number.percent)]  # fmt: skip
+        fits = [c for c in candidates if number.percent is None and number.events <= c[0] or
+                number.percent is not None and count_from_percent(number.percent, number.decimals, c[0]) == number.events]  # fmt: skip
         if not fits:
             return None
         size = fits[0]

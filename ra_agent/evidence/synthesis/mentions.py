@@ -1,7 +1,6 @@
 """Arm mentions in an abstract's sentences: the terms of its lexicon (`arms.Lexicon`) with their doses or qualifiers,
 the abbreviations it defines for an arm, bare doses of the drug named beside them, and arms joined by "/", "+" or
-"plus" ("with the addition of", "in combination with") as one combined arm, which "combination therapy" then names
-(read by `extract`)."""
+"plus" as one combined arm (read by `extract`)."""
 
 from __future__ import annotations
 
@@ -47,7 +46,6 @@ class Words:
     aliases: dict[str, tuple[str, str]]
     background: frozenset[str] = frozenset()  # agents every combined arm shares (given to all arms)
     dosed: str = ""  # the abstract's one drug named with several doses ("" when none or several)
-    combined: tuple[str, ...] = ()  # the combined arms as first written ("repaglinide + metformin")
 
     @classmethod
     def of(cls, text: str, arms: Sequence[str] = (), *, class_names: bool = True) -> Words:
@@ -55,20 +53,16 @@ class Words:
         words = cls(lexicon, lexicon.pattern(_ARM), {})
         words = cls(lexicon, words.arm, _aliases(text, words))
         found = arm_mentions(text, words)
-        combos = [m.drug for m in found if " + " in m.drug]
-        kinds = {frozenset(c.split(" + ")) for c in combos}  # "A + B" and "B + A" are one combined arm
-        shared = frozenset.intersection(*kinds) if len(kinds) > 1 else frozenset()
-        if len(kinds) == 1:  # "combined therapy" names the trial's one combined arm ("repaglinide + metformin")
-            for written, key in lexicon.keys.items():
-                if key == "combination":
-                    lexicon.keys[written] = combos[0]
+        combos = {m.drug for m in found if " + " in m.drug}
+        shared = (
+            frozenset.intersection(*(frozenset(c.split(" + ")) for c in combos)) if len(combos) > 1 else frozenset()
+        )
         doses: dict[str, set[str]] = {}
         for m in found:
             if m.dose[:1].isdigit() and m.drug != "placebo":
                 doses.setdefault(m.drug, set()).add(m.dose)
         dosed = [d for d, v in doses.items() if len(v) > 1 and agents_in(d)]
-        first = tuple(dict.fromkeys(combos))  # each combined arm under the name it is first written with
-        return cls(lexicon, words.arm, words.aliases, shared, dosed[0] if len(dosed) == 1 else "", first)
+        return cls(lexicon, words.arm, words.aliases, shared, dosed[0] if len(dosed) == 1 else "")
 
 
 def dose_of(m: re.Match[str], *names: str) -> str:
@@ -93,44 +87,35 @@ def arm_mentions(text: str, words: Words, *, combine: bool = True) -> list[Menti
             if not any(f.start <= m.start() < f.end for f in found):
                 found.append(Mention(m.start(), m.end(), drug, dose))
     found = sorted(found, key=lambda f: f.start)
-    found = _combined(text, found, words.background, words.combined) if combine else found
+    found = _combined(text, found, words.background) if combine else found
     out: list[Mention] = []
     for m in _BARE_DOSE.finditer(text):  # "esomeprazole 40 mg (94.1%) and 20 mg (89.9%)": 20 mg is esomeprazole
         if any(f.start <= m.start() < f.end for f in found):
             continue
-        if re.search(r"(?:/|\+|\bplus\b)\s*[A-Za-z][\w-]*\s*$", text[: m.start()], re.I):
-            continue  # "ergotamine 1 mg/caffeine 100 mg": the dose of a partner the lexicon does not name
         before = [f for f in found if f.end <= m.start()]
         after = [f for f in found if f.start >= m.end()]
         dose = dose_of(m, "dose")
         if before and before[-1].drug != "placebo" and m.start() - before[-1].end < 80:
             out.append(Mention(m.start(), m.end(), before[-1].drug, dose))
-        elif (not before or m.start() - before[-1].end >= 80) and after and after[0].drug != "placebo" and \
-                after[0].start - m.end() < 80:  # fmt: skip
+        elif not before and after and after[0].drug != "placebo" and after[0].start - m.end() < 80:
             out.append(Mention(m.start(), m.end(), after[0].drug, dose))
-        elif words.dosed and not any(f.drug != "placebo" for f in (*before[-1:], *after[:1])):
-            # "in the 100-mg group", "30 patients 10 mg, 33 patients 20 mg, and 30 patients placebo": the abstract's
-            # one drug named with several doses
+        elif not before and not after and words.dosed:  # "in the 100-mg group": the abstract's one dosed drug
             out.append(Mention(m.start(), m.end(), words.dosed, dose))
     return sorted(found + out, key=lambda f: f.start)
 
 
-_JOINED = re.compile(r"\s*(?:/|\+|\bplus\b|\b(?:with the addition of|in combination with|combined with)\b)\s*", re.I)
+_JOINED = re.compile(r"\s*(?:/|\+|\bplus\b)\s*", re.I)
 
 
-def _combined(text: str, found: list[Mention], background: frozenset[str] = frozenset(),
-              named: tuple[str, ...] = ()) -> list[Mention]:  # fmt: skip
+def _combined(text: str, found: list[Mention], background: frozenset[str] = frozenset()) -> list[Mention]:
     """Mentions joined by "/", "+" or "plus" are one arm ("insulin/metformin": "insulin + metformin"); an agent every
-    such combination of the abstract shares (`background`) is left out of the arm's name ("metformin"); a combination
-    written in another order is the arm `named` first ("metformin with the addition of repaglinide" is "repaglinide +
-    metformin")."""
+    such combination of the abstract shares (`background`) is left out of the arm's name ("metformin")."""
     out: list[Mention] = []
     for f in found:
         prev = out[-1] if out else None
         if prev and _JOINED.fullmatch(text[prev.end : f.start]) and prev.drug != f.drug:
             parts = [d for d in dict.fromkeys((*prev.drug.split(" + "), f.drug)) if d not in background]
-            label = next((n for n in named if frozenset(n.split(" + ")) == frozenset(parts)), " + ".join(parts))
-            out[-1] = Mention(prev.start, f.end, label or prev.drug, prev.dose or f.dose)
+            out[-1] = Mention(prev.start, f.end, " + ".join(parts) or prev.drug, prev.dose or f.dose)
         else:
             out.append(f)
     return out

@@ -35,21 +35,11 @@ _THRESHOLD = re.compile(r"\b(?:more|less|greater|fewer|higher|lower) than\s+\d+(
                         r"(?:female|male|women|men|girls|boys|white|black|caucasian)\b|\b(?:almost|approximately|about|"
                         r"nearly|around|roughly|~)\s*\d+(?:\.\d+)?\s*%|\d+(?:\.\d+)?\s*%\s*to\s*\d+(?:\.\d+)?\s*%", re.I)  # fmt: skip
 _PERCENT = re.compile(r"(?<![\d.])(?P<p>\d+(?:\.\d+)?)\s*%(?!\s*(?:CI|confidence))")
-# a share of events, not of an arm's patients ("86% of all attacks", "2.1 per 100 catheter-days"), or a figure over
-# the arms pooled ("12% of all patients", "in both groups", "a total of 40 patients", "overall, 9%")
-_NOT_ARM_SHARE = re.compile(
-    r"\d+(?:\.\d+)?\s*%?\s*(?:of\s+(?:all\s+|the\s+|treated\s+)*(?:attacks|headaches|episodes|events|catheters|cycles|"
-    r"infusions|treated attacks)|per\s+(?:\d+\s+)?(?:attacks?|headaches?|episodes?|patient|person|catheter)[\w-]*|"
-    r"(?:of\s+)?(?:(?:all|the)\s+)?(?:patients\s+)?(?:in|of|across)\s+(?:both|all|the two|the\s+\d+)\s+(?:groups|arms|"
-    r"treatment groups|patients))\b|\b(?:a total of|overall,?|in total,?|altogether,?)\s+\d+(?:\.\d+)?"
-    r"(?:\s*(?:/|of)\s*\d+)?(?:\s*[(\[]\s*\d+(?:\.\d+)?\s*%\s*[)\]]|\s*%)?",
-    re.I,
-)
 _PERCENT_ENUM = re.compile(
     r"(?<![\d.])(?P<p>\d+(?:\.\d+)?)(?=\s*(?:,|and|%?\s*vs\.?|%?\s*-)\s*(?:\d+(?:\.\d+)?\s*(?:,|and)\s*)*\d+(?:\.\d+)?\s*%)"
 )
 _CI_PAREN = re.compile(
-    r"(?<=[(;])[^();]*\b(?:CI|confidence)\b[^()]*(?=\))|\bCI\b[^;)]*|\b(?:difference|gain)\s+(?:of\s+)?\d+(?:\.\d+)?\s*%|"
+    r"\((?:[^()]*\b(?:CI|confidence)\b[^()]*)\)|\bCI\b[^;)]*|\b(?:difference|gain)\s+(?:of\s+)?\d+(?:\.\d+)?\s*%|"
     r"\bP\s*[<=>≤≥]\s*[\d.]+",
     re.I,
 )
@@ -120,8 +110,6 @@ def time_points(text: str) -> list[tuple[int, float]]:
             value, unit = _SMALL[m.group("n3").lower()], m.group("u3")[0]
         if re.search(r"\bage[ds]?\b[\s,:(]*(?:\w+\s+){0,2}$", text[max(0, m.start() - 25) : m.start()], re.I):
             continue  # "mean age, 37.6 years"
-        if _FROM_START.match(text[m.end() :]):
-            continue  # "began within 4 weeks of the start of chemotherapy": when treatment starts, not an assessment
         if unit.lower() == "h" and not (_HOUR_BEFORE.search(text[: m.start()]) or _HOUR_AFTER.match(text[m.end() :])):
             continue  # "over 24 hours", "24-h pH": a measurement window, not when the outcome was assessed
         weeks = value * _UNIT_WEEKS[unit.lower()]
@@ -129,7 +117,6 @@ def time_points(text: str) -> list[tuple[int, float]]:
     return sorted(out)
 
 
-_FROM_START = re.compile(r"\s*(?:of|after|from)\s+(?:the\s+)?(?:start|beginning|initiation|onset)\b", re.I)
 _HOUR_BEFORE = re.compile(r"\b(?:at|within|after|by|until)\s+$", re.I)
 _HOUR_AFTER = re.compile(r"\s*(?:post-?dos\w*|after (?:dosing|treatment|the dose|drug))", re.I)
 
@@ -218,7 +205,6 @@ def numbers_in(text: str) -> list[Number]:
     masked = _MEAN_SD.sub(lambda m: " " * len(m.group(0)), text)
     masked = _CI_PAREN.sub(lambda m: " " * len(m.group(0)), masked)
     masked = _THRESHOLD.sub(lambda m: " " * len(m.group(0)), masked)
-    masked = _NOT_ARM_SHARE.sub(lambda m: " " * len(m.group(0)), masked)
     # an allocation parenthesis ("(n=408; 324 [79%] on fixed-dose …)") describes the arm, it states no result
     masked = re.sub(r"\(\s*n\s*=[^()]*\)", lambda m: " " * len(m.group(0)), masked, flags=re.I)
     out: list[Number] = []
@@ -260,16 +246,10 @@ def numbers_in(text: str) -> list[Number]:
 
 
 def count_list(text: str) -> list[Number]:
-    """A list of bare counts in a "respectively" sentence: "there were 0, 0, 2 and 1 major bleeds, respectively", "the
-    corresponding data for CRNM bleeds were 1, 1, 2, and 0"."""
+    """A list of bare counts in a "respectively" sentence: "there were 0, 0, 2 and 1 major bleeds, respectively"."""
     m = re.search(
         r"\b(\d+)((?:\s*,\s*\d+)*),?\s+and\s+(\d+)\s+(?:[A-Za-z-]+\s+){0,4}?[A-Za-z-]+,?\s+respectively", text
     )
-    m = m or re.search(
-        r"\b(?:corresponding|respective)\b[^.;]*?\b(?:were|was|are)\s+(\d+)((?:\s*,\s*\d+)+),?\s+and\s+"
-        r"(\d+)\s*[.;]?\s*$",
-        text,
-    )  # "The corresponding data for CRNM bleeds were 1, 1, 2, and 0."
     if m is None or re.search(r"%|\d\s*(?:mg|years?|months?|weeks?|days?)\b", m.group(0)):
         return []
     values = [m.group(1), *re.findall(r"\d+", m.group(2)), m.group(3)]
