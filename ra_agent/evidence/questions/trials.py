@@ -47,7 +47,14 @@ MECHANISM = re.compile(r"\bpharmacokinetic\w*|\bpharmacodynamic\w*|\bbioavailab\
 # A physiological measure as a title's endpoint (acidity, pH) with no clinical outcome beside it: a pharmacodynamic
 # study ("Lansoprazole versus omeprazole: influence on meal-stimulated gastric acid secretion")
 PHYSIOLOGY = re.compile(r"\b(?:intra)?(?:gastric|oesophageal|esophageal) (?:pH|acid(?:ity)? (?:reduction|exposure|"
-                        r"secretion))\b|\bacid (?:secretion|output)\b", re.I)  # fmt: skip
+                        r"secretion))\b|\bacid (?:secretion|output)\b"
+                        # the circulation's and the nervous system's measures: what a physiology study records
+                        r"|\bha?emodynamic\w*|\bheart rate variability\b|\bbaroreflex\w*|\brepolari[sz]ation\b"
+                        r"|\bQT (?:interval|variability|dispersion)\b|\bblood flow\b|\bperfusion\b|\bmicrocirculat\w*"
+                        r"|\bvasodilat(?:ion|ation)\b|\bvasodilator (?:reserve|response|capacity)\b|\bvascular (?:reactivity|resistance|function)\b|\bendothelial function\b"
+                        r"|\b(?:plasma|serum) (?:[\w-]+ ){1,2}(?:levels?|concentrations?)\b|\bevoked potentials?\b"
+                        r"|\bcontingent negative variation\b|\bmuscle activity\b|\bperipheral arteries\b",
+                        re.I)  # fmt: skip
 CLINICAL_OUTCOME = re.compile(r"\bheal\w*|\bsymptom\w*|\brelapse\w*|\brecurren\w*|\boutcomes?\b|\bremission\b"
                               r"|\bmortality\b|\bsurvival\b|\btreatment of\b|\bmanagement of\b", re.I)  # fmt: skip
 # An agent used for another purpose than treating the participant is another intervention: part of a device (a
@@ -55,8 +62,9 @@ CLINICAL_OUTCOME = re.compile(r"\bheal\w*|\bsymptom\w*|\brelapse\w*|\brecurren\w
 DEVICE_USE = re.compile(r"\b(?:locks?|locking|flush\w*|coated|coating|bonded|impregnated|eluting|\w+i[sz]ed saline)\b",
                         re.I)  # fmt: skip
 DIAGNOSTIC_USE = re.compile(r"\bdiagnos\w*", re.I)
-PROTOCOL = re.compile(r"\brationale and design\b|\bstudy protocol\b|\bprotocol for a\b|\bdesign of (?:a|the)\b"
-                      r"|\b(?:trial|study) protocol\b|\bprotocol of (?:a|the)\b", re.I)  # fmt: skip
+PROTOCOL = re.compile(r"\brationale,? (?:and )?design\b|\bstudy design\b|\bdesign,? and organi[sz]ation\b"
+                      r"|\bstudy protocol\b|\bprotocol for a\b|\bdesign of (?:a|the)\b|\b(?:trial|study) protocol\b"
+                      r"|\bprotocol of (?:a|the)\b", re.I)  # fmt: skip
 # A protocol's abstract speaks of what will happen ("participants will be randomised"), a report's of what did
 FUTURE_TENSE = re.compile(r"\bwill be (?:randomi[sz]ed|allocated|assigned|recruited|enrolled)\b", re.I)
 RESULT_WORDS = re.compile(r"\bresults?\b|\bwere (?:significantly|more|less|similar)\b|\bp\s*[<=>]|\bconclu\w+", re.I)
@@ -70,6 +78,13 @@ ECONOMIC = re.compile(r"\bcosts?\b|\bcost[- ](?:effective\w*|utility|benefit|ana
                       r"|\beconomic\w*|\bpharmaco-?economic\w*|\bbudget impact\b|\bQALYs?\b", re.I)  # fmt: skip
 ACCURACY = re.compile(r"\bdiagnostic (?:accuracy|performance|value)\b|\bsensitivity and specificity\b"
                       r"|\baccuracy of\b", re.I)  # fmt: skip
+# A report of a trial's data that asks what predicts or goes with an outcome, not what the treatment did
+PROGNOSIS = re.compile(r"\bprognostic (?:value|implications?|significance|factors?|variables?)\b|\bpredictors? of\b"
+                       r"|\bcorrelates of\b|\brelationships? (?:of|between)\b|\bassociations? between\b",
+                       re.I)  # fmt: skip
+# Writing about a trial rather than its report: an update, its implications, lessons or experiences drawn from it
+COMMENTARY = re.compile(r"\bimplications of\b|\btrials? update\b|\bprogress report\b|\blessons (?:from|learned)\b"
+                        r"|\bexperiences? from\b|\bchallenges of\b|\bclinical trial of the month\b", re.I)  # fmt: skip
 # An abstract that tells other authors' studies ("Bank et al. found ...; Ladas et al. found ...") reviews them
 CITED_STUDY = re.compile(r"\b[A-Z][a-z]+(?:[- ][A-Z][a-z]+)? et al\b")
 NOT_A_TRIAL_MESH = {"Psychometrics": "an instrument's validation", "Cost-Benefit Analysis": "an economic evaluation",
@@ -248,7 +263,8 @@ def not_a_trial_report(paper: Paper) -> str | None:
     if FUTURE_TENSE.search(paper.abstract or "") and not RESULT_WORDS.search(paper.abstract or ""):
         return "a trial protocol (the abstract says what will be done, and gives no results)"
     for pattern, what in ((INSTRUMENT, "an instrument's validation"), (ECONOMIC, "an economic evaluation"),
-                          (ACCURACY, "a diagnostic-accuracy study"), (REVIEW_TITLE_CUE, "a narrative review")):  # fmt: skip
+                          (ACCURACY, "a diagnostic-accuracy study"), (REVIEW_TITLE_CUE, "a narrative review"),
+                          (PROGNOSIS, "an analysis of prognosis or association"), (COMMENTARY, "a commentary")):  # fmt: skip
         if match := pattern.search(title):
             return f"{what} (title says {match.group(0)!r})"
     for heading, what in NOT_A_TRIAL_MESH.items():

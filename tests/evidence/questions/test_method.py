@@ -135,6 +135,31 @@ def test_a_title_that_treats_prevents_or_eradicates_another_condition_is_that_co
         assert eligibility(demo[pmid], topic).eligible, eligibility(demo[pmid], topic).reason
 
 
+# a randomised trial of another field, as PubMed stores it (DERP triptans search results, PMID 10891912; title and
+# the abstract's design sentence, verbatim)
+NARATRIPTAN = Paper(
+    pmid=10891912,
+    title="Effect of naratriptan on myocardial blood flow and coronary vasodilator reserve in migraineurs.",
+    abstract="This study was a randomized, double-blind, placebo-controlled crossover trial in 34 migraine subjects "
+    "with no evidence of ischemic heart disease, studied outside a migraine attack.",
+    mesh=("Humans", "Migraine Disorders", "Coronary Circulation", "Vasodilation"),
+)
+
+
+def test_analyses_of_prognosis_and_physiology_studies_are_not_reports_of_the_treatments_effect(demo, reflux):
+    """A trial's data asked what predicts relapse (9663835: "Prognostic factors for relapse of reflux oesophagitis
+    ... during 12 months of therapy with lansoprazole") is not a report of the effect; a title whose endpoint is
+    the circulation's measure with no clinical outcome (naratriptan and "myocardial blood flow" in migraineurs) is
+    a physiology study, in any field."""
+    prognosis = eligibility(demo[9663835], reflux.with_corpus(list(demo.values())))
+    assert not prognosis.eligible and "prognosis or association (title says 'Prognostic factors')" in prognosis.reason
+    migraine = Topic.from_seed_query("triptan AND migraine")
+    flow = eligibility(NARATRIPTAN, migraine)
+    assert not flow.eligible and "mechanism study (title says 'blood flow')" in flow.reason, flow.reason
+    treated = replace(NARATRIPTAN, title="Naratriptan in the acute treatment of migraine.")  # the same trial, had it
+    assert eligibility(treated, migraine).eligible  # reported its clinical outcome
+
+
 def test_every_comparator_a_trial_names_is_read_as_the_trial_names_it(demo, gaps, reflux):
     topic = reflux.with_corpus(list(demo.values()))
     h2h = eligibility(demo[11012468], topic)  # esomeprazole ... compared with omeprazole
