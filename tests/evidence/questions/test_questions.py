@@ -451,4 +451,4 @@ def test_a_spawned_goal_on_a_question_no_goal_asks_is_started(demo):
     assert (
         asked.in_words == "Proton pump inhibitor versus H2-receptor antagonist for people with gastroesophageal reflux"
     )
-    assert asked.id not in {handbook_question(s.handbook_path).id for s in (goal, other)}
+    assert other is not None and asked.id not in {handbook_question(s.handbook_path).id for s in (goal, other)}
