@@ -3,15 +3,16 @@ corpus, computed once and stored (`load_question_set`), and read by everything e
 review_questions asset, the goal's tools and Success, the dossiers and SR drafts).
 
 `handbook_topic` reads the handbook's seed query (and the synonyms its prose lists) as a `Topic`, `handbook_scope`
-the eligibility its prose states. `load_question_set` returns the stored `QuestionSet` of a handbook when the corpus,
-the handbook file and the [sr] knobs are as they were when it was judged, else judges the records that may name the
-topic's population, read through the store's full-text and MeSH indexes (`evidence.questions.candidates`; the same
-questions as over every record, at a cost that follows the candidates, not the corpus: docs/scaling.md), with
-`evidence.questions.build.questions_for_topic` (nothing else calls it), writes the set's folder and returns it.
-`current_question_set` only reads. A handbook's key (its folder and its review_questions partition) is registered
-in <data_dir>/questions/handbooks.json so that the asset finds the handbook from its partition key. `question_map` is the
-evidence-gap map of a set's questions (`evidence.questions.gap_map`), dated by the corpus; it is drawn into the set's
-folder with the dossiers.
+the eligibility its prose states, `handbook_question` the topic's question they make (its id before any record is
+read: a spawned goal is refused when another goal already asks it). `load_question_set` returns the stored
+`QuestionSet` of a handbook when the corpus, the handbook file and the [sr] knobs are as they were when it was
+judged, else judges the records that may name the topic's population, read through the store's full-text and MeSH
+indexes (`evidence.questions.candidates`; the same questions as over every record, at a cost that follows the
+candidates, not the corpus: docs/scaling.md), with `evidence.questions.build.questions_for_topic` (nothing else
+calls it), writes the set's folder and returns it. `current_question_set` only reads. A handbook's key (its folder
+and its review_questions partition) is registered in <data_dir>/questions/handbooks.json so that the asset finds the
+handbook from its partition key. `question_map` is the evidence-gap map of a set's questions
+(`evidence.questions.gap_map`), dated by the corpus; it is drawn into the set's folder with the dossiers.
 """
 
 from __future__ import annotations
@@ -23,11 +24,11 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ra_agent.agent.handbook import load_handbook
+from ra_agent.agent.handbook import Handbook, load_handbook
 from ra_agent.agent.success import HandbookError
 from ra_agent.config import Config
 from ra_agent.evidence.living.keep import CHANGES_FILE, announce, keep_evaluation
-from ra_agent.evidence.questions.build import questions_for_topic
+from ra_agent.evidence.questions.build import questions_for_topic, topic_question
 from ra_agent.evidence.questions.candidates import IndexCounts
 from ra_agent.evidence.questions.corpus import references
 from ra_agent.evidence.questions.dossier import set_dossiers
@@ -60,23 +61,36 @@ log = logging.getLogger(__name__)
 REGISTRY = "handbooks.json"
 
 
-def handbook_topic(handbook_path: str | Path) -> Topic:
-    """The review-question topic of a handbook: its seed query's concepts with the synonyms its prose lists;
-    HandbookError (naming the file and Seed_query) when it has none or the rules cannot read it."""
-    handbook = load_handbook(handbook_path)
+def handbook_topic(handbook: str | Path | Handbook) -> Topic:
+    """The review-question topic of a handbook (its path, or the handbook parsed): its seed query's concepts with the
+    synonyms its prose lists; HandbookError (naming the file and Seed_query) when it has none or the rules cannot
+    read it."""
+    handbook = _loaded(handbook)
     if not handbook.seed_query:
         raise HandbookError(
-            str(handbook_path), 1, "Seed_query", "missing; a review question needs the topic's concepts"
+            str(handbook.path), 1, "Seed_query", "missing; a review question needs the topic's concepts"
         )
     try:
         return Topic.from_seed_query(handbook.seed_query).with_prose(handbook.prose)
     except TopicError as exc:
-        raise HandbookError(str(handbook_path), 1, "Seed_query", str(exc)) from None
+        raise HandbookError(str(handbook.path), 1, "Seed_query", str(exc)) from None
 
 
-def handbook_scope(handbook_path: str | Path) -> Scope:
+def handbook_scope(handbook: str | Path | Handbook) -> Scope:
     """The eligibility a handbook's prose states (`evidence.questions.scope`), read against its topic's intervention."""
-    return read_scope(load_handbook(handbook_path).prose, handbook_topic(handbook_path).intervention)
+    handbook = _loaded(handbook)
+    return read_scope(handbook.prose, handbook_topic(handbook).intervention)
+
+
+def handbook_question(handbook: str | Path | Handbook) -> ReviewQuestion:
+    """The topic's question a handbook asks, known before any record is read (`build.topic_question`: the same id,
+    population, intervention and comparator as the first question of its set); HandbookError as `handbook_topic`."""
+    handbook = _loaded(handbook)
+    return topic_question(handbook_topic(handbook), handbook_scope(handbook))
+
+
+def _loaded(handbook: str | Path | Handbook) -> Handbook:
+    return handbook if isinstance(handbook, Handbook) else load_handbook(handbook)
 
 
 # ============================================================================ where a set lives

@@ -6,9 +6,11 @@ import hashlib
 import json
 import logging
 import re
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ra_agent.agent.handbook import Handbook, load_handbook, parse_handbook
 from ra_agent.config import Config
 from ra_agent.evidence.sr.alternative import clean_query
 from ra_agent.fileio import atomic_write
@@ -19,15 +21,37 @@ log = logging.getLogger(__name__)
 # ============================================================================ spawned handbooks
 
 
+@dataclass(frozen=True)
+class SpawnedHandbook:
+    """The handbook of an alternative theme as drafted, not yet written: where it goes, its text, and it parsed
+    (what it asks is known before the file exists)."""
+
+    path: Path
+    text: str
+    handbook: Handbook
+
+    def write(self) -> Path:
+        """Publish the file (atomically) and return its path."""
+        atomic_write(self.path, self.text)
+        log.info("spawned handbook %s (Seed_query %r)", self.path, self.handbook.seed_query)
+        return self.path
+
+
 def spawn_handbook(
     cfg: Config, parent_handbook_path: str | Path, new_seed_query: str, out_dir: str | Path, *, new_pico: str = ""
 ) -> Path:
-    """Write a handbook for the alternative theme: the parent's front matter with Seed_query replaced (or added
-    after Primary_goal), then prose saying where it came from, then the parent's prose. Returns its path
-    (<out_dir>/<parent>__alt_<hash>.md); the file is validated with load_handbook before it is published.
-    """
-    from ra_agent.agent.handbook import load_handbook, parse_handbook
+    """Write the handbook of an alternative theme (`draft_handbook`) and return its path."""
+    return draft_handbook(cfg, parent_handbook_path, new_seed_query, out_dir, new_pico=new_pico).write()
 
+
+def draft_handbook(
+    cfg: Config, parent_handbook_path: str | Path, new_seed_query: str, out_dir: str | Path, *, new_pico: str = ""
+) -> SpawnedHandbook:
+    """The handbook for the alternative theme: the parent's front matter with Seed_query replaced (or added after
+    Primary_goal), then prose saying where it came from, then the parent's prose, at
+    <out_dir>/<parent>__alt_<hash>.md; parsed as load_handbook would (never a handbook that does not load), not
+    written.
+    """
     parent_path = Path(parent_handbook_path)
     parent = load_handbook(parent_path)
     query = clean_query(new_seed_query)
@@ -58,7 +82,4 @@ def spawn_handbook(
     # named by what it asks, not where the project lies: two clones that spawn the same theme name it alike
     digest = hashlib.sha1(f"{parent_path.name}\n{query}".encode()).hexdigest()[:8]
     path = Path(out_dir) / f"{parent_path.stem}__alt_{digest}.md"
-    parse_handbook(text, path)  # never publish a handbook that does not load
-    atomic_write(path, text)
-    log.info("spawned handbook %s (Seed_query %r) from %s", path, query, parent_path)
-    return path
+    return SpawnedHandbook(path, text, parse_handbook(text, path))

@@ -19,8 +19,9 @@ from typing import Any
 
 from ra_agent.agent.goal import GoalState, GoalStore, apply_llm_mutation
 from ra_agent.agent.goal_questions import covering_pmids, goal_calls, goal_question_set, questions_request
-from ra_agent.agent.handbook import Handbook, load_handbook
+from ra_agent.agent.handbook import Handbook, recorded_handbook
 from ra_agent.agent.stages import StageRequest, after_new_papers, expansion_key
+from ra_agent.agent.success import HandbookError
 from ra_agent.config import Config
 from ra_agent.evidence.questions.model import ReviewQuestion
 from ra_agent.evidence.questions.question_set import QuestionSet, QuestionSetError
@@ -251,9 +252,10 @@ def propose_alternative_pico(ctx: ToolContext, question_id: str) -> ToolEffect:
     """Pivot from a covered question. First to a narrower in-scope question of the same set that its covering
     review leaves open (a gap, or too few trials for a review: the goal's focus moves there); else a new theme from
     the question's reports that the covering reviews could not include (`evidence.sr.alternative`), written as a
-    new handbook and started as a goal. The covered question's dossier is written first; a failed attempt is
-    recorded too, so the agent does not repeat it."""
-    from ra_agent.agent.spawn import spawn_handbook
+    new handbook and started as a goal, unless a goal of the workspace already has that theme or already asks the
+    topic's question the new handbook would ask (one goal per review question). The covered question's dossier is
+    written first; a failed attempt is recorded too, so the agent does not repeat it."""
+    from ra_agent.agent.spawn import draft_handbook
     from ra_agent.evidence.sr.alternative import propose_alternative_pico as propose
 
     qset, question = _question(ctx, question_id)
@@ -299,10 +301,18 @@ def propose_alternative_pico(ctx: ToolContext, question_id: str) -> ToolEffect:
         ctx.goal.record("alternative_failed", question_id=question_id, message=message, existing_goal=earlier)
         return ToolEffect({"error": "theme_has_a_goal", "question_id": question_id, "existing_goal": earlier,
                            "seed_query": alt.seed_query})  # fmt: skip
-    out_dir = Workspace.of(ctx.cfg).root / "handbooks"
-    handbook_path = spawn_handbook(ctx.cfg, ctx.handbook.path, alt.seed_query, out_dir, new_pico=alt.new_PICO)
-    spawned = load_handbook(handbook_path)
-    child = ctx.goals.create(str(handbook_path), spawned.primary_goal, alt.new_PICO, brain=ctx.brain.name)
+    draft = draft_handbook(ctx.cfg, ctx.handbook.path, alt.seed_query, Workspace.of(ctx.cfg).root / "handbooks",
+                           new_pico=alt.new_PICO)  # fmt: skip
+    asked = _goal_asking(ctx, draft.handbook)
+    if asked is not None:  # one goal per review question: the new handbook would ask one a goal already asks
+        earlier, asks = asked
+        message = f"question {asks.id} ({asks.in_words}) is already asked by goal {earlier}"
+        ctx.goal.record("alternative_failed", question_id=question_id, message=message, existing_goal=earlier,
+                        asks=asks.id)  # fmt: skip
+        return ToolEffect({"error": "question_has_a_goal", "question_id": question_id, "existing_goal": earlier,
+                           "asks": asks.id, "seed_query": alt.seed_query, "message": message})  # fmt: skip
+    handbook_path = draft.write()
+    child = ctx.goals.create(str(handbook_path), draft.handbook.primary_goal, alt.new_PICO, brain=ctx.brain.name)
     child.parent_goal, child.spawn_depth = ctx.goal.goal_id, ctx.goal.spawn_depth + 1
     child.record("spawned_from", parent_goal=ctx.goal.goal_id, new_PICO=alt.new_PICO, seed_query=alt.seed_query,
                  depth=child.spawn_depth, question_id=question_id)  # fmt: skip
@@ -323,6 +333,26 @@ def _goal_on_theme(goals: GoalStore, seed_query: str) -> str | None:
         for h in state.events("spawned_from"):
             if " ".join(str(h.get("seed_query", "")).lower().split()) == wanted:
                 return state.goal_id
+    return None
+
+
+def _goal_asking(ctx: ToolContext, handbook: Handbook) -> tuple[str, ReviewQuestion] | None:
+    """(the goal of the workspace whose handbook asks the topic's question `handbook` would ask, that question),
+    this goal first, compared by question id (`handbook_question`: the same population, intervention and comparator);
+    None when no goal asks it, or when `handbook`'s topic cannot be read (it asks no question)."""
+    from ra_agent.agent.questions import handbook_question
+
+    try:
+        asks = handbook_question(handbook)
+    except HandbookError:
+        return None
+    others = [(s.goal_id, s.handbook_path) for s in ctx.goals.states() if s.goal_id != ctx.goal.goal_id]
+    for goal_id, path in [(ctx.goal.goal_id, ctx.handbook.path), *others]:
+        try:
+            if handbook_question(recorded_handbook(ctx.cfg, path)).id == asks.id:
+                return goal_id, asks
+        except HandbookError:  # its handbook is gone or has no readable topic: it asks no question
+            continue
     return None
 
 

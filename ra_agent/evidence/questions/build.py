@@ -52,6 +52,16 @@ def question_id(population: str, intervention: str, comparator: str) -> str:
     return "q-" + hashlib.sha1(key.encode()).hexdigest()[:10]
 
 
+def topic_question(topic: Topic, scope: Scope, judged_by: str = RulesJudge.name) -> ReviewQuestion:
+    """The topic's own question, before any record is judged: the topic's population × its intervention class × its
+    comparator (the scope's comparison kinds when the seed query names none), with its stable id."""
+    population = " and ".join(c.label for c in topic.population)
+    intervention = " or ".join(topic.intervention)
+    versus = topic.versus() or scope.comparators_label()
+    return ReviewQuestion(question_id(population, intervention, versus), population, intervention, versus,
+                          judged_by=judged_by)  # fmt: skip
+
+
 # Outcome cues: the core outcome domains of COMET's taxonomy (Dodd et al., J Clin Epidemiol 2018: mortality,
 # clinical events and symptoms, function and quality of life, resource use, adverse events), and the event a trial
 # says it prevents or measures ("prevention of catheter-related thrombosis" -> thrombosis).
@@ -125,11 +135,8 @@ def build_questions(
         judged[pmid] = eligible[pmid] = replace(first, pmid=pmid, reason=why)
         study.reports = sorted([*study.reports, pmid], key=lambda p: (by_pmid[p].year or 9999, p))
         study_of[pmid] = study
-    population = " and ".join(c.label for c in topic.population)
-    intervention = " or ".join(topic.intervention)
-    versus = topic.versus() or scope.comparators_label()
-    root = ReviewQuestion(question_id(population, intervention, versus), population, intervention, versus,
-                          judged_by=judge.name)  # fmt: skip
+    root = topic_question(topic, scope, judged_by=judge.name)
+    population, intervention = root.population, root.intervention
     nodes: dict[tuple[str, str], ReviewQuestion] = {}
 
     def node(cls: str, comparator: str, parent: str) -> ReviewQuestion:

@@ -372,3 +372,83 @@ def test_propose_alternative_pico_skips_a_child_that_broadens_the_intervention(d
     (skipped,) = goal.events("alternative_skipped")
     assert skipped["message"].startswith("skipped: outside the goal's topic (it broadens the intervention")
     assert goal.events("alternative_proposed") == [] and len(goals.states()) == 1
+
+
+PPI_VS_PPI = "Proton pump inhibitor versus another proton pump inhibitor for people with gastroesophageal reflux"
+
+
+def _pivot_on_the_demo(demo, seed_query: str, *, sibling: str = ""):
+    """The demo's goal pivots from its covered topic question and its brain proposes `seed_query`; with `sibling`,
+    another goal of the workspace was started on that seed query before (a handbook spawned from the demo's).
+    Returns (the tool's effect, the goal, the goal store, the sibling goal or None)."""
+    from evidence.conftest import HANDBOOK as DEMO_HANDBOOK
+    from evidence.conftest import ScriptedBrain
+    from ra_agent.agent.goal import GoalStore
+    from ra_agent.agent.questions import load_question_set
+    from ra_agent.agent.spawn import spawn_handbook
+    from ra_agent.agent.tools import ToolContext, propose_alternative_pico
+    from ra_agent.workspace import Workspace
+
+    goals = GoalStore(demo.cfg.data_dir, demo.store)
+    goal = goals.create(str(DEMO_HANDBOOK), "seek_gap", "PPI, GERD")
+    other = None
+    if sibling:
+        path = spawn_handbook(demo.cfg, DEMO_HANDBOOK, sibling, Workspace.of(demo.cfg).root / "handbooks")
+        other = goals.create(str(path), "seek_gap", sibling)
+    agent, *comparator = seed_query.split(" AND ")[::2]  # "<agent> AND <condition> [AND <comparator>]"
+    pico = f"P: people with gastroesophageal reflux; I: {agent}" + "".join(f"; C: {c}" for c in comparator)
+    reply = json.dumps({"new_PICO": pico, "seed_query": seed_query})
+    ctx = ToolContext(demo.cfg, demo.store, goal, goals, load_handbook(DEMO_HANDBOOK), ScriptedBrain(reply),
+                      lambda: None)  # fmt: skip
+    question = load_question_set(demo.cfg, demo.store, DEMO_HANDBOOK).topic_question
+    return propose_alternative_pico(ctx, question.id), goal, goals, other
+
+
+def test_the_question_a_handbook_asks_is_known_before_its_set_is_judged(demo):
+    from evidence.conftest import HANDBOOK as DEMO_HANDBOOK
+    from ra_agent.agent.questions import handbook_question, load_question_set
+
+    asked = handbook_question(DEMO_HANDBOOK)
+    topic_question = load_question_set(demo.cfg, demo.store, DEMO_HANDBOOK).topic_question
+    assert (asked.id, asked.in_words) == (topic_question.id, topic_question.in_words) == (
+        "q-9a6a3eaf13", "Proton pump inhibitor for people with gastroesophageal reflux")  # fmt: skip
+
+
+@pytest.mark.parametrize("asked_by", ["sibling", "parent"])
+def test_a_spawned_goal_whose_question_a_goal_already_asks_is_refused_naming_both(demo, asked_by):
+    """The demo's third goal asked the second's question again ("esomeprazole ... omeprazole" after "pantoprazole ...
+    omeprazole": both are PPI versus another PPI); a single agent for reflux asks the parent's own question. Either
+    way no handbook is written and no goal started; the goal's history names the question and the goal asking it."""
+    from ra_agent.workspace import Workspace
+
+    sibling = "pantoprazole AND gastroesophageal reflux AND omeprazole" if asked_by == "sibling" else ""
+    seed = "esomeprazole AND gastroesophageal reflux" + (" AND omeprazole" if sibling else "")
+    handbooks = Workspace.of(demo.cfg).root / "handbooks"
+    effect, goal, goals, other = _pivot_on_the_demo(demo, seed, sibling=sibling)
+    earlier, (qid, words) = (other.goal_id, ("q-9a1eebbb59", PPI_VS_PPI)) if other else (
+        goal.goal_id, ("q-9a6a3eaf13", "Proton pump inhibitor for people with gastroesophageal reflux"))  # fmt: skip
+    message = f"question {qid} ({words}) is already asked by goal {earlier}"
+    assert effect.result["error"] == "question_has_a_goal" and effect.result["message"] == message, effect.result
+    assert effect.result["existing_goal"] == earlier and effect.result["asks"] == qid
+    (failed,) = goal.events("alternative_failed")
+    assert failed["message"] == message and failed["existing_goal"] == earlier
+    assert goal.events("alternative_proposed") == [] and len(goals.states()) == 1 + bool(other)
+    written = sorted(p.name for p in handbooks.glob("*.md")) if handbooks.is_dir() else []
+    assert len(written) == bool(other)  # the sibling's handbook only: the refused one was never written
+
+
+def test_a_spawned_goal_on_a_question_no_goal_asks_is_started(demo):
+    from ra_agent.agent.questions import handbook_question
+
+    effect, goal, goals, other = _pivot_on_the_demo(
+        demo, "omeprazole AND gastroesophageal reflux AND ranitidine",
+        sibling="pantoprazole AND gastroesophageal reflux AND omeprazole",
+    )  # fmt: skip
+    assert "error" not in effect.result, effect.result
+    child = goals.load(effect.result["new_goal"])
+    assert child.events("spawned_from")[0]["parent_goal"] == goal.goal_id and len(goals.states()) == 3
+    asked = handbook_question(child.handbook_path)
+    assert (
+        asked.in_words == "Proton pump inhibitor versus H2-receptor antagonist for people with gastroesophageal reflux"
+    )
+    assert other is not None and asked.id not in {handbook_question(s.handbook_path).id for s in (goal, other)}
