@@ -14,7 +14,9 @@ rules read clauses (split at ";" and sentence ends) by their cue words:
   stating its aim or participants;
 - who: "adults" (without "children" or "any age") keeps adults only; "children" alone keeps children only;
 - how long: "at least N days/weeks/months/years" drops trials whose abstract states a shorter treatment or
-  follow-up for its longest period.
+  follow-up for its longest period;
+- language: "English-language publications" drops records whose title PubMed gives in square brackets (the
+  translation of a title published in another language).
 Without a comparison clause the question takes every kind of comparison except doses, schedules or formulations of
 one agent (`DEFAULT_KINDS`: they ask which dose, not whether the treatment works); a handbook that wants them says
 so ("different doses included", "dose comparisons"). Every statement keeps the handbook's words and what the rules
@@ -97,6 +99,12 @@ AGE_OF_TRIAL_CHILDREN = re.compile(r"\bchild(?:ren|hood)?\b|\bpaediatric\b|\bped
 AGE_OF_TRIAL_ADULTS = re.compile(
     r"\badults?\b|\belderly\b|\bolder (?:people|patients|adults)\b|\bmen\b|\bwomen\b", re.I
 )
+# a language restriction ("English-language publications", "published in English"); PubMed encloses in square
+# brackets the English translation of a title published in another language (NLM's MEDLINE convention for TI), which
+# is how a record says it is not in English (ra stores no language field)
+ENGLISH_ONLY = re.compile(r"\bEnglish[- ](?:language|only)\b|\b(?:published|written|reported|available) in English\b",
+                          re.I)  # fmt: skip
+TRANSLATED_TITLE = re.compile(r"^\s*\[.+\]\.?\s*$", re.S)
 CHILD_MESH = frozenset(("Child", "Child, Preschool", "Infant", "Infant, Newborn", "Adolescent"))
 ADULT_MESH = frozenset(("Adult", "Young Adult", "Middle Aged", "Aged", "Aged, 80 and over"))
 
@@ -122,6 +130,7 @@ class Scope:
     outcomes: tuple[str, ...] = ()  # a trial of a kind in `outcome_kinds` must report one of these
     outcome_kinds: frozenset[str] = frozenset()
     excluded: tuple[str, ...] = ()  # conditions or designs a trial must not be about (the handbook's words)
+    english_only: bool = False
     statements: tuple[Statement, ...] = field(default=(), compare=False)
 
     def allows(self, kind: str) -> bool:
@@ -144,6 +153,9 @@ class Scope:
             for pattern in word_patterns(phrase):
                 if match := re.search(pattern, subject, re.I):
                     return f"about {match.group(0)!r} (the handbook excludes {phrase!r})"
+        if self.english_only and TRANSLATED_TITLE.match(title):
+            return "not in English (its title is in square brackets, NLM's mark of a translated title; the handbook " \
+                   "asks for English-language publications)"  # fmt: skip
         if self.ages == "adults" and (why := _children_only(paper)):
             return f"in children ({why}; the handbook asks for adults)"
         if self.ages == "children" and not _children_only(paper):
@@ -311,7 +323,7 @@ def read_scope(prose: str, intervention: tuple[str, ...] = ()) -> Scope:
     outcome_kinds: set[str] = set()
     outcomes: tuple[str, ...] = ()
     excluded: list[str] = []
-    ages, min_weeks, statements = "any", None, []
+    ages, min_weeks, statements, english_only = "any", None, [], False
     adults = children = any_age = False
     for clause in _clauses(prose):
         rules = []
@@ -357,10 +369,13 @@ def read_scope(prose: str, intervention: tuple[str, ...] = ()) -> Scope:
         if match := MIN_DURATION.search(clause):
             min_weeks = round(_number(match.group(1)) * WEEKS_PER[match.group(2).lower()], 2)
             rules.append(f"at least {min_weeks:g} weeks of treatment or follow-up")
+        if ENGLISH_ONLY.search(clause):
+            english_only = True
+            rules.append("English-language publications only")
         if rules or ELIGIBILITY_WORDS.search(clause):
             statements.append(Statement(clause, "; ".join(dict.fromkeys(rules))))
     if not any_age:
         ages = "adults" if adults and not children else "children" if children and not adults else "any"
     taken = (frozenset(comparators) | {UNNAMED}) if comparators else DEFAULT_KINDS
     return Scope(taken - dropped, ages, min_weeks, outcomes, frozenset(outcome_kinds), tuple(dict.fromkeys(excluded)),
-                 tuple(statements))  # fmt: skip
+                 english_only, tuple(statements))  # fmt: skip

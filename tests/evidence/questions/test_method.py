@@ -248,6 +248,19 @@ def test_a_trial_outside_the_stated_scope_is_out_and_says_why(demo, reflux):
     assert longest_weeks("Patients received omeprazole for 4 weeks, then 8 weeks of maintenance.") == 8
 
 
+def test_english_language_publications_drop_a_record_whose_title_pubmed_gives_translated(demo, reflux):
+    """PubMed encloses the English translation of a title published in another language in square brackets
+    (11586996: "[Changes in ultra rapid urease test ... by antisecretory drugs]", an eligible randomised trial)."""
+    english = read_scope("Randomised controlled trials; English-language publications.", reflux.intervention)
+    assert english.english_only and any("English-language publications only" in line for line in english.lines())
+    topic = reflux.with_corpus(list(demo.values()))
+    translated, plain = demo[11586996], demo[12970637]
+    assert translated.title.startswith("[") and eligibility(translated, topic).eligible
+    assert "not in English" in (english.outside(translated, eligibility(translated, topic)) or "")
+    assert english.outside(plain, eligibility(plain, topic)) is None  # a title in English stays
+    assert read_scope("Adults only.", reflux.intervention).outside(translated, eligibility(translated, topic)) is None
+
+
 # ---------------------------------------------------------------------------- studies, not reports
 
 
