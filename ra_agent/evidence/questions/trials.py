@@ -124,8 +124,14 @@ ALREADY_TAKEN = re.compile(r"(?:\b(?:inadequately|insufficiently|poorly|not) (?:
 # an add-on design: "A plus B versus A alone" tests B (A is in both arms)
 ADD_ON = re.compile(r"\b([\w-]+)\s+(?:plus|and|\+|with|combined with|in combination with|added to)\s+([\w-]+)\s+"
                     r"(?:versus|vs\.?|compared (?:with|to))\s+([\w-]+)\s+(?:alone|monotherapy|only)\b", re.I)  # fmt: skip
+# an allocation sentence names each arm with its size: "pantoprazole 20 mg (n=203) or 40 mg (n=193)"
+ARM_SIZE = re.compile(r"\(\s*n\s*=\s*\d+\s*\)", re.I)
+# a title that says it compares the agents it names ("a randomized blinded comparison of omeprazole and ranitidine")
+TITLE_COMPARISON = re.compile(r"\bcompar(?:ison|ing|ative)\b", re.I)
 INDUCED = re.compile(r"([\w-]+)[- ]induced\b", re.I)  # "chemotherapy-induced": the cause of the condition
-_COMPARE = re.compile(r"\bvs\.?\b|\bversus\b|\bcompared (?:with|to)\b|\bor placebo\b|\breceived\b|\bassigned\b", re.I)
+_COMPARE = re.compile(r"\bvs\.?\b|\bversus\b|\bcompared (?:with|to)\b|\bor placebo\b|\breceived\b|\bassigned\b"
+                      r"|^\s*(?:to compare|we compared)\b|\b(?:aim|objective|purpose)\w* (?:[\w-]+ ){0,4}?to compare\b",
+                      re.I)  # fmt: skip
 
 
 def randomised(paper: Paper) -> str | None:
@@ -438,9 +444,12 @@ def comparators_of(paper: Paper, agents: Sequence[Agent], topic: Topic | None = 
     text = f"{paper.title} {paper.abstract}"
     tested = agents[0].cls if agents else ""
     family = [c for c in (topic.intervention if topic else ()) if c in lineage(tested)] or [tested]
-    arms = re.split(r"\s+(?:versus|vs\.?|compared (?:with|to)|or)\s+", paper.title or "", maxsplit=1, flags=re.I)[1:]
+    title = paper.title or ""
+    arms = re.split(r"\s+(?:versus|vs\.?|v\.?|compared (?:with|to)|or)\s+", title, maxsplit=1, flags=re.I)[1:]
+    if not arms and TITLE_COMPARISON.search(title):  # "a comparison of omeprazole and ranitidine"
+        arms = [BACKGROUND_TREATMENT.sub(" ", title)]
     chosen = [BACKGROUND_TREATMENT.sub(" ", s) for s in sentences(paper.abstract)
-              if RANDOMISED_TEXT.search(s) or _COMPARE.search(s)]  # fmt: skip
+              if RANDOMISED_TEXT.search(s) or _COMPARE.search(s) or len(ARM_SIZE.findall(s)) >= 2]  # fmt: skip
     population = topic.population if topic else ()
     causes = {a.cls for m in INDUCED.finditer(text) for a in agents_in(m.group(1))}
     named = agents_in(" ".join([*arms, *chosen]))

@@ -173,6 +173,18 @@ def test_every_comparator_a_trial_names_is_read_as_the_trial_names_it(demo, gaps
     assert monreal.eligible and monreal.comparators == (PLACEBO_ARM,)
 
 
+def test_a_comparator_is_read_from_a_titles_v_and_comparison_and_from_an_allocation_sentence(demo, reflux):
+    """What a reviewer reads in seconds, never "comparator not named": "Omeprazole v ranitidine" (8200548), "a
+    randomized blinded comparison of omeprazole and ranitidine" (8857137), and "pantoprazole 20 mg (n=203) or 40 mg
+    (n=193)" in an allocation sentence (10571605) or "to compare the efficacy of 20 mg with 40 mg" in the aim
+    (10783996): dose comparisons of one agent."""
+    topic = reflux.with_corpus(list(demo.values()))
+    for pmid in (8200548, 8857137):
+        assert eligibility(demo[pmid], topic).comparators == ("H2-receptor antagonist",), pmid
+    for pmid in (10571605, 10783996):
+        assert eligibility(demo[pmid], topic).kinds == (DOSE_KIND,), pmid
+
+
 def test_a_comparator_of_the_interventions_own_class_takes_the_head_to_head_trials(demo):
     """A spawned goal's handbook "lansoprazole or pantoprazole versus omeprazole" asks PPI versus another PPI: the
     trials that compare two PPIs are its studies (it listed 0 while its parent's PPI-vs-PPI question held 35)."""
