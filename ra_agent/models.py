@@ -33,6 +33,10 @@ ARTICLE_TYPE_PRIORITY = (
 )
 
 
+ENGLISH = "eng"  # PubMed's language code for English (Paper.language)
+UNDETERMINED_LANGUAGE = "und"  # PubMed's code for a record whose language NLM could not tell
+
+
 @dataclass(frozen=True)
 class Reference:
     """One cited work: a PMID when known, else a DOI (dst=0 in `ref` until mapped)."""
@@ -68,6 +72,9 @@ class Paper:
     other_ids: dict[str, str] = field(default_factory=dict)
     references: list[Reference] = field(default_factory=list)
     source: str = ""  # "efetch", "baseline:<file>", "import:<file>", ...
+    # the languages of publication as PubMed codes ("eng", "ger"; ingest/languages.py); empty when the source does
+    # not say
+    language: list[str] = field(default_factory=list)
 
     @property
     def article_type(self) -> str:

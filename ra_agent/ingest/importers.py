@@ -25,6 +25,7 @@ from ra_agent.ingest.export_fields import (
     mesh_headings,
     qualified_headings,
 )
+from ra_agent.ingest.languages import language_codes
 from ra_agent.ingest.medline import (
     XmlItem,
     as_pmid,
@@ -51,6 +52,7 @@ CSV_COLUMNS: dict[str, tuple[str, ...]] = {
     "journal": ("journal", "journal_name", "source_title", "ta"),
     "mesh": ("mesh", "mesh_terms", "mesh_headings", "keywords", "mh"),
     "pub_types": ("publication_types", "publication_type", "pub_types", "pt"),
+    "language": ("language", "languages", "lang", "la", "language_of_original_document"),
 }
 FORMATS = {".csv": "csv", ".ris": "ris", ".txt": "medline", ".nbib": "medline", ".medline": "medline", ".xml": "xml"}
 
@@ -130,6 +132,7 @@ def _csv_record(row: dict, columns: dict[str, str], where: str, source: str) -> 
         mesh=mesh_headings(value("mesh").split(";")),
         mesh_terms=qualified_headings(value("mesh").split(";")),
         source=source,
+        language=language_codes([value("language")]),
     )
 
 

@@ -14,6 +14,7 @@ from typing import BinaryIO
 
 import lxml.etree as etree
 
+from ra_agent.ingest.languages import language_codes
 from ra_agent.models import AbstractSection, Deletion, Paper, ParseProblem, Reference, normalise_doi
 
 log = logging.getLogger(__name__)
@@ -318,6 +319,7 @@ def _journal_article(rec, citation, pmid: int, source: str) -> Paper:
         other_ids=ids,
         references=_references(data),
         source=source,
+        language=language_codes(_texts(article.iterfind("Language"))),
     )
 
 
@@ -346,6 +348,7 @@ def _book_article(rec, document, pmid: int, source: str) -> Paper:
         other_ids=ids,
         references=_references(document),
         source=source,
+        language=language_codes(_texts(document.iterfind("Language"))),
     )
 
 
@@ -500,6 +503,7 @@ def _medline_paper(fields: dict[str, list[str]], where: str, source: str) -> Pap
         authors=[clean(v) for v in fields.get("AU", [])],
         other_ids=tagged_ids,
         source=source,
+        language=language_codes(fields.get("LA", [])),
     )
 
 

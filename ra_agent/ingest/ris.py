@@ -18,6 +18,7 @@ from ra_agent.ingest.export_fields import (
     mesh_headings,
     qualified_headings,
 )
+from ra_agent.ingest.languages import language_codes
 from ra_agent.ingest.medline import as_pmid, clean, split_labelled_abstract, year_of
 from ra_agent.models import Paper, ParseProblem, doi_id, normalise_doi
 
@@ -30,6 +31,8 @@ RIS_TYPES = {
     "RPRT": "Report",
     "THES": "Thesis",
 }
+# rispy's repeatable tags, and LA: a record in two languages has two LA lines
+RIS_LIST_TAGS = [*rispy.LIST_TYPE_TAGS, "LA"]
 _PMID_MENTION = re.compile(r"\bPMID:?\s*(\d{1,9})\b|pubmed(?:\.ncbi\.nlm\.nih\.gov)?/(\d{1,9})\b", re.IGNORECASE)
 _RIS_TAG_LIKE = re.compile(r"^[A-Z][A-Z0-9]\s{0,4}-(\s|$)")  # "TI -  x", "TI- x": a tag line bent out of shape
 
@@ -101,6 +104,14 @@ def _first(entry: dict, *keys: str) -> str:
     return ""
 
 
+def _values(entry: dict, key: str) -> list[str]:
+    """Every value of a field (rispy gives a list for the tags in `RIS_LIST_TAGS`, else a string)."""
+    value = entry.get(key)
+    if isinstance(value, str):
+        return [value]
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+
 def _ris_record(entry: dict, where: str, source: str) -> Iterator[Record | FieldWarning]:
     pmid = _ris_pmid(entry)
     doi = normalise_doi(_first(entry, "doi"))
@@ -139,6 +150,7 @@ def _ris_record(entry: dict, where: str, source: str) -> Iterator[Record | Field
         sections=split_labelled_abstract(abstract),
         authors=[author_name(a) for a in authors if clean(a)],
         source=source,
+        language=language_codes(_values(entry, "language")),
     )
 
 
@@ -168,7 +180,7 @@ def iter_ris(path: Path, *, source_name: str) -> Iterator[Record | FieldWarning]
             continue
         text = "\n".join(chunk.lines)
         try:
-            entries = rispy.loads(text if chunk.ended_by == "ER" else text + "\nER  - \n")
+            entries = rispy.loads(text if chunk.ended_by == "ER" else text + "\nER  - \n", list_tags=RIS_LIST_TAGS)
         except Exception as exc:  # one unreadable record must not stop the file
             yield ParseProblem(
                 None, f"{where}: unreadable RIS record ({type(exc).__name__}: {exc}); skipped", source_name

@@ -46,12 +46,12 @@ class UpsertStats:
 
 _INSERT_PAPER = (
     "INSERT INTO paper(doi, title, abstract, journal, year, article_type, pub_types, mesh, sections, authors, "
-    "other_ids, mesh_terms, pmid, source, batch_id, content_sha1, created_ts, updated_ts) "
-    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+    "other_ids, mesh_terms, language, pmid, source, batch_id, content_sha1, created_ts, updated_ts) "
+    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
 )
 _UPDATE_PAPER = (
     "UPDATE paper SET doi=?, title=?, abstract=?, journal=?, year=?, article_type=?, pub_types=?, mesh=?, "
-    "sections=?, authors=?, other_ids=?, mesh_terms=?, source=?, content_sha1=?, updated_ts=? WHERE pmid=?"
+    "sections=?, authors=?, other_ids=?, mesh_terms=?, language=?, source=?, content_sha1=?, updated_ts=? WHERE pmid=?"
 )
 # existing-row columns are qualified (ref.prov): PostgreSQL finds a bare name in DO UPDATE ambiguous
 _ADD_EDGE = (
@@ -77,6 +77,7 @@ def _content_sha1(p: Paper) -> str:
             p.authors,
             p.other_ids,
             *([p.mesh_terms] if p.mesh_terms else []),  # absent when empty: hashes of records without it unchanged
+            *([{"language": p.language}] if p.language else []),  # likewise (and never read as mesh_terms)
         ],
         ensure_ascii=False,
         sort_keys=True,
@@ -99,6 +100,7 @@ def _row_to_paper(row: sqlite3.Row) -> Paper:
         other_ids=json.loads(row["other_ids"]),
         mesh_terms=json.loads(row["mesh_terms"]),
         source=row["source"],
+        language=json.loads(row["language"]),
     )
 
 
@@ -325,7 +327,7 @@ class Store:
             json.dumps(p.pub_types, ensure_ascii=False), json.dumps(p.mesh, ensure_ascii=False),
             json.dumps([(s.label, s.text) for s in p.sections], ensure_ascii=False),
             json.dumps(p.authors, ensure_ascii=False), json.dumps(p.other_ids, ensure_ascii=False),
-            json.dumps(p.mesh_terms, ensure_ascii=False),
+            json.dumps(p.mesh_terms, ensure_ascii=False), json.dumps(p.language),
         )  # fmt: skip
 
     def _write_papers(self, inserts: list[tuple], updates: list[tuple], papers: list[Paper]) -> None:

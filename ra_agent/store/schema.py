@@ -399,6 +399,12 @@ CREATE INDEX IF NOT EXISTS mind_kb_collection ON mind_kb(collection, count);
     # instead of loading every record (evidence/questions/candidates.py); `paper_with_mesh` counts the papers that
     # carry any heading
     (_V10_MESH_SQLITE, _V10_MESH_POSTGRESQL),
+    # 11: the languages of publication as PubMed codes (JSON ["eng"], ["ger"]; `Paper.language`), so a handbook's
+    # "English-language publications" reads the record's language; '[]' (not said) for papers stored before it,
+    # filled when their source is read again
+    """
+    ALTER TABLE paper ADD COLUMN language TEXT NOT NULL DEFAULT '[]';
+    """,
 )
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import demo_corpus
 import pytest
 
+from ra_agent.ingest.medline import iter_pubmed_xml
 from ra_agent.models import Paper, Reference
 from ra_agent.store.db import Store
 from ra_agent.store.schema import MIGRATIONS, POSTGRESQL, PROV_CROSSREF, PROV_PUBMED, SQLITE
@@ -271,6 +272,7 @@ def test_migration_8_rebuilds_the_tsvectors_of_an_existing_postgresql_store(pg_s
                 "DROP TEXT SEARCH CONFIGURATION ra_fts",
                 "DROP TEXT SEARCH DICTIONARY ra_english_stem",
                 "DROP FUNCTION ra_fts_text(TEXT)",
+                UNDO_MIGRATION_11,
                 *UNDO_MIGRATION_10[POSTGRESQL],
                 "ALTER TABLE paper DROP COLUMN mesh_terms",  # migration 9's column
                 "UPDATE ra_schema SET version = 7",
@@ -279,12 +281,16 @@ def test_migration_8_rebuilds_the_tsvectors_of_an_existing_postgresql_store(pg_s
         old = "SELECT pmid FROM paper_fts WHERE fts @@ to_tsquery('english', 'mg') ORDER BY pmid"
         assert [r[0] for r in store.conn.execute(old)] == [12743434]  # 9777317 has "mg" only in "mg/day"
     with Store(url) as store:
-        assert store.schema_version == len(MIGRATIONS) == 10
+        assert store.schema_version == len(MIGRATIONS) == 11
         assert sorted(store.search("pantoprazole AND mg")) == [9777317, 12743434]
+
+
+UNDO_MIGRATION_11 = "ALTER TABLE paper DROP COLUMN language"  # back to schema 10, on either engine
 
 
 # ---------------------------------------------------------------------------- the MeSH index (migration 10)
 STUDY_REPORTS = Path(__file__).resolve().parents[1] / "fixtures" / "gaps" / "CD006468_study_reports.csv"
+BASELINE = Path(__file__).resolve().parents[1] / "fixtures" / "medline" / "pmparser_baseline_pubmed26n1334.xml.gz"
 # back to schema 9: what migration 10 added, per engine
 UNDO_MIGRATION_10 = {
     SQLITE: ("DROP TRIGGER paper_mesh_ai", "DROP TRIGGER paper_mesh_ad", "DROP TRIGGER paper_mesh_au",
@@ -327,12 +333,51 @@ def test_migration_10_indexes_the_headings_of_papers_stored_before_it(store_targ
     with Store(store_target) as store:
         store.upsert_papers(papers, source="import:gaps.csv")
         with store.transaction():  # back to schema 9, as such a store was left
-            for sql in UNDO_MIGRATION_10[store.dialect]:
+            for sql in (UNDO_MIGRATION_11, *UNDO_MIGRATION_10[store.dialect]):
                 store.conn.execute(sql)
             store._set_schema_version(9)
         assert "paper_mesh" not in store.table_names()
     with Store(store_target) as store:
-        assert store.schema_version == len(MIGRATIONS) == 10
+        assert store.schema_version == len(MIGRATIONS) == 11
         assert indexed_headings(store) == {(h, p.pmid) for p in papers for h in p.mesh}
         store.delete_citations([papers[0].pmid], source="update:x")  # the triggers work after the migration
         assert {pmid for _, pmid in indexed_headings(store)} == {p.pmid for p in papers[1:]}
+
+
+# ---------------------------------------------------------------------------- languages (migration 11)
+def baseline_papers() -> list[Paper]:
+    """The 30 real records of a PubMed baseline excerpt: 29 in English, PMID 41605226 in German."""
+    return [p for p in iter_pubmed_xml(BASELINE) if isinstance(p, Paper)]
+
+
+def test_the_language_of_a_record_is_stored_and_read_back(store_target):
+    papers = baseline_papers()
+    with Store(store_target) as store:
+        store.upsert_papers(papers, source="baseline:pubmed26n1334.xml.gz")
+        assert store.paper(41605226).language == ["ger"]
+        assert {p.pmid: p.language for p in store.papers([p.pmid for p in papers])} == {
+            p.pmid: p.language for p in papers
+        }
+        assert store.upsert_papers(papers, source="baseline:pubmed26n1334.xml.gz").unchanged == len(papers)
+        german = store.paper(41605226)
+        german.language = ["ger", "eng"]  # a language is content: a record saying another one is an update
+        assert store.upsert_papers([german], source="efetch").updated == 1
+        assert store.paper(41605226).language == ["ger", "eng"]
+
+
+def test_migration_11_keeps_the_papers_stored_before_it_with_their_language_unknown(store_target):
+    """A store made before migration 11 opens with the column, its papers of unknown language ([]); reading their
+    source again fills it in."""
+    papers = baseline_papers()
+    without = [Paper(**{**p.__dict__, "language": []}) for p in papers]  # as ra stored them before
+    with Store(store_target) as store:
+        store.upsert_papers(without, source="baseline:pubmed26n1334.xml.gz")
+        with store.transaction():  # back to schema 10, as such a store was left
+            store.conn.execute(UNDO_MIGRATION_11)
+            store._set_schema_version(10)
+    with Store(store_target) as store:
+        assert store.schema_version == len(MIGRATIONS) == 11
+        assert all(p.language == [] for p in store.papers([p.pmid for p in papers]))
+        again = store.upsert_papers(papers, source="baseline:pubmed26n1334.xml.gz")
+        assert again.updated == len(papers)  # each record now says its language
+        assert store.paper(41605226).language == ["ger"] and store.paper(papers[0].pmid).language == ["eng"]

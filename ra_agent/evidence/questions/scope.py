@@ -15,8 +15,10 @@ rules read clauses (split at ";" and sentence ends) by their cue words:
 - who: "adults" (without "children" or "any age") keeps adults only; "children" alone keeps children only;
 - how long: "at least N days/weeks/months/years" drops trials whose abstract states a shorter treatment or
   follow-up for its longest period;
-- language: "English-language publications" drops records whose title PubMed gives in square brackets (the
-  translation of a title published in another language).
+- language: "English-language publications" drops a record none of whose languages of publication is English
+  (`Paper.language`, PubMed's codes); a record whose language the source did not say (or PubMed gives as
+  undetermined) is dropped when its title is in square brackets (PubMed's translation of a title published in
+  another language).
 Without a comparison clause the question takes every kind of comparison except doses, schedules or formulations of
 one agent (`DEFAULT_KINDS`: they ask which dose, not whether the treatment works); a handbook that wants them says
 so ("different doses included", "dose comparisons"). Every statement keeps the handbook's words and what the rules
@@ -41,7 +43,7 @@ from ra_agent.evidence.questions.model import (
 )
 from ra_agent.evidence.questions.topic import normalise, word_patterns
 from ra_agent.evidence.questions.trials import NON_DRUG, sentences
-from ra_agent.models import Paper
+from ra_agent.models import ENGLISH, UNDETERMINED_LANGUAGE, Paper
 
 DEFAULT_KINDS = frozenset(k for k in KINDS if k != DOSE_KIND)
 COMPARISON = re.compile(r"\b(?:compared|comparisons?|comparing|versus|vs\.?|against|head[- ]to[- ]head|comparators?)\b",
@@ -99,9 +101,9 @@ AGE_OF_TRIAL_CHILDREN = re.compile(r"\bchild(?:ren|hood)?\b|\bpaediatric\b|\bped
 AGE_OF_TRIAL_ADULTS = re.compile(
     r"\badults?\b|\belderly\b|\bolder (?:people|patients|adults)\b|\bmen\b|\bwomen\b", re.I
 )
-# a language restriction ("English-language publications", "published in English"); PubMed encloses in square
-# brackets the English translation of a title published in another language (NLM's MEDLINE convention for TI), which
-# is how a record says it is not in English (ra stores no language field)
+# a language restriction ("English-language publications", "published in English"), read in the record's languages;
+# without them, PubMed encloses in square brackets the English translation of a title published in another language
+# (NLM's MEDLINE convention for TI), which is how such a record says it is not in English
 ENGLISH_ONLY = re.compile(r"\bEnglish[- ](?:language|only)\b|\b(?:published|written|reported|available) in English\b",
                           re.I)  # fmt: skip
 TRANSLATED_TITLE = re.compile(r"^\s*\[.+\]\.?\s*$", re.S)
@@ -153,9 +155,8 @@ class Scope:
             for pattern in word_patterns(phrase):
                 if match := re.search(pattern, subject, re.I):
                     return f"about {match.group(0)!r} (the handbook excludes {phrase!r})"
-        if self.english_only and TRANSLATED_TITLE.match(title):
-            return "not in English (its title is in square brackets, NLM's mark of a translated title; the handbook " \
-                   "asks for English-language publications)"  # fmt: skip
+        if self.english_only and (why := _not_english(paper)):
+            return f"not in English ({why}; the handbook asks for English-language publications)"
         if self.ages == "adults" and (why := _children_only(paper)):
             return f"in children ({why}; the handbook asks for adults)"
         if self.ages == "children" and not _children_only(paper):
@@ -172,6 +173,17 @@ class Scope:
     def lines(self) -> list[str]:
         """The statements as the dossier lists them."""
         return [s.line() for s in self.statements]
+
+
+def _not_english(paper: Paper) -> str | None:
+    """Why a record is not in English: its languages, none of them English; when its languages are unknown, its title
+    in square brackets."""
+    known = [code for code in paper.language if code != UNDETERMINED_LANGUAGE]
+    if known:
+        return None if ENGLISH in known else f"language: {', '.join(known)}"
+    if TRANSLATED_TITLE.match(paper.title or ""):
+        return "its title is in square brackets, NLM's mark of a translated title"
+    return None
 
 
 def _subject_sentences(paper: Paper) -> list[str]:

@@ -28,12 +28,14 @@ from ra_agent.evidence.questions.studies import group_studies, registrations
 from ra_agent.evidence.questions.topic import Topic
 from ra_agent.evidence.questions.trials import eligibility
 from ra_agent.ingest.importers import import_file
+from ra_agent.ingest.medline import iter_pubmed_xml
 from ra_agent.models import Paper
 from ra_agent.store.db import Store
 
 ROOT = Path(__file__).resolve().parents[3]
 GAPS = ROOT / "tests" / "fixtures" / "gaps"
 DEMO = ROOT / "data" / "demo" / "Cohen_2006_ProtonPumpInhibitors.csv"
+BASELINE = ROOT / "tests" / "fixtures" / "medline" / "pmparser_baseline_pubmed26n1334.xml.gz"
 
 
 def _import(path: Path, tmp: Path) -> dict[int, Paper]:
@@ -271,6 +273,30 @@ def test_english_language_publications_drop_a_record_whose_title_pubmed_gives_tr
     assert "not in English" in (english.outside(translated, eligibility(translated, topic)) or "")
     assert english.outside(plain, eligibility(plain, topic)) is None  # a title in English stays
     assert read_scope("Adults only.", reflux.intervention).outside(translated, eligibility(translated, topic)) is None
+
+
+def test_english_language_publications_read_the_records_language(gaps):
+    """A record whose source names its language is in or out by it, whatever its title: the German record of a
+    PubMed baseline file (41605226, its title PubMed's VernacularTitle, not in brackets) is out; WARP (19217991,
+    "eng") and a record in English and Spanish (26914084, "eng spa") stay, even with a title in brackets."""
+    english = read_scope("English-language publications.")
+    cvc = Topic.from_seed_query("anticoagulants AND cancer AND central venous catheter").with_corpus(
+        list(gaps.values())
+    )
+    baseline = {p.pmid: p for p in iter_pubmed_xml(BASELINE) if isinstance(p, Paper)}
+    german = baseline[41605226]
+    assert german.language == ["ger"] and not german.title.startswith("[")
+    assert english.outside(german, eligibility(german, cvc)) == (
+        "not in English (language: ger; the handbook asks for English-language publications)"
+    )
+    warp, both = gaps[19217991], gaps[26914084]
+    assert (warp.language, both.language) == (["eng"], ["eng", "spa"])
+    assert eligibility(warp, cvc).eligible and english.outside(warp, eligibility(warp, cvc)) is None
+    assert english.outside(both, eligibility(both, cvc)) is None
+    bracketed = replace(warp, title=f"[{warp.title}]")  # the language, known, is read before the title
+    assert english.outside(bracketed, eligibility(warp, cvc)) is None
+    fallback = replace(bracketed, language=[])  # unknown: the title in brackets is the sign
+    assert "its title is in square brackets" in (english.outside(fallback, eligibility(warp, cvc)) or "")
 
 
 # ---------------------------------------------------------------------------- studies, not reports
