@@ -20,11 +20,15 @@ def _rows(name: str) -> list[dict[str, str]]:
     return [dict(zip(COLUMNS, line.split("\t"), strict=True)) for line in lines]
 
 
+def _records(name: str) -> dict[int, tuple[str, str]]:
+    csv.field_size_limit(10**7)
+    with (GOLD_DIR / name).open(encoding="utf-8", newline="") as fh:
+        return {int(r["pmid"]): (r["field"], r["abstract"]) for r in csv.DictReader(fh)}
+
+
 @pytest.fixture(scope="module")
 def abstracts() -> dict[int, tuple[str, str]]:
-    csv.field_size_limit(10**7)
-    with (GOLD_DIR / "fields_records.csv").open(encoding="utf-8", newline="") as fh:
-        return {int(r["pmid"]): (r["field"], r["abstract"]) for r in csv.DictReader(fh)}
+    return _records("fields_records.csv")
 
 
 def test_every_gold_number_is_quoted_from_its_abstract(abstracts):
@@ -56,23 +60,31 @@ def test_the_split_alternates_sorted_pmids_within_each_field(abstracts):
         assert set(ordered[0::2]) <= dev and set(ordered[1::2]) <= held
 
 
-@pytest.fixture(scope="module")
-def fresh_abstracts() -> dict[int, tuple[str, str]]:
-    csv.field_size_limit(10**7)
-    with (GOLD_DIR / "fields_fresh_records.csv").open(encoding="utf-8", newline="") as fh:
-        return {int(r["pmid"]): (r["field"], r["abstract"]) for r in csv.DictReader(fh)}
+# Each fresh gold file (PROVENANCE.md), scored once: its records, fields and counts (abstracts, abstracts with data,
+# gold data, dichotomous data), so that a silent edit after scoring shows.
+FRESH = {
+    "fields_fresh.tsv": ("fields_fresh_records.csv", {"atypical antipsychotics", "NSAIDs"}, 52, 22, 93, 77),
+    "fields_fresh3.tsv": ("fields_fresh3_records.csv", {"calcium channel blockers", "urinary incontinence drugs"},
+                          66, 28, 132, 93),
+}  # fmt: skip
 
 
-def test_the_fresh_fields_gold_is_quoted_from_its_abstracts(fresh_abstracts, abstracts):
-    """fields_fresh.tsv (two further fields, PROVENANCE.md): the same checks as the three fields' files, and its own
-    counts, so that a silent edit after scoring shows."""
-    rows = _rows("fields_fresh.tsv")
+@pytest.mark.parametrize("gold", sorted(FRESH))
+def test_the_fresh_fields_gold_is_quoted_from_its_abstracts(gold, abstracts):
+    """fields_fresh.tsv and fields_fresh3.tsv (further fields, PROVENANCE.md): the same checks as the three fields'
+    files, their own counts, and no abstract shared with any other gold file's records."""
+    records_name, fields, n_abstracts, n_with_data, n_data, n_dichotomous = FRESH[gold]
+    fresh_abstracts = _records(records_name)
+    rows = _rows(gold)
     data = [r for r in rows if r["arm"] != "-"]
-    assert {int(r["pmid"]) for r in rows} == set(fresh_abstracts) and len(fresh_abstracts) == 52
+    assert {int(r["pmid"]) for r in rows} == set(fresh_abstracts) and len(fresh_abstracts) == n_abstracts
     assert not set(fresh_abstracts) & set(abstracts)
-    assert {f for f, _ in fresh_abstracts.values()} == {"atypical antipsychotics", "NSAIDs"}
-    assert len(data) == 93 and len({int(r["pmid"]) for r in data}) == 22
-    assert sum(r["events"] != "-" for r in data) == 77
+    for other in FRESH:
+        if other != gold:
+            assert not set(fresh_abstracts) & set(_records(FRESH[other][0])), other
+    assert {f for f, _ in fresh_abstracts.values()} == fields
+    assert len(data) == n_data and len({int(r["pmid"]) for r in data}) == n_with_data
+    assert sum(r["events"] != "-" for r in data) == n_dichotomous
     for r in rows:
         if r["arm"] == "-":
             assert all(r[c] == "-" for c in COLUMNS[2:]), r
