@@ -251,9 +251,14 @@ EXTRACTORS = (
 FIELDS_DEV = GOLD_DIR / "fields_dev.tsv"
 FIELDS_HELDOUT = GOLD_DIR / "fields_heldout.tsv"
 FIELDS_RECORDS = GOLD_DIR / "fields_records.csv"
-# the second round's fresh gold: two more fields, read before that round's rules changed (PROVENANCE.md)
-FIELDS_FRESH = GOLD_DIR / "fields_fresh.tsv"
-FIELDS_FRESH_RECORDS = GOLD_DIR / "fields_fresh_records.csv"
+# fresh gold, each read before a round of rules changed and scored once after it (PROVENANCE.md): (label, gold,
+# records), newest first
+FRESH = (
+    ("fresh fields of the third round (fields_fresh3.tsv)", GOLD_DIR / "fields_fresh3.tsv",
+     GOLD_DIR / "fields_fresh3_records.csv"),
+    ("fresh fields of the second round (fields_fresh.tsv)", GOLD_DIR / "fields_fresh.tsv",
+     GOLD_DIR / "fields_fresh_records.csv"),
+)  # fmt: skip
 # Each field's review question as a reviewer states it: the intervention classes (evidence.classes) whose arms are
 # the question's intervention; every other arm (placebo, no treatment, insulin alone, acupuncture) is a comparator.
 FIELD_QUESTIONS = {
@@ -263,6 +268,8 @@ FIELD_QUESTIONS = {
                                                "alpha-glucosidase inhibitor", "DPP-4 inhibitor", "SGLT2 inhibitor"),
     "atypical antipsychotics": ("atypical antipsychotic",),
     "NSAIDs": ("non-steroidal anti-inflammatory drug",),  # COX-2 inhibitors included (evidence.classes lineage)
+    "calcium channel blockers": ("calcium channel blocker",),
+    "urinary incontinence drugs": ("bladder antimuscarinic",),
 }  # fmt: skip
 BEFORE_REF = "b596e4c"  # rules:arm-numbers-v4, issue 37's second round, not landed (0f1a411: before issue 37)
 _TIME_UNIT = {"h": 1 / 168, "d": 1 / 7, "wk": 1.0, "mo": 52 / 12, "y": 52.0}
@@ -465,12 +472,11 @@ def report_fields(before_ref: str | None, *, heldout: bool, show_misses: bool) -
     now = current_fields(records)
     before = before_fields(before_ref) if before_ref else None
     sets = [("held-out half (fields_heldout.tsv)", FIELDS_HELDOUT, False, now, before)] if heldout else []
-    if heldout:  # the fresh fields first: their figure is the one to quote
-        fresh_records = load_field_records(FIELDS_FRESH_RECORDS)
-        fresh_before = before_fields(before_ref, FIELDS_FRESH_RECORDS) if before_ref else None
+    for label, gold_path, records_path in reversed(FRESH) if heldout else ():  # the fresh fields first, newest first
+        fresh_records = load_field_records(records_path)
+        fresh_before = before_fields(before_ref, records_path) if before_ref else None
         records = {**records, **fresh_records}
-        sets.insert(0, ("fresh fields (fields_fresh.tsv, second round, scored once)", FIELDS_FRESH, False,
-                        current_fields(fresh_records), fresh_before))  # fmt: skip
+        sets.insert(0, (label, gold_path, False, current_fields(fresh_records), fresh_before))
     sets.append(("development half (fields_dev.tsv)", FIELDS_DEV, show_misses, now, before))
     for label, path, show, now, before in sets:
         gold = load_fields_gold(path)
