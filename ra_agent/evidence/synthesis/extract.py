@@ -264,6 +264,10 @@ def _nearest(
         ]
         following = [a for a in arms if n.start < a.start < nxt and _tied_after(text[n.start : a.start])]
         preceding = [a for a in arms if prev < a.end <= n.start and not _CLAUSE_BREAK.search(text[a.end : n.start])]
+        if _PAIR_NEXT.match(text, _end_of(text, n)) and re.search(
+            r"\b(?:than|compared|versus|vs\.?)\s", text[max(prev, 0) : n.start], re.I
+        ):  # "than in B-treated patients (72% vs. 45%": the pair is A's then B's, not B's first
+            tight, preceding = [], []
         arm = (tight or following[:1] or preceding[-1:] or [None])[-1 if tight else 0]
         if arm is None:
             continue
@@ -278,6 +282,7 @@ def _nearest(
     return out
 
 
+_PAIR_NEXT = re.compile(r"\s*[,;]?\s*(?:vs\.?|versus)\s*[-−]?\d", re.I)
 _CLAUSE_BREAK = re.compile(r"[;\]]|\b(?:but|whereas|while|than|compared|versus|vs\.?|respectively|and|or)\b", re.I)
 _NUMBER_TOKEN = re.compile(r"[-−]?[\d.,]+\s*(?:(?:%|/\s*\d+|(?:out\s+)?of\s+(?:the\s+)?\d+|(?:±|\+/-|\+-)\s*[\d.,]+|"
                            r"[(\[][^()\[\]]*[)\]])\s*)*")  # fmt: skip
@@ -415,6 +420,9 @@ class _Layout:
         major = _arm_major_direction(self.text, arms) if interleaved else ""
         if major:
             return _arm_major(numbers, arms, time_list, outcome, major)
+        if not self.respectively and len(self.distinct) == 1 and nearest:  # one arm named: it must be tied to
+            return _nearest(self.text, numbers, arms, self.times or [(0, w) for w in self.lasttime_points[-1:]],
+                            outcome)  # each number ("Eight of 19 on active treatment but none on placebo": not placebo's)  # fmt: skip
         if self.respectively or not interleaved:
             if any(_UNNAMED_GROUP.match(self.text, _end_of(self.text, n)) for n in numbers):
                 return []  # "compared to 25% in the customary group": a number of an arm the rules do not name

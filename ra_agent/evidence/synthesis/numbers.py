@@ -49,9 +49,11 @@ _NOT_ARM_SHARE = re.compile(
 )
 # a count pair over things that are not an arm's patients: "two of the three study arms", "one of four strategies",
 # "5 of 31 SPTs", "compound 48/80"
-_NOT_PATIENTS = re.compile(r"\s*(?:[a-z]+\s+)?(?:arms?|groups?|strateg(?:y|ies)|regimens?|studies|trials?|cent(?:re|er)s|"
-                           r"sites|visits|doses|attacks|headaches|episodes|tests|[A-Z]{2,}s|periods|items|questions|"
-                           r"nights|cycles|infusions|catheters|sessions)\b")  # fmt: skip
+_NOT_PATIENTS = re.compile(r"\s*(?:(?!(?:in|on|with|of|the|for|among|to|at|after|and|or|who|were|was|had)\b)[a-z-]+\s+)"
+                           r"{0,3}?(?:arms?|groups?|strateg(?:y|ies)|regimens?|studies|trials?|"
+                           r"cent(?:re|er)s|sites|visits|doses|attacks|headaches|episodes|tests|[A-Z]{2,}s|periods|items|"
+                           r"questions|nights|cycles|infusions|catheters|sessions|drugs|agents|treatments|therapies|"
+                           r"terminations|reactions|events|reasons)\b")  # fmt: skip
 _APPROXIMATE = re.compile(
     r"\b(?:almost|approximately|about|nearly|around|roughly|some)\s+\d+(?:\.\d+)?\s*%|~\s*\d", re.I
 )
@@ -242,7 +244,11 @@ def numbers_in(text: str) -> list[Number]:
     for m in _PAIR.finditer(masked):
         e, t = int(m.group("e")), int(m.group("t"))
         chain = masked[max(0, m.start() - 1) : m.start()] == "/" or masked[m.end("t") : m.end("t") + 1] == "/"
-        if _NOT_PATIENTS.match(masked[m.end("t") :]) or re.search(r"\bcompound\s+$", masked[: m.start()], re.I):
+        if (
+            _NOT_PATIENTS.match(masked[m.end("t") :])
+            or re.search(r"\bcompound\s+$", masked[: m.start()], re.I)
+            or (e == 1 and re.search(r"\b(?:to|into|receive|with)\s+$", masked[: m.start()], re.I))
+        ):  # "randomized into 1 of 2 distinct groups", "with 1 of 6 randomly allocated drugs"
             not_patients.add(int(m.group("t")))
             continue
         if int(m.group("t")) in not_patients:  # "Four of 31 SPTs (13%) … and 5 of 31 (16%) …"
