@@ -1,4 +1,4 @@
-"""Benchmark: arm-level data extraction (rules:arm-numbers-v3) against hand-made gold sets, next to named baselines.
+"""Benchmark: arm-level data extraction (rules:arm-numbers-v5) against hand-made gold sets, next to named baselines.
 
 Fields other than reflux, first the fresh ones (fields_fresh.tsv over fields_fresh_records.csv: atypical
 antipsychotics, NSAIDs; read by hand before the second round of rules (v4, branch wip-arm3) was written, scored

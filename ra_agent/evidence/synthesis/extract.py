@@ -1,5 +1,5 @@
 """Arm-level outcome data from trial abstracts by rules: events / total (or mean, dispersion and n) per arm, time
-point, outcome, analysis set and the source sentence, in any field (rules:arm-numbers-v3).
+point, outcome, analysis set and the source sentence, in any field (rules:arm-numbers-v5).
 
 Arms are named in the trial's own words (`arms.Lexicon`): the agents and classes of the class vocabulary, placebo
 and no-treatment controls, the arms ra's PICO rules read from the allocation sentence, and the names the abstract
@@ -62,14 +62,18 @@ from ra_agent.evidence.synthesis.numbers import (
 from ra_agent.evidence.synthesis.sizes import Sizes, arm_sizes, sizes_of
 from ra_agent.models import Paper
 
-EXTRACTOR = "rules:arm-numbers-v3"
+EXTRACTOR = "rules:arm-numbers-v5"
 __all__ = ["DRUG", "EXTRACTOR", "OUTCOME_CLASSES", "ArmDatum", "arm_role", "arms_in", "extract_arm_data",
            "time_points"]  # fmt: skip
 
 
 _SKIP = re.compile(r"\bwithdr[ae]w|\bgastrin|\bscreened\b|\bcompleted the (?:study|trial)|\bsmok|\bpH\b|"
                    r"(?<!glucose )\bconcentrations?\b|pharmacokinetic|\bAUC\b|\bbaseline\b|\bpreferred\b|\bpreference|"
-                   r"\bunderwent\b", re.I)  # fmt: skip
+                   r"\bunderwent\b|"
+                   # an aim, or rates over time (life-table, cumulative, per patient-years, annualised), not arm shares
+                   r"\b(?:aim|objective|purpose)s?\b[^.;]{0,60}\b(?:was|were|is|are) to\b|\bcumulative\b|actuarial|"
+                   r"life[- ]table|Kaplan|annuali[sz]ed|\bper\s+(?:100|1,?000)\s+(?:patient|person)|"
+                   r"(?:patient|person)[- ]years?\b|\bper year\b", re.I)  # fmt: skip
 _ITT = re.compile(r"intent(?:ion)?[- ]to[- ]treat|\bm?ITT\b|\brandomi[sz]ed\b|\brandomly (?:assigned|allocated)", re.I)
 _RESPECTIVELY = re.compile(r"\b(?:respectively|respective|corresponding)\b", re.I)
 
@@ -144,7 +148,7 @@ def _counts_in_arms(text: str, arms: list[Mention], taken: list[Number]) -> list
     out: list[tuple[Number, Mention]] = []
     for a in arms:
         before = text[max(0, a.start - 80) : a.start]
-        m = re.search(r"\b(?P<e>\d+|[Nn]o|[Nn]one)\s+(?!(?:wks?|weeks?|days?|months?|years?|hours?|h|mg|g|ml|IU|units?)\b)"
+        m = re.search(r"(?<![\d.,/])\b(?P<e>\d+|[Nn]o|[Nn]one)\s+(?!(?:wks?|weeks?|days?|months?|years?|hours?|h|mg|g|ml|IU|units?|mm|cm|kg|mmol|Hg|bpm|beats|points?)\b)"
                       r"(?P<w>(?:[A-Za-z-]+\s+){0,5}?)(?:in|on|among)\s+(?:the\s+)?"
                       r"(?:group\s+)?$|\b(?P<e2>\d+)\s+$", before)  # fmt: skip
         if m is None:
@@ -237,13 +241,18 @@ def _arm_major(
 def _nearest(
     text: str, numbers: list[Number], arms: list[Mention], times: list[tuple[int, float]], outcome: str
 ) -> list[tuple[Number, Mention, float | None, str]]:
-    """Each number to its arm: one named just before it ("lansoprazole (92%)"), else the first named after it and
-    before the next number ("67/86 in the omeprazole group"), else the nearest before; one number per arm and time."""
+    """Each number to the arm the sentence ties it to: one named just before it ("lansoprazole (92%)"), else one
+    named right after it ("67/86 in the omeprazole group", "10 (17%) patients in the propranolol group", "68% of
+    patients taking diltiazem"), else the arm a clause opens with and states no other number of ("Atenolol did not
+    affect LVM (119 ± 12 to 120 ± 17"); a number the sentence ties to no arm this way ("64% of participants) than
+    antidepressant medication", "Eight of 19 on active treatment but none on placebo") is left out. One number per
+    arm and time point."""
     out = []
     used: set[tuple[str, str, float | None]] = set()
     taken: set[tuple[str, str, None]] = set()
     for i, n in enumerate(numbers):
         nxt = numbers[i + 1].start if i + 1 < len(numbers) else 10**9
+        prev = numbers[i - 1].start if i else -1
         tight = [
             a
             for a in arms
@@ -253,8 +262,12 @@ def _nearest(
                 r"[\s,:(]*(?:(?:groups?|dose|arm|-?treated|patients|subjects)[\s,:(]*)*", text[a.end : n.start]
             )
         ]
-        following = [a for a in arms if n.start < a.start < nxt]
-        preceding = [a for a in arms if a.end <= n.start]
+        following = [a for a in arms if n.start < a.start < nxt and _tied_after(text[n.start : a.start])]
+        preceding = [a for a in arms if prev < a.end <= n.start and not _CLAUSE_BREAK.search(text[a.end : n.start])]
+        if _PAIR_NEXT.match(text, _end_of(text, n)) and re.search(
+            r"\b(?:than|compared|versus|vs\.?)\s", text[max(prev, 0) : n.start], re.I
+        ):  # "than in B-treated patients (72% vs. 45%": the pair is A's then B's, not B's first
+            tight, preceding = [], []
         arm = (tight or following[:1] or preceding[-1:] or [None])[-1 if tight else 0]
         if arm is None:
             continue
@@ -267,6 +280,31 @@ def _nearest(
             taken.add((arm.drug, arm.dose, None))
             out.append((n, arm, t, outcome))
     return out
+
+
+_PAIR_NEXT = re.compile(r"\s*[,;]?\s*(?:vs\.?|versus)\s*[-−]?\d", re.I)
+_CLAUSE_BREAK = re.compile(r"[;\]]|\b(?:but|whereas|while|than|compared|versus|vs\.?|respectively|and|or)\b", re.I)
+_NUMBER_TOKEN = re.compile(r"[-−]?[\d.,]+\s*(?:(?:%|/\s*\d+|(?:out\s+)?of\s+(?:the\s+)?\d+|(?:±|\+/-|\+-)\s*[\d.,]+|"
+                           r"[(\[][^()\[\]]*[)\]])\s*)*")  # fmt: skip
+_TIED_AFTER = re.compile(r"(?:(?:of\s+)?(?:the\s+)?(?:patients|subjects|cases|children|participants|women|men|individuals|"
+                         r"those)\s+)?(?:(?:who|that)\s+(?:were\s+)?)?(?:(?:[a-z-]+\s+){0,4}?(?:in|on|with|for|among|"
+                         r"receiving|received|taking|took|treated with|given|administered|after|of|(?:assigned|allocated|"
+                         r"randomi[sz]ed) to)\s+(?:the\s+)?(?:(?:patients|subjects)\s+(?:in|on|with|receiving|taking|given)\s+"
+                         r"(?:the\s+)?)?)?", re.I)  # fmt: skip
+
+
+def _tied_after(between: str) -> bool:
+    """Whether the words between a number and the arm named after it tie them: "(17%) patients in the ", " of
+    patients taking ", " in " (no clause break, bracket or other number between)."""
+    rest = re.sub(r"\s*[(\[][^()\[\]]*%[^()\[\]]*[)\]]", "", between)  # "(3.6%)", "[24%]": the number's own share
+    token = _NUMBER_TOKEN.match(rest)
+    rest = re.sub(r"^[)\]]\s*", "", rest[token.end() :] if token else rest)
+    return (
+        len(rest) <= 60
+        and not re.search(r"[\d()\[\];]", rest)
+        and not _CLAUSE_BREAK.search(rest)
+        and bool(_TIED_AFTER.fullmatch(rest))
+    )
 
 
 def extract_arm_data(paper: Paper) -> list[ArmDatum]:
@@ -282,6 +320,9 @@ def extract_arm_data(paper: Paper) -> list[ArmDatum]:
     for a in arm_mentions(whole, words):
         if a.dose:
             doses.setdefault(a.drug, set()).add(a.dose)
+    # a count pair printed in three sentences or more is a name ("compound 48/80"), not a result
+    slashed = [set(re.findall(r"\b\d+/\d+\b", normalise_text(u))) for u in units]
+    names = {p for p in set().union(*slashed) if sum(p in u for u in slashed) >= 3}
     out: list[ArmDatum] = []
     seen: set[tuple[str, str, str, float | None]] = set()
     not_denominators: set[tuple[str, int]] = set()
@@ -299,6 +340,7 @@ def extract_arm_data(paper: Paper) -> list[ArmDatum]:
         arms = arm_mentions(text, words)
         outcome = outcome_class(text) or last_outcome
         numbers, continuous = numbers_in(text), continuous_values(text)
+        numbers = [n for n in numbers if not any(text.startswith(name, n.start) for name in names)]
         if times:
             lasttime_points = [w for _, w in times]
         kind = (dispersion(raw, whole) or "±") if continuous else ""
@@ -378,11 +420,25 @@ class _Layout:
         major = _arm_major_direction(self.text, arms) if interleaved else ""
         if major:
             return _arm_major(numbers, arms, time_list, outcome, major)
+        if not self.respectively and len(self.distinct) == 1 and nearest:  # one arm named: it must be tied to
+            return _nearest(self.text, numbers, arms, self.times or [(0, w) for w in self.lasttime_points[-1:]],
+                            outcome)  # each number ("Eight of 19 on active treatment but none on placebo": not placebo's)  # fmt: skip
         if self.respectively or not interleaved:
+            if any(_UNNAMED_GROUP.match(self.text, _end_of(self.text, n)) for n in numbers):
+                return []  # "compared to 25% in the customary group": a number of an arm the rules do not name
             return _group_assign(self.text, numbers, self.distinct, time_list, outcome, self.arm_rx)
         if not nearest:
             return []
         return _nearest(self.text, numbers, arms, self.times or [(0, w) for w in self.lasttime_points[-1:]], outcome)
+
+
+_UNNAMED_GROUP = re.compile(r"\s*(?:patients\s+)?(?:in|on|with|for)\s+the\s+(?:[a-z-]+\s+){1,2}(?:group|arm)\b", re.I)
+
+
+def _end_of(text: str, n: Number) -> int:
+    """Where a number's own words end ("25%", "44/47", "13 (16.0%)")."""
+    token = _NUMBER_TOKEN.match(text, n.start)
+    return token.end() if token else n.start
 
 
 _LEAD_WORDS = re.compile(r"\b(?:was|were|is|are|of|in|with|the|a|an|mean|means|and|than|to|for|at|by|from|on|"

@@ -35,6 +35,28 @@ _THRESHOLD = re.compile(r"\b(?:more|less|greater|fewer|higher|lower) than\s+\d+(
                         r"(?:female|male|women|men|girls|boys|white|black|caucasian)\b|\b(?:almost|approximately|about|"
                         r"nearly|around|roughly|~)\s*\d+(?:\.\d+)?\s*%|\d+(?:\.\d+)?\s*%\s*to\s*\d+(?:\.\d+)?\s*%", re.I)  # fmt: skip
 _PERCENT = re.compile(r"(?<![\d.])(?P<p>\d+(?:\.\d+)?)\s*%(?!\s*(?:CI|confidence))")
+# a share of events, not of an arm's patients ("86% of all attacks", "2.1 per 100 catheter-days"), a figure over the
+# arms pooled ("12% of all patients", "in both groups", "a total of 40 patients", "overall, 9%"), or a relative change
+# ("a dose 50% higher")
+_NOT_ARM_SHARE = re.compile(
+    r"\d+(?:\.\d+)?\s*%?\s*(?:of\s+(?:all\s+|the\s+|treated\s+)*(?:attacks|headaches|episodes|events|catheters|cycles|"
+    r"infusions|treated attacks)|per\s+(?:\d+\s+)?(?:attacks?|headaches?|episodes?|patient|person|catheter)[\w-]*|"
+    r"(?:of\s+)?(?:(?:all|the)\s+)?(?:patients\s+)?(?:in|of|across)\s+(?:both|all|the two|the\s+\d+)\s+(?:groups|arms|"
+    r"treatment groups|patients))\b|\b(?:a total of|overall,?|in total,?|altogether,?)\s+\d+(?:\.\d+)?"
+    r"(?:\s*(?:/|of)\s*\d+)?(?:\s*[(\[]\s*\d+(?:\.\d+)?\s*%\s*[)\]]|\s*%)?|"
+    r"\d+(?:\.\d+)?\s*%\s*(?:higher|lower|greater|smaller|more|less|above|below)\b",
+    re.I,
+)
+# a count pair over things that are not an arm's patients: "two of the three study arms", "one of four strategies",
+# "5 of 31 SPTs", "compound 48/80"
+_NOT_PATIENTS = re.compile(r"\s*(?:(?!(?:in|on|with|of|the|for|among|to|at|after|and|or|who|were|was|had)\b)[a-z-]+\s+)"
+                           r"{0,3}?(?:arms?|groups?|strateg(?:y|ies)|regimens?|studies|trials?|"
+                           r"cent(?:re|er)s|sites|visits|doses|attacks|headaches|episodes|tests|[A-Z]{2,}s|periods|items|"
+                           r"questions|nights|cycles|infusions|catheters|sessions|drugs|agents|treatments|therapies|"
+                           r"terminations|reactions|events|reasons)\b")  # fmt: skip
+_APPROXIMATE = re.compile(
+    r"\b(?:almost|approximately|about|nearly|around|roughly|some)\s+\d+(?:\.\d+)?\s*%|~\s*\d", re.I
+)
 _PERCENT_ENUM = re.compile(
     r"(?<![\d.])(?P<p>\d+(?:\.\d+)?)(?=\s*(?:,|and|%?\s*vs\.?|%?\s*-)\s*(?:\d+(?:\.\d+)?\s*(?:,|and)\s*)*\d+(?:\.\d+)?\s*%)"
 )
@@ -64,12 +86,12 @@ _OUTCOMES = (
                               r"\bembol(?:i|ism|us)\b|\bocclusi", re.I)),
     ("relapse", re.compile(r"\brelapse|\brecurren", re.I)),
     ("remission", re.compile(r"\bremission|remained healed|\bmaintain", re.I)),
-    ("healing", re.compile(r"\bheal", re.I)),
+    ("healing", re.compile(r"\bheal(?!th)", re.I)),
     ("eradication", re.compile(r"\beradicat|\bcure", re.I)),
     ("symptom relief", re.compile(r"\breli(?:ef|eved)|\bresol|symptom[- ]free|free (?:from|of)|asymptomatic|pain[- ]free|"
                                   r"\bimprove|headache[- ](?:free|response)|\bheadache\b[^.;]{0,30}\bdisappeared|"
                                   r"decrease in pain", re.I)),
-    ("bleeding", re.compile(r"\bbleed|\bha?emorrha|\bha?ematoma", re.I)),
+    ("bleeding", re.compile(r"\b(?:re-?)?bleed|\bha?emorrha|\bha?ematoma", re.I)),
     ("death", re.compile(r"\bdeaths?\b|\bdied\b|\bmortality\b|\bfatal", re.I)),
     ("infection", re.compile(r"\binfecti|\bsepsis\b|\bbacter(?:a)?emia", re.I)),
     ("response", re.compile(r"\bresponse|\bresponders?\b|\bsatisf(?:ied|action)\b|\bprevented\b|\bcompliance", re.I)),
@@ -169,6 +191,10 @@ _MEAN_SD = re.compile(
     r"|(?<![\d.])(?P<mean2>[-−]?\d+(?:\.\d+)?)\s*\(\s*(?:SD|SEM?|s\.d\.)\s*[=:,]?\s*(?P<sd2>\d+(?:\.\d+)?)\s*\)",
     re.I,
 )
+# words before a "mean ± dispersion" that describe the patients or the follow-up, not a result; a duration after it
+_NOT_RESULT_VALUE = re.compile(r"\b(?:aged?|ages|body mass index|BMI|duration|follow-?up|diabetes for|history of)\b"
+                               r"[^;,()]*$", re.I)  # fmt: skip
+_DURATION = re.compile(r"\s*(?:years?|yrs?|months?|weeks?|days?)\b", re.I)
 _SD_WORDS = re.compile(r"\bSD\b|\bs\.d\.|(?i:standard deviation)")
 _SE_WORDS = re.compile(r"\bSEM?\b|(?i:standard error)")
 
@@ -182,6 +208,10 @@ def continuous_values(text: str) -> list[Number]:
             r"\s*(?:[^\s\d(),;]+\s*)?to\s+[-−]?\d", text[m.end() :]
         ):
             continue
+        if _NOT_RESULT_VALUE.search(text[max(0, m.start() - 40) : m.start()]) or _DURATION.match(text[m.end() :]):
+            continue  # "aged 55 ± 12 years", "a mean follow-up of 24.4 ± 10.4 months": who was treated and for how long
+        if text[max(0, m.start() - 1) : m.start()] == "/" or text[m.end() : m.end() + 1] == "/":
+            continue  # "127 ± 8/82 ± 6 mm Hg": a systolic/diastolic pair the sentence gives per arm as one value
         mean, sd = (
             (m.group("mean"), m.group("sd")) if m.group("mean") is not None else (m.group("mean2"), m.group("sd2"))
         )
@@ -205,13 +235,24 @@ def numbers_in(text: str) -> list[Number]:
     masked = _MEAN_SD.sub(lambda m: " " * len(m.group(0)), text)
     masked = _CI_PAREN.sub(lambda m: " " * len(m.group(0)), masked)
     masked = _THRESHOLD.sub(lambda m: " " * len(m.group(0)), masked)
+    masked = _NOT_ARM_SHARE.sub(lambda m: " " * len(m.group(0)), masked)
     # an allocation parenthesis ("(n=408; 324 [79%] on fixed-dose …)") describes the arm, it states no result
     masked = re.sub(r"\(\s*n\s*=[^()]*\)", lambda m: " " * len(m.group(0)), masked, flags=re.I)
     out: list[Number] = []
     taken: list[tuple[int, int]] = []
+    not_patients: set[int] = set()  # totals the sentence counts things other than patients over ("of 31 SPTs")
     for m in _PAIR.finditer(masked):
         e, t = int(m.group("e")), int(m.group("t"))
         chain = masked[max(0, m.start() - 1) : m.start()] == "/" or masked[m.end("t") : m.end("t") + 1] == "/"
+        if (
+            _NOT_PATIENTS.match(masked[m.end("t") :])
+            or re.search(r"\bcompound\s+$", masked[: m.start()], re.I)
+            or (e == 1 and re.search(r"\b(?:to|into|receive|with)\s+$", masked[: m.start()], re.I))
+        ):  # "randomized into 1 of 2 distinct groups", "with 1 of 6 randomly allocated drugs"
+            not_patients.add(int(m.group("t")))
+            continue
+        if int(m.group("t")) in not_patients:  # "Four of 31 SPTs (13%) … and 5 of 31 (16%) …"
+            continue
         if 0 <= e <= t and t > 1 and not chain and not re.match(r"\s*(?:mg|days?|weeks?|months?|hours?|h\b)",
                                                                    masked[m.end("t") :]):  # fmt: skip
             p = m.group("p1") or m.group("p2")
@@ -226,7 +267,8 @@ def numbers_in(text: str) -> list[Number]:
             p = m.group("p")
             out.append(Number(m.start(), int(m.group("e")), None, float(p), len(p.partition(".")[2])))
             taken.append((m.start(), m.end()))
-    for rx in (_PERCENT, _PERCENT_ENUM):
+    approximate = bool(_APPROXIMATE.search(text))  # "Approximately 7% of A …, compared with 12% of B": both rounded
+    for rx in () if approximate else (_PERCENT, _PERCENT_ENUM):
         for m in rx.finditer(masked):
             if any(a <= m.start() < b for a, b in taken) or re.match(r"\s*(?:mg|patients)", masked[m.end() :]):
                 continue
@@ -250,7 +292,11 @@ def count_list(text: str) -> list[Number]:
     m = re.search(
         r"\b(\d+)((?:\s*,\s*\d+)*),?\s+and\s+(\d+)\s+(?:[A-Za-z-]+\s+){0,4}?[A-Za-z-]+,?\s+respectively", text
     )
-    if m is None or re.search(r"%|\d\s*(?:mg|years?|months?|weeks?|days?)\b", m.group(0)):
+    if m is None or re.search(
+        r"%|\d\s*(?:mg|years?|months?|weeks?|days?)\b|\b(?:mm|Hg|kg|g|ml|mL|mmol|L|bpm|points?|"
+        r"units?|cm)\b",
+        m.group(0),
+    ):
         return []
     values = [m.group(1), *re.findall(r"\d+", m.group(2)), m.group(3)]
     positions = [m.start() + i for i in range(len(values))]

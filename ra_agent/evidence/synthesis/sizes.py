@@ -63,6 +63,7 @@ def arm_sizes(units: list[str], words: Words) -> Sizes:
                     for a in arms
                 )
             )  # "113 patients were randomized to nadroparin or placebo": the trial, not one arm
+            every = every or re.search(r"\beither\s+(?:with\s+)?(?:group\s+)?$", m.group(0))  # "received either A or B"
             if after and not every and not PER_PROTOCOL.search(text[max(0, m.start() - 60) : m.end()]):
                 add_size(sizes, after[0], int(m.group(1) or m.group(2)), raw)
         for m in re.finditer(r"[(,]\s*(\d+)\s+(?:taking|receiving|on|given)\s+", text):
