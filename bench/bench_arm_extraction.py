@@ -1,14 +1,14 @@
 """Benchmark: arm-level data extraction (rules:arm-numbers-v5) against hand-made gold sets, next to named baselines.
 
-Fields other than reflux, first the fresh ones (fields_fresh.tsv over fields_fresh_records.csv: atypical
-antipsychotics, NSAIDs; read by hand before the second round of rules (v4, branch wip-arm3) was written, scored
-once on v3 and v4 in one run: the figure to quote), then fields_dev.tsv / fields_heldout.tsv over
-fields_records.csv (anticoagulation in cancer, triptans for migraine, oral hypoglycaemics in type 2 diabetes; read
-by hand before the v3 rules were written, split by sorted PMID per field): the held-out half (read by neither
-round's rules), then the development half (both rounds were written on it), overall and per field, each beside
-the rules of commit --before run in the same run from an archive of that commit (default b596e4c: the second
-round, v4, which raised the development half and lowered the held-out ones, so it was not landed; 0f1a411 holds
-the rules before issue 37). Then the reflux sets:
+Fields other than reflux, first the fresh sets, newest first (fields_fresh3.tsv: calcium channel blockers and
+bladder antimuscarinics, read before the third round of rules (v5) and scored once on it; fields_fresh.tsv:
+atypical antipsychotics and NSAIDs, read before the second round (v4, not landed) and scored on v3 and v4, then v5),
+then fields_dev.tsv / fields_heldout.tsv over fields_records.csv (anticoagulation in cancer, triptans for migraine,
+oral hypoglycaemics in type 2 diabetes; read by hand before the v3 rules were written, split by sorted PMID per
+field): the held-out half (read by no round's rules), then the development half (every round was written on it),
+overall and per field, each beside the rules of commit --before run in the same run from an archive of that commit
+(default 426577e, rules:arm-numbers-v3; b596e4c holds the second round's v4, 0f1a411 the rules before issue 37).
+Then the reflux sets:
 
 Gold (tests/fixtures/arm_data/, see PROVENANCE.md):
 - heldout2.tsv: the fresh held-out batch, 43 demo trial abstracts read by hand before any extractor ran on them;
@@ -271,7 +271,7 @@ FIELD_QUESTIONS = {
     "calcium channel blockers": ("calcium channel blocker",),
     "urinary incontinence drugs": ("bladder antimuscarinic",),
 }  # fmt: skip
-BEFORE_REF = "b596e4c"  # rules:arm-numbers-v4, issue 37's second round, not landed (0f1a411: before issue 37)
+BEFORE_REF = "426577e"  # rules:arm-numbers-v3 (b596e4c: the second round's v4, not landed; 0f1a411: before issue 37)
 _TIME_UNIT = {"h": 1 / 168, "d": 1 / 7, "wk": 1.0, "mo": 52 / 12, "y": 52.0}
 _ARM_STOP = frozenset("the and with plus group groups arm arms daily once twice dose doses patients therapy treatment "
                       "tablet tablets oral alone mg iu".split())  # fmt: skip
@@ -500,7 +500,7 @@ def main() -> None:
     ap.add_argument("--csv", type=Path, default=ROOT / "data" / "demo" / "Cohen_2006_ProtonPumpInhibitors.csv")
     ap.add_argument("--show-misses", action="store_true", help="list the misses and extras of the development halves")
     ap.add_argument("--before", default=BEFORE_REF, help="the commit whose rules are measured beside (default "
-                    f"{BEFORE_REF}, the second round's rules, not landed); '' for none")  # fmt: skip
+                    f"{BEFORE_REF}, rules:arm-numbers-v3); '' for none")  # fmt: skip
     ap.add_argument("--dev-only", action="store_true", help="skip the held-out sets (while the rules change)")
     args = ap.parse_args()
     report_fields(args.before or None, heldout=not args.dev_only, show_misses=args.show_misses)

@@ -307,7 +307,8 @@ def limitations(syn: Synthesis) -> str:
         f"full outcome data are missing — {missing} of {len(syn.papers)} included abstracts state no result with both "
         "its count and its arm size, so they do not contribute to any pooled estimate. Percentages are converted to "
         "counts with the arm size the abstract states, which mixes intention-to-treat and per-protocol denominators "
-        "and treats life-table rates as proportions; each trial's condition is read by rules from its title and "
+        "where the abstract does not say which it uses, and life-table or cumulative rates are not read, so trials "
+        "reporting only those do not contribute; each trial's condition is read by rules from its title and "
         "abstract; the pooled estimates are therefore provisional."
     )
 
