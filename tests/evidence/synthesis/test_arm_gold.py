@@ -31,20 +31,25 @@ def abstracts() -> dict[int, tuple[str, str]]:
     return _records("fields_records.csv")
 
 
+def _check_datum(r: dict[str, str], abstracts: dict[int, tuple[str, str]]) -> None:
+    """A gold datum's quote is in its abstract, its role and population are known, and its numbers are one kind."""
+    field, abstract = abstracts[int(r["pmid"])]
+    assert r["field"] == field and " ".join(r["quote"].split()) in abstract, r
+    assert r["role"] in ("I", "C") and r["population"] in ("ITT", "PP", "-"), r
+    if r["events"] != "-":
+        assert 0 <= int(r["events"]) <= int(r["total"]) and r["mean"] == r["spread"] == r["dispersion"] == "-", r
+    else:
+        assert int(r["total"]) > 1 and float(r["spread"]) >= 0 and r["dispersion"] in ("SD", "SE", "±"), r
+        assert float(r["mean"]) == float(r["mean"]), r
+
+
 def test_every_gold_number_is_quoted_from_its_abstract(abstracts):
     rows = _rows("fields_dev.tsv") + _rows("fields_heldout.tsv")
     data = [r for r in rows if r["arm"] != "-"]
     assert len({int(r["pmid"]) for r in rows}) == len(abstracts) == 90
     assert len(data) == 170 and len({int(r["pmid"]) for r in data}) == 35
     for r in data:
-        field, abstract = abstracts[int(r["pmid"])]
-        assert r["field"] == field and " ".join(r["quote"].split()) in abstract, r
-        assert r["role"] in ("I", "C") and r["population"] in ("ITT", "PP", "-"), r
-        if r["events"] != "-":
-            assert 0 <= int(r["events"]) <= int(r["total"]) and r["mean"] == r["spread"] == r["dispersion"] == "-", r
-        else:
-            assert int(r["total"]) > 1 and float(r["spread"]) >= 0 and r["dispersion"] in ("SD", "SE", "±"), r
-            assert float(r["mean"]) == float(r["mean"]), r
+        _check_datum(r, abstracts)
 
 
 def test_the_split_alternates_sorted_pmids_within_each_field(abstracts):
@@ -90,11 +95,4 @@ def test_the_fresh_fields_gold_is_quoted_from_its_abstracts(gold, abstracts):
             assert all(r[c] == "-" for c in COLUMNS[2:]), r
             assert sum(int(s["pmid"]) == int(r["pmid"]) for s in rows) == 1, r
     for r in data:
-        field, abstract = fresh_abstracts[int(r["pmid"])]
-        assert r["field"] == field and " ".join(r["quote"].split()) in abstract, r
-        assert r["role"] in ("I", "C") and r["population"] in ("ITT", "PP", "-"), r
-        if r["events"] != "-":
-            assert 0 <= int(r["events"]) <= int(r["total"]) and r["mean"] == r["spread"] == r["dispersion"] == "-", r
-        else:
-            assert int(r["total"]) > 1 and float(r["spread"]) >= 0 and r["dispersion"] in ("SD", "SE", "±"), r
-            assert float(r["mean"]) == float(r["mean"]), r
+        _check_datum(r, fresh_abstracts)
