@@ -46,10 +46,18 @@ MEDIAN_REVIEW_SURVIVAL = (
 # ============================================================================ questions
 
 
-def question_id(population: str, intervention: str, comparator: str) -> str:
-    """Stable id of a question: "q-" + the first 10 hex of sha1 over its normalised P|I|C."""
-    key = "|".join(" ".join(normalise(part).split()) for part in (population, intervention, comparator))
+def question_id(population: str, intervention: str, comparator: str, definition: str = "") -> str:
+    """Stable id of a question: "q-" + the first 10 hex of sha1 over its normalised P|I|C, and the definition the
+    handbook's prose adds (`definition`: its synonyms and its stated eligibility) when it adds any: one id, one
+    question, whichever handbook asks it."""
+    parts = (population, intervention, comparator, *([definition] if definition else []))
+    key = "|".join(" ".join(normalise(part).split()) for part in parts)
     return "q-" + hashlib.sha1(key.encode()).hexdigest()[:10]
+
+
+def definition(topic: Topic, scope: Scope) -> str:
+    """What a handbook's prose adds to its seed query's question (`Topic.definition`, `Scope.definition`)."""
+    return " | ".join(part for part in (topic.definition(), scope.definition()) if part)
 
 
 def topic_question(topic: Topic, scope: Scope, judged_by: str = RulesJudge.name) -> ReviewQuestion:
@@ -58,8 +66,8 @@ def topic_question(topic: Topic, scope: Scope, judged_by: str = RulesJudge.name)
     population = " and ".join(c.label for c in topic.population)
     intervention = " or ".join(topic.intervention)
     versus = topic.versus() or scope.comparators_label()
-    return ReviewQuestion(question_id(population, intervention, versus), population, intervention, versus,
-                          judged_by=judged_by)  # fmt: skip
+    return ReviewQuestion(question_id(population, intervention, versus, definition(topic, scope)), population,
+                          intervention, versus, judged_by=judged_by)  # fmt: skip
 
 
 # Outcome cues: the core outcome domains of COMET's taxonomy (Dodd et al., J Clin Epidemiol 2018: mortality,
@@ -136,13 +144,13 @@ def build_questions(
         study.reports = sorted([*study.reports, pmid], key=lambda p: (by_pmid[p].year or 9999, p))
         study_of[pmid] = study
     root = topic_question(topic, scope, judged_by=judge.name)
-    population, intervention = root.population, root.intervention
+    population, intervention, defined = root.population, root.intervention, definition(topic, scope)
     nodes: dict[tuple[str, str], ReviewQuestion] = {}
 
     def node(cls: str, comparator: str, parent: str) -> ReviewQuestion:
         key = (cls, comparator)
         if key not in nodes:
-            nodes[key] = ReviewQuestion(question_id(population, cls, comparator), population, cls, comparator,
+            nodes[key] = ReviewQuestion(question_id(population, cls, comparator, defined), population, cls, comparator,
                                         parent=parent, judged_by=judge.name,
                                         in_scope=scope.allows(comparator_kind(comparator)))  # fmt: skip
         return nodes[key]

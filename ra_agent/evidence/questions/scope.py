@@ -170,6 +170,16 @@ class Scope:
                 return f"reports none of {', '.join(self.outcomes)} (the handbook asks for them)"
         return None
 
+    def definition(self) -> str:
+        """The eligibility this scope applies, in a canonical line ("" for the default scope): part of a question's
+        identity, so that two handbooks stating other eligibility never share a question id."""
+        if self == Scope():
+            return ""
+        parts = [f"comparators: {', '.join(sorted(self.comparators))}", f"ages: {self.ages}",
+                 f"weeks: {self.min_weeks}", f"outcomes: {', '.join(self.outcomes)} for {', '.join(sorted(self.outcome_kinds))}",
+                 f"excluded: {', '.join(self.excluded)}", f"english: {self.english_only}"]  # fmt: skip
+        return "; ".join(parts)
+
     def lines(self) -> list[str]:
         """The statements as the dossier lists them."""
         return [s.line() for s in self.statements]

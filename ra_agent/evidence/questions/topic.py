@@ -158,6 +158,7 @@ class Concept:
     # (head phrase pattern, modifier pattern) of each alternative written "<modifier> <head>" ("neovascular" +
     # "age-related macular degeneration", "treatment-resistant" + "depression"): see `find_modified`
     modified: tuple[tuple[str, str], ...] = ()
+    listed: tuple[str, ...] = ()  # the synonyms or kinds the handbook's prose lists for it (`Topic.with_prose`)
 
     @property
     def regex(self) -> re.Pattern[str]:
@@ -257,8 +258,13 @@ class Topic:
                         extra += [t for t in _listed(inside.group(1)) if t not in extra]
             patterns = tuple(dict.fromkeys([*concept.patterns, *(p for t in extra for p in word_patterns(t))]))
             sources = (*concept.sources, "handbook prose") if extra else concept.sources
-            concepts.append(replace(concept, patterns=patterns, sources=sources))
+            concepts.append(replace(concept, patterns=patterns, sources=sources, listed=tuple(extra)))
         return replace(self, population=tuple(concepts))
+
+    def definition(self) -> str:
+        """What the handbook's prose adds to the seed query's concepts, in words ("" when nothing): part of a
+        question's identity, since two handbooks whose prose lists other synonyms ask about other people."""
+        return "; ".join(f"{c.label}: {', '.join(sorted(c.listed))}" for c in self.population if c.listed)
 
     def with_corpus(self, papers: Sequence[Paper]) -> Topic:
         """The topic with the MeSH headings and the abbreviations the records themselves give its concepts."""

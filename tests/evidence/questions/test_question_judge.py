@@ -63,7 +63,8 @@ def test_an_invented_quote_leaves_the_trial_to_the_rules_and_a_real_one_decides(
     assert second not in own.trials and not answers[second].eligible  # the LLM, quoting the record, rejected it
     assert answers[second].judged_by == BRAIN and f"not eligible by {BRAIN}" in answers[second].reason
     assert "It is not a randomised trial." in answers[second].reason and real[:60] in answers[second].reason
-    assert all("judge_max_calls = 2 reached" in answers[p].reason and p in own.trials for p in rest)  # the cap
+    assert all("judge_max_calls = 2 reached" in answers[p].reason for p in rest)  # the cap: the rules decide them
+    assert any(p in own.trials for p in rest) and all(p in own.trials for p in rest if p in root.trials)
     assert set(own.trials) == set(root.trials) - {second}
     assert all(not answers[p].eligible and answers[p] == judged[p] for p in judged if not judged[p].eligible)
     assert own.judged_by == judge.name == f"{BRAIN} (LLM, quotes checked against the record)"
