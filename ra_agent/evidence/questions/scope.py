@@ -7,7 +7,8 @@ rules read clauses (split at ";" and sentence ends) by their cue words:
 - a comparison ("compared with", "versus", "head to head", "against", "comparator"): each alternative after the cue
   ("another <the class>", "placebo", "another drug class", "surgery", "different doses") is a kind of comparison the
   question takes (`trials.KINDS`); "for <...> outcomes (a, b)" or "reporting a or b" after an alternative asks the
-  trials of that kind to report one of those outcomes;
+  trials of that kind to report one of those outcomes (in the title or a sentence past the abstract's opening: an
+  opening that sets the scene, "X reduces mortality in heart failure", says what is known, not what was measured);
 - an exclusion ("... excluded", "excluding ...", "except ..."): a kind of comparison it names is dropped ("dose
   comparisons excluded"); any other item is a design or population a trial must not be about ("single-dose
   studies", "cluster headache", "stress incontinence alone"), matched in the trial's title and the sentences
@@ -166,7 +167,7 @@ class Scope:
                 return f"lasts {weeks:g} weeks at most (the handbook asks for at least {self.min_weeks:g})"
         taken = [k for k in answer.kinds if self.allows(k)]
         if self.outcomes and (not self.outcome_kinds or (taken and set(taken) <= self.outcome_kinds)):
-            if not reports_outcome(f"{title} {paper.abstract}", self.outcomes, title):
+            if not reports_outcome(f"{title} {' '.join(_reported(paper))}", self.outcomes, title):
                 return f"reports none of {', '.join(self.outcomes)} (the handbook asks for them)"
         return None
 
@@ -204,6 +205,28 @@ def _subject_sentences(paper: Paper) -> list[str]:
         if not EXCLUSION.search(sentence) and (i == 0 or SUBJECT_SENTENCE.search(sentence)):
             out.append(sentence)
     return out[:3]
+
+
+# an abstract's opening sentences that set the scene ("ACE inhibitors reduce mortality in heart failure.") say what
+# is known, not what the trial measured
+_BACKGROUND = re.compile(r"\b(?:has|have) been (?:shown|reported|suggested|demonstrated)\b|\bis (?:known|associated)\b"
+                         r"|\bare (?:known|associated)\b|\b(?:little|less) is known\b|\bremains? (?:unclear|unknown)\b",
+                         re.I)  # fmt: skip
+
+
+def _reported(paper: Paper) -> list[str]:
+    """The abstract's sentences that can say what the trial measured: all but an opening that sets the scene (the
+    first sentence, when it states neither the aim, the participants nor a result, or any sentence saying what is
+    known)."""
+    from ra_agent.evidence.questions.trials import RANDOMISED_TEXT, SUBJECT_SENTENCE
+
+    out = []
+    for i, sentence in enumerate(sentences(paper.abstract)):
+        opening = i == 0 and not (SUBJECT_SENTENCE.search(sentence) or RANDOMISED_TEXT.search(sentence)
+                                  or re.search(r"\d", sentence))  # fmt: skip
+        if not opening and not _BACKGROUND.search(sentence):
+            out.append(sentence)
+    return out
 
 
 def _children_only(paper: Paper) -> str | None:

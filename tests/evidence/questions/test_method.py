@@ -262,6 +262,22 @@ def test_a_trial_outside_the_stated_scope_is_out_and_says_why(demo, reflux):
     assert longest_weeks("Patients received omeprazole for 4 weeks, then 8 weeks of maintenance.") == 8
 
 
+def test_an_outcome_named_only_where_the_abstract_sets_the_scene_is_not_one_the_trial_reports(gaps):
+    """16938748 (a commentary on a warfarin trial) names death and pulmonary embolism only in its opening sentence
+    ("... with the reported sequelae including death, pulmonary embolism ..."): what is known, not what it measured,
+    so a handbook asking for those outcomes leaves it out; trials that report them stay (19217991, 15767639)."""
+    cvc = Topic.from_seed_query("anticoagulants AND cancer AND central venous catheter").with_corpus(
+        list(gaps.values())
+    )
+    scope = read_scope("Anticoagulants compared with placebo, no treatment or different doses for clinical outcomes "
+                       "(death, pulmonary embolism).", cvc.intervention)  # fmt: skip
+    scene = gaps[16938748]
+    assert "death, pulmonary embolism" in scene.abstract.split(".")[0] and eligibility(scene, cvc).eligible
+    assert "reports none of death, pulmonary embolism" in (scope.outside(scene, eligibility(scene, cvc)) or "")
+    for pmid in (19217991, 15767639):
+        assert scope.outside(gaps[pmid], eligibility(gaps[pmid], cvc)) is None, pmid
+
+
 def test_english_language_publications_drop_a_record_whose_title_pubmed_gives_translated(demo, reflux):
     """PubMed encloses the English translation of a title published in another language in square brackets
     (11586996: "[Changes in ultra rapid urease test ... by antisecretory drugs]", an eligible randomised trial)."""
