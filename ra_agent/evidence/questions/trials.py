@@ -51,7 +51,8 @@ PHYSIOLOGY = re.compile(r"\b(?:intra)?(?:gastric|oesophageal|esophageal) (?:pH|a
                         # the circulation's and the nervous system's measures: what a physiology study records
                         r"|\bha?emodynamic\w*|\bheart rate variability\b|\bbaroreflex\w*|\brepolari[sz]ation\b"
                         r"|\bQT (?:interval|variability|dispersion)\b|\bblood flow\b|\bperfusion\b|\bmicrocirculat\w*"
-                        r"|\bvasodilat(?:ion|ation)\b|\bvasodilator (?:reserve|response|capacity)\b|\bvascular (?:reactivity|resistance|function)\b|\bendothelial function\b"
+                        r"|\bvasodilat(?:ion|ation)\b|\bvasodilator (?:reserve|response|capacity)\b"
+                        r"|\bvascular (?:reactivity|resistance|function)\b|\bendothelial function\b"
                         r"|\b(?:plasma|serum) (?:[\w-]+ ){1,2}(?:levels?|concentrations?)\b|\bevoked potentials?\b"
                         r"|\bcontingent negative variation\b|\bmuscle activity\b|\bperipheral arteries\b",
                         re.I)  # fmt: skip
@@ -371,8 +372,8 @@ def _title_target(title: str, topic: Topic) -> str | None:
     naming a treatment or people ("treatment of first-episode psychotic patients") says nothing of the condition.
     An infection the title eradicates is the target whoever the people are (the eradication regimen is what the
     trial tests). A record whose title's target is another condition studies that condition, wherever the abstract
-    mentions the topic's ("Curing Helicobacter pylori infection in patients with duodenal ulcer does not provoke gastroesophageal
-    reflux disease": reflux is the outcome watched, not the condition treated)."""
+    mentions the topic's ("Curing Helicobacter pylori infection in patients with duodenal ulcer does not provoke
+    gastroesophageal reflux disease": reflux is the outcome watched, not the condition treated)."""
     targets = []
     for match in TITLE_TARGET.finditer(title):
         phrase = _TARGET_END.sub("", next(g for g in match.groups() if g is not None)).strip()
