@@ -43,7 +43,7 @@ from ra_agent.evidence.questions.model import (
     Eligibility,
 )
 from ra_agent.evidence.questions.topic import normalise, word_patterns
-from ra_agent.evidence.questions.trials import NON_DRUG, sentences
+from ra_agent.evidence.questions.trials import EXCLUSION, NON_DRUG, RANDOMISED_TEXT, SUBJECT_SENTENCE, sentences
 from ra_agent.models import ENGLISH, UNDETERMINED_LANGUAGE, Paper
 
 DEFAULT_KINDS = frozenset(k for k in KINDS if k != DOSE_KIND)
@@ -176,9 +176,10 @@ class Scope:
         identity, so that two handbooks stating other eligibility never share a question id."""
         if self == Scope():
             return ""
+        outcomes = f"outcomes: {', '.join(self.outcomes)} for {', '.join(sorted(self.outcome_kinds))}"
         parts = [f"comparators: {', '.join(sorted(self.comparators))}", f"ages: {self.ages}",
-                 f"weeks: {self.min_weeks}", f"outcomes: {', '.join(self.outcomes)} for {', '.join(sorted(self.outcome_kinds))}",
-                 f"excluded: {', '.join(self.excluded)}", f"english: {self.english_only}"]  # fmt: skip
+                 f"weeks: {self.min_weeks}", outcomes, f"excluded: {', '.join(self.excluded)}",
+                 f"english: {self.english_only}"]  # fmt: skip
         return "; ".join(parts)
 
     def lines(self) -> list[str]:
@@ -198,8 +199,6 @@ def _not_english(paper: Paper) -> str | None:
 
 
 def _subject_sentences(paper: Paper) -> list[str]:
-    from ra_agent.evidence.questions.trials import EXCLUSION, SUBJECT_SENTENCE
-
     out = []
     for i, sentence in enumerate(sentences(paper.abstract)):
         if not EXCLUSION.search(sentence) and (i == 0 or SUBJECT_SENTENCE.search(sentence)):
@@ -218,8 +217,6 @@ def _reported(paper: Paper) -> list[str]:
     """The abstract's sentences that can say what the trial measured: all but an opening that sets the scene (the
     first sentence, when it states neither the aim, the participants nor a result, or any sentence saying what is
     known)."""
-    from ra_agent.evidence.questions.trials import RANDOMISED_TEXT, SUBJECT_SENTENCE
-
     out = []
     for i, sentence in enumerate(sentences(paper.abstract)):
         opening = i == 0 and not (SUBJECT_SENTENCE.search(sentence) or RANDOMISED_TEXT.search(sentence)

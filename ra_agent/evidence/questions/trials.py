@@ -506,6 +506,7 @@ def eligibility(paper: Paper, topic: Topic) -> Eligibility:
     if match := MECHANISM.search(paper.title or "") or physiology:
         return Eligibility(pmid, False, f"a pharmacokinetic or mechanism study (title says {match.group(0)!r})")
     found = []
+    title_target = _title_target(paper.title or "", topic)  # the same for every concept; checked in the loop's order
     for concept in topic.population:
         words, where = _subject_condition(paper, concept, topic)
         if words is None and (caused := _adverse_effect_only(paper, concept)):
@@ -519,8 +520,9 @@ def eligibility(paper: Paper, topic: Topic) -> Eligibility:
             return Eligibility(pmid, False, f"another condition first ({other!r} with {concept.label!r})")
         if other := _at_another_site(where, words, concept):
             return Eligibility(pmid, False, f"another condition ({other!r}, not {words!r})")
-        if target := _title_target(paper.title or "", topic):
-            return Eligibility(pmid, False, f"treats another condition (title: {target!r}, not {concept.label!r})")
+        if title_target:
+            why = f"treats another condition (title: {title_target!r}, not {concept.label!r})"
+            return Eligibility(pmid, False, why)
         if where not in ("", paper.title) and (people := _title_population(paper.title or "", topic)):
             return Eligibility(pmid, False, f"another population (title: {people!r})")
         if caused := _adverse_effect_only(paper, concept):
