@@ -474,7 +474,7 @@ def cmd_llm(args: argparse.Namespace) -> int:
             info = serve.stop(cfg.data_dir)
             print(f"stopped the llama.cpp server (pid {info.pid})" if info else "no llama.cpp server was running")
             return 0
-        info = serve.serve(cfg.data_dir, n_ctx=args.n_ctx, port=args.port)
+        info = serve.serve(cfg.data_dir, n_ctx=args.n_ctx, port=args.port, threads=args.threads)
     except serve.LlmServeError as exc:
         raise CliError(str(exc)) from None
     print("\n".join(["# put these in config.toml (or export the variables) to use it:", *serve.settings(info)]))
@@ -530,6 +530,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("action", choices=("serve", "stop"))
     p.add_argument("--n-ctx", type=positive_int, default=8192, help="the model's context in tokens (default 8192)")
     p.add_argument("--port", type=port_number, help="port on 127.0.0.1 (default: a free one)")
+    p.add_argument("--threads", type=positive_int, help="the server's CPU threads (default: half the CPUs, 1 to 4)")
     p = add("questions", cmd_questions, "a handbook's review questions over the corpus: studies, coverage, verdicts "
             "(kept with one dossier per question in <data_dir>/questions/)")  # fmt: skip
     p.add_argument("handbook", help="a handbook name from handbooks/ (as ra run takes) or a path")

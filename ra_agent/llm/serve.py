@@ -132,12 +132,21 @@ def settings(info: ServerInfo) -> list[str]:
     return [*toml, "", "# or, for one shell:", *env]
 
 
+def default_threads() -> int:
+    """The server's threads when none are asked for: half the logical CPUs (llama-cpp-python's own default), 1 to 4.
+
+    llama.cpp's threads wait for each other at every step; when one of them shares its core with other work (ra's own
+    stages, a second test worker) all of them wait. On 2 cores with one core busy, a 3,610-token prompt took 132 s on
+    2 threads and 50 s on 1 (30 s on 2 idle cores)."""
+    return max(1, min(4, (os.cpu_count() or 2) // 2))
+
+
 def start(model: Path, *, n_ctx: int = DEFAULT_CTX, port: int | None = None, threads: int | None = None,
           log_path: Path, state_file: Path | None = None) -> tuple[subprocess.Popen, ServerInfo]:  # fmt: skip
     """Start llama_cpp.server on 127.0.0.1 (its own process group, through `server_process`, which removes
-    `state_file` when the server ends); returns at once."""
+    `state_file` when the server ends); returns at once. `threads`: `default_threads()` when None."""
     port = port or free_port()
-    threads = threads or max(1, min(4, os.cpu_count() or 1))
+    threads = threads or default_threads()
     state = [STATE_FLAG, str(state_file)] if state_file is not None else []
     command = [sys.executable, "-m", SERVER_MODULE, *state, "--model", str(model), "--model_alias", MODEL_ALIAS,
                "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(threads),
@@ -215,8 +224,10 @@ def running(data_dir: Path) -> ServerInfo | None:
     return None
 
 
-def serve(data_dir: Path, *, n_ctx: int = DEFAULT_CTX, port: int | None = None, echo=print) -> ServerInfo:
-    """Install what is missing, assemble the GGUF, start the server in the background and wait until it answers."""
+def serve(data_dir: Path, *, n_ctx: int = DEFAULT_CTX, port: int | None = None, threads: int | None = None,
+          echo=print) -> ServerInfo:  # fmt: skip
+    """Install what is missing, assemble the GGUF, start the server in the background (on `threads` threads,
+    `default_threads()` when None) and wait until it answers."""
     already = running(data_dir)
     if already is not None:
         echo(f"a llama.cpp server already runs for this workspace (pid {already.pid}, {already.base_url}; "
@@ -225,7 +236,8 @@ def serve(data_dir: Path, *, n_ctx: int = DEFAULT_CTX, port: int | None = None, 
     install_missing(echo)
     model = model_file()
     data_dir.mkdir(parents=True, exist_ok=True)
-    proc, info = start(model, n_ctx=n_ctx, port=port, log_path=data_dir / "logs" / "llm_server.log",
+    threads = threads or default_threads()
+    proc, info = start(model, n_ctx=n_ctx, port=port, threads=threads, log_path=data_dir / "logs" / "llm_server.log",
                        state_file=state_path(data_dir))  # fmt: skip
     try:
         took = wait_ready(info, proc)
@@ -234,8 +246,8 @@ def serve(data_dir: Path, *, n_ctx: int = DEFAULT_CTX, port: int | None = None, 
         terminate(proc.pid)
         raise
     state_path(data_dir).write_text(json.dumps(asdict(info)), encoding="utf-8")
-    echo(f"llama.cpp server (pid {info.pid}) serves {model.name} at {info.base_url} (ready in {took:.1f} s; {check}; "
-         f"log {info.log}); stop it with: ra llm stop")  # fmt: skip
+    echo(f"llama.cpp server (pid {info.pid}) serves {model.name} at {info.base_url} on {threads} thread(s) (ready in "
+         f"{took:.1f} s; {check}; log {info.log}); stop it with: ra llm stop")  # fmt: skip
     return info
 
 

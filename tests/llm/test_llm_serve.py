@@ -40,9 +40,9 @@ def workspace(tmp_path):
     return config, tmp_path / "data" / serve.STATE_FILE
 
 
-def start(config, state, n_ctx: int) -> tuple[subprocess.CompletedProcess, dict]:
-    """`ra llm serve --n-ctx n_ctx`: its output and the state file it wrote."""
-    started = ra("llm", "serve", "--n-ctx", str(n_ctx), config=config)
+def start(config, state, n_ctx: int, *more: str) -> tuple[subprocess.CompletedProcess, dict]:
+    """`ra llm serve --n-ctx n_ctx [more]`: its output and the state file it wrote."""
+    started = ra("llm", "serve", "--n-ctx", str(n_ctx), *more, config=config)
     assert started.returncode == 0, started.stderr
     return started, json.loads(state.read_text())
 
@@ -55,6 +55,7 @@ def test_serve_prints_working_settings_and_stop_leaves_no_process(tmp_path):
         url = re.search(r'openai_base_url = "(http://127\.0\.0\.1:\d+/v1)"', started.stdout)
         assert url and url.group(1) == f"http://127.0.0.1:{info['port']}/v1", started.stdout
         assert f"RA_LLM__OPENAI_BASE_URL={url.group(1)}" in started.stdout and 'brain = "openai"' in started.stdout
+        assert f"on {serve.default_threads()} thread(s)" in started.stdout, started.stdout  # half the CPUs, 1 to 4
         models = httpx.get(f"{url.group(1)}/models", timeout=10).json()
         assert [m["id"] for m in models["data"]] == [serve.MODEL_ALIAS]
         again = ra("llm", "serve", config=config)  # a second serve finds the running one
@@ -72,8 +73,9 @@ def test_serve_prints_working_settings_and_stop_leaves_no_process(tmp_path):
 def test_sigterm_to_the_server_leaves_no_state_file(tmp_path):
     config, state = workspace(tmp_path)
     try:
-        _, info = start(config, state, 1024)
-        assert serve.is_server(info["pid"]) and "--ra-state-file" in serve.command_line(info["pid"])
+        _, info = start(config, state, 1024, "--threads", "1")
+        command = serve.command_line(info["pid"])
+        assert serve.is_server(info["pid"]) and "--ra-state-file" in command and "--n_threads 1 " in command, command
         os.kill(info["pid"], signal.SIGTERM)  # as a process manager or `kill` would
         end = time.monotonic() + 60
         while serve.alive(info["pid"]) and time.monotonic() < end:

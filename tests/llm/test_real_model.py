@@ -65,7 +65,7 @@ def gemma(tmp_path_factory):
         unavailable(f"the Gemma 3 270M GGUF could not be assembled: {exc}")
     log_path = tmp_path_factory.mktemp("llm") / "llama_server.log"
     try:
-        server = serve.LlamaServer(model, log_path, n_ctx=N_CTX, threads=2).__enter__()
+        server = serve.LlamaServer(model, log_path, n_ctx=N_CTX).__enter__()  # serve.default_threads()
     except serve.LlmServeError as exc:
         unavailable(str(exc))
     try:
