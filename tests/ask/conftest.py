@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from built_once import cached_array
+from recorded_vectors import RecordedEmbedder
 from replay.ollama_server import OllamaReplayServer
 
 from ra_agent.config import Config
@@ -58,7 +59,7 @@ def template(request, tmp_path_factory, embedder) -> Path:
     cached = _cache_dir(request, tmp_path_factory) / f"E-{key[:16]}.npy"
 
     def embed():
-        encoded = embedder.embed(texts)
+        encoded = RecordedEmbedder(embedder).embed(texts)  # the demo's texts: recorded vectors
         assert len(encoded.skipped) == 0
         return encoded.vectors
 

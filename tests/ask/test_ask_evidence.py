@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from built_once import cached_array
 from demo_corpus import DEMO
+from recorded_vectors import RecordedEmbedder
 
 from ra_agent.ask.evidence import comparison, design_label, evidence_score
 from ra_agent.ask.flow import ask
@@ -61,7 +62,7 @@ def topic_cfg(request, tmp_path_factory, embedder):
     texts = [p.text for p in papers]
     key = hashlib.sha1("\n".join([embedder.slug, *texts]).encode()).hexdigest()[:16]
     cached = Path(request.config.cache.mkdir("ra_ask_topic")) / f"E-{key}.npy"
-    vectors = cached_array(cached, lambda: embedder.embed(texts).vectors)
+    vectors = cached_array(cached, lambda: RecordedEmbedder(embedder).embed(texts).vectors)  # recorded vectors
     with Store(cfg.data_dir / "ra.sqlite") as store:
         store.upsert_papers(papers, source="import:demo-topic")
         vector_store_for(cfg, embedder).append([p.pmid for p in papers], vectors)

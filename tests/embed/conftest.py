@@ -6,6 +6,7 @@ import demo_corpus
 import numpy as np
 import pytest
 from embed_support import SAMPLE_SIZE
+from recorded_vectors import RecordedEmbedder
 
 from ra_agent.config import Config
 from ra_agent.embed.embedder import SentenceTransformerEmbedder
@@ -44,6 +45,6 @@ def demo_vectors(embedder, demo_sample) -> np.ndarray:
 def demo_many(embedder, demo_papers, demo_vectors) -> tuple[np.ndarray, np.ndarray]:
     """(PMIDs, E vectors) of the first 440 demo records with an abstract: enough rows to train a few IVF lists."""
     papers = [p for p in demo_papers if p.abstract][:440]
-    encoded = embedder.embed([p.text for p in papers[len(demo_vectors) :]])
+    encoded = RecordedEmbedder(embedder).embed([p.text for p in papers[len(demo_vectors) :]])  # recorded vectors
     assert len(encoded.skipped) == 0
     return np.array([p.pmid for p in papers], dtype=np.int64), np.concatenate([demo_vectors, encoded.vectors])

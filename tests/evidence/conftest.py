@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from built_once import shared_folder
+from recorded_vectors import RecordedEmbedder
 
 from ra_agent.config import Config
 from ra_agent.embed.embedder import SentenceTransformerEmbedder
@@ -101,7 +102,8 @@ def _template(request, tmp_path_factory, name: str, embedder, load: Callable[[St
         cfg = make_cfg(root)
         store = Store(Workspace.of(cfg).db_path)
         pmids = load(store, cfg)
-        _embed_cached(cfg, store, embedder, pmids, request.config.cache.mkdir("ra_sr_vectors"))
+        recorded = RecordedEmbedder(embedder)  # the demo's and the shared key's texts: recorded vectors
+        _embed_cached(cfg, store, recorded, pmids, request.config.cache.mkdir("ra_sr_vectors"))
         freeze(store, cfg, Features.build(pmids, {"E": open_active(cfg).get(pmids)}, "abstract"))
         store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         store.close()

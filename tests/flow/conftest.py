@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from built_once import cached_array, shared_folder
+from recorded_vectors import RecordedEmbedder
 
 from ra_agent.agent.questions import load_question_set
 from ra_agent.agent.runner import start_goal
@@ -80,7 +81,7 @@ def workspace_builder():
 def build_workspace(request, cfg: Config, cache_name: str) -> None:
     """Import the configured corpus, embed it (vectors cached in pytest's cache under `cache_name`, keyed by model
     and texts), build the index and cluster it."""
-    embedder = SentenceTransformerEmbedder(cfg)
+    embedder = RecordedEmbedder(SentenceTransformerEmbedder(cfg))  # the demo's texts: recorded vectors
     with open_store(cfg) as store:
         import_pending(cfg, store)
         papers = [p for p in store.papers(store.all_pmids()) if p.text.strip(" ·")]

@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 from built_once import locked
 from demo_corpus import DEMO, demo_rows, write_demo_subset
+from recorded_vectors import RecordedEmbedder
 from screen_support import screen_cfg
 
 from ra_agent.config import Config
+from ra_agent.embed.embedder import SentenceTransformerEmbedder
 from ra_agent.screen.features import Features
 from ra_agent.screen.simulate import LabelledSet, read_labelled_csv, simulation_features
 
@@ -35,7 +37,8 @@ def demo_features(demo_labelled: LabelledSet, cache_dir: Path) -> Features:
     """Features of all 1,333 demo records (embedding them once takes a minute or two; then cached)."""
     cfg = screen_cfg(cache_dir.parent / "unused")
     with locked(cache_dir / "demo_features"):  # one xdist worker embeds them, the other then reads its cache
-        return simulation_features(cfg, demo_labelled, cache=cache_dir)
+        embedder = RecordedEmbedder(SentenceTransformerEmbedder(cfg))  # the demo's texts: recorded vectors
+        return simulation_features(cfg, demo_labelled, embedder, cache=cache_dir)
 
 
 @pytest.fixture
