@@ -187,6 +187,18 @@ def test_a_comparator_is_read_from_a_titles_v_and_comparison_and_from_an_allocat
         assert eligibility(demo[pmid], topic).kinds == (DOSE_KIND,), pmid
 
 
+def test_an_errata_notice_in_the_title_is_not_read_as_the_trials_design(demo, reflux):
+    """PubMed keeps an erratum's wrong words in the title: "Double-blind comparison [correction of Double-blind,
+    placebo-controlled comparison] of rabeprazole 20 mg vs. omeprazole 20 mg" (9892879) compares two PPIs and has no
+    placebo arm. The title shown stays PubMed's."""
+    topic = reflux.with_corpus(list(demo.values()))
+    paper = demo[9892879]
+    assert "[correction of Double-blind, placebo-controlled comparison]" in paper.title
+    judged = eligibility(paper, topic)
+    assert judged.eligible and judged.comparators == ("another proton pump inhibitor",), judged
+    assert "[correction of" in demo[9892879].title
+
+
 def test_a_comparator_of_the_interventions_own_class_takes_the_head_to_head_trials(demo):
     """A spawned goal's handbook "lansoprazole or pantoprazole versus omeprazole" asks PPI versus another PPI: the
     trials that compare two PPIs are its studies (it listed 0 while its parent's PPI-vs-PPI question held 35)."""
