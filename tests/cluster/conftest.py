@@ -42,7 +42,7 @@ def read_demo() -> list[Paper]:
 
 
 def embed(texts: list[str], cache_dir: Path) -> np.ndarray:
-    """ra's all-MiniLM-L6-v2 vectors of `texts` (the recorded ones where there are, tests/recorded_vectors.py), cached
+    """ra's all-MiniLM-L6-v2 vectors of `texts` (recorded ones where there are, tests/recorded_vectors.py), cached
     by content hash."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     embedder = RecordedEmbedder(SentenceTransformerEmbedder(Config()))

@@ -486,7 +486,8 @@ def comparator_of(paper: Paper, agents: Sequence[Agent], topic: Topic | None = N
 
 
 # PubMed prints an erratum's wrong title words beside the corrected ones ("Double-blind comparison [correction of
-# Double-blind, placebo-controlled comparison] of rabeprazole 20 mg vs. omeprazole ..."): the rules read the corrected
+# Double-blind, placebo-controlled comparison] of rabeprazole 20 mg vs. omeprazole ..."): the rules read the title
+# without them
 CORRECTION_OF = re.compile(r"\s*\[correction of [^\]]*\]", re.I)
 
 
