@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ra_agent.embed.embedder import Encoded, SentenceTransformerEmbedder, encode_batched
+from ra_agent.embed.embedder import SentenceTransformerEmbedder
 
 RECORDED = Path(__file__).resolve().parent / "fixtures" / "vectors" / "minilm_demo_and_cd006468.npz"
 
@@ -59,6 +59,4 @@ class RecordedEmbedder:
         self.recorded_rows += len(known)
         return out
 
-    def embed(self, texts: Sequence[str], on_progress=None) -> Encoded:
-        return encode_batched(self, texts, self._real.batch_size, halve_on_oom=self._real.halve_on_oom,
-                              on_progress=on_progress)  # fmt: skip
+    embed = SentenceTransformerEmbedder.embed  # the real one, batching through this `encode`
