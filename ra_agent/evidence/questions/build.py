@@ -91,10 +91,10 @@ def _outcomes(papers: Iterable[Paper], limit: int = 5) -> list[str]:
     return [w for w, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]]
 
 
-def _scoped(paper: Paper, answer: Eligibility, scope: Scope) -> Eligibility:
+def _scoped(paper: Paper, answer: Eligibility, scope: Scope, topic: Topic) -> Eligibility:
     """An eligible trial the handbook's prose leaves out (population, design, duration, outcomes) is ineligible,
     saying why; the comparison itself is judged per question (`Scope.allows`)."""
-    if answer.eligible and (why := scope.outside(paper, answer)):
+    if answer.eligible and (why := scope.outside(paper, answer, topic.population)):
         return replace(answer, eligible=False, reason=f"outside the handbook's eligibility: {why}")
     return answer
 
@@ -133,7 +133,7 @@ def build_questions(
     judge = judge or RulesJudge()
     scope = scope or Scope()
     by_pmid = {p.pmid: p for p in papers}
-    judged = {p.pmid: _scoped(p, judge.trial(p, topic), scope) for p in papers}
+    judged = {p.pmid: _scoped(p, judge.trial(p, topic), scope, topic) for p in papers}
     eligible = {pmid: a for pmid, a in judged.items() if a.eligible}
     agents = {p: {a.word for a in e.agents} for p, e in eligible.items()}
     studies = group_studies([by_pmid[p] for p in eligible], agents)

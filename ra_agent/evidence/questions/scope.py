@@ -8,7 +8,9 @@ rules read clauses (split at ";" and sentence ends) by their cue words:
   ("another <the class>", "placebo", "another drug class", "surgery", "different doses") is a kind of comparison the
   question takes (`trials.KINDS`); "for <...> outcomes (a, b)" or "reporting a or b" after an alternative asks the
   trials of that kind to report one of those outcomes (in the title or a sentence past the abstract's opening: an
-  opening that sets the scene, "X reduces mortality in heart failure", says what is known, not what was measured);
+  opening that sets the scene, "X reduces mortality in heart failure", says what is known, not what was measured;
+  the topic's condition says who was treated, "patients after myocardial infarction", unless it is named as an
+  event, "the incidence of heart failure"); a trial whose comparator the rules could not name is held to them too;
 - an exclusion ("... excluded", "excluding ...", "except ..."): a kind of comparison it names is dropped ("dose
   comparisons excluded"); any other item is a design or population a trial must not be about ("single-dose
   studies", "cluster headache", "stress incontinence alone"), matched in the trial's title and the sentences
@@ -29,6 +31,7 @@ apply, for the dossier; a clause naming eligibility that the rules could not rea
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ra_agent.evidence.classes import PLACEBO, classes_named, lineage
@@ -42,7 +45,7 @@ from ra_agent.evidence.questions.model import (
     UNNAMED,
     Eligibility,
 )
-from ra_agent.evidence.questions.topic import normalise, word_patterns
+from ra_agent.evidence.questions.topic import Concept, normalise, word_patterns
 from ra_agent.evidence.questions.trials import EXCLUSION, NON_DRUG, RANDOMISED_TEXT, SUBJECT_SENTENCE, sentences
 from ra_agent.models import ENGLISH, UNDETERMINED_LANGUAGE, Paper
 
@@ -68,9 +71,9 @@ OUTCOME_FILLER = re.compile(r"^(?:(?:serious|clinical|other|important|major|hard
 # A handbook asking for "clinical outcomes" takes a trial reporting any of them, not one reporting only a measurement
 # (blood pressure, a biomarker, haemodynamics)
 CLINICAL_OUTCOMES = re.compile(
-    r"\bmortality\b|\bdeaths?\b|\bsurvival\b|\bmorbidity\b|\b(?:cardiovascular|cardiac|coronary|clinical|vascular|"
-    r"cerebrovascular|thrombotic|thromboembolic|major) events?\b|\bhospitali[sz]\w*|\badmissions?\b|\bstrokes?\b"
-    r"|\binfarctions?\b|\bsymptom\w*|\bquality of life\b|\brelapse\w*|\bremission\b|\bhealing\b|\bpain\b"
+    r"\bmortality\b|\bdeaths?\b|\bdied\b|\bsurvival\b|\bmorbidity\b|\b(?:cardiovascular|cardiac|coronary|clinical"
+    r"|vascular|cerebrovascular|thrombotic|thromboembolic|major) events?\b|\bhospitali[sz]\w*|\badmissions?\b"
+    r"|\bstrokes?\b(?! (?:volume|work|index|distance))|\binfarctions?\b|\bsymptom\w*|\bquality of life\b|\brelapse\w*|\bremission\b|\bhealing\b|\bpain\b"
     r"|\bdisabilit\w*|\bprogression\b|\bdialysis\b|\bamputations?\b|\bfractures?\b|\bexacerbations?\b"
     r"|\brecurrence\w*|\bend[- ]stage\b",
     re.I,
@@ -147,9 +150,10 @@ class Scope:
         named = [k for k in KINDS if k in self.comparators and k != UNNAMED]
         return " or ".join(named) or "any"
 
-    def outside(self, paper: Paper, answer: Eligibility) -> str | None:
+    def outside(self, paper: Paper, answer: Eligibility, population: Sequence[Concept] = ()) -> str | None:
         """Why an eligible trial is outside the handbook's scope (not the comparison: `allows` decides that per
-        question), or None."""
+        question), or None; `population`: the topic's concepts, whose words say who was treated, not what was
+        measured (see `reports_outcome`)."""
         title = paper.title or ""
         subject = " ".join([title, *_subject_sentences(paper)])
         for phrase in self.excluded:
@@ -165,9 +169,11 @@ class Scope:
         if self.min_weeks is not None and (weeks := longest_weeks(paper.abstract or "")) is not None:
             if weeks < self.min_weeks:
                 return f"lasts {weeks:g} weeks at most (the handbook asks for at least {self.min_weeks:g})"
+        # a comparator the rules could not name may be any of the comparisons: held to the outcomes some of them ask
         taken = [k for k in answer.kinds if self.allows(k)]
-        if self.outcomes and (not self.outcome_kinds or (taken and set(taken) <= self.outcome_kinds)):
-            if not reports_outcome(f"{title} {' '.join(_reported(paper))}", self.outcomes, title):
+        if self.outcomes and (not self.outcome_kinds or (taken and set(taken) <= self.outcome_kinds | {UNNAMED})):
+            reported, events = population_read(f"{title} {' '.join(_reported(paper))}", population)
+            if not (CLINICAL in self.outcomes and events) and not reports_outcome(reported, self.outcomes, title):
                 return f"reports none of {', '.join(self.outcomes)} (the handbook asks for them)"
         return None
 
@@ -258,6 +264,30 @@ def _clauses(prose: str) -> list[str]:
 
 
 CLINICAL = "clinical outcomes"  # an outcome list item: any of CLINICAL_OUTCOMES
+# words before a condition that make it an event the trial counts ("recurrent myocardial infarction", "the risk of
+# stroke", "hospitalised for heart failure"), not who the participants are ("patients after myocardial infarction")
+EVENT_BEFORE = re.compile(r"(?:\b(?:incidence|rates?|risk|occurrence|development|prevention|episodes?|cases?) of "
+                          r"(?:(?:new|recurrent|worsening|chronic|acute|overt|symptomatic|fatal|non-?fatal)[- ])?"
+                          r"|\b(?:new|recurrent|worsening|progressive|fatal|non-?fatal|developing|developed"
+                          r"|hospitali[sz]\w* for)[- ]|\bre-)$", re.I)  # fmt: skip
+
+
+def population_read(text: str, population: Sequence[Concept]) -> tuple[str, list[str]]:
+    """(The text, normalised, with the population's words left out where they say who was treated; the population's
+    conditions it counts as events). A trial after myocardial infarction that measured only infarct size reports no
+    infarction; "reinfarction", "the incidence of heart failure" or "the risk of stroke" are clinical events the
+    trial counts (EVENT_BEFORE)."""
+    plain, events = normalise(text), []
+    for concept in population:
+        kept, last = [], 0
+        for match in concept.regex.finditer(plain):
+            if EVENT_BEFORE.search(plain[max(0, match.start() - 40) : match.start()]):
+                events.append(match.group(0))
+            else:
+                kept += [plain[last : match.start()], " "]
+                last = match.end()
+        plain = "".join([*kept, plain[last:]])
+    return plain, events
 
 
 def reports_outcome(text: str, outcomes: tuple[str, ...], title: str = "") -> bool:

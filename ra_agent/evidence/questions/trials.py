@@ -81,9 +81,16 @@ ECONOMIC = re.compile(r"\bcosts?\b|\bcost[- ](?:effective\w*|utility|benefit|ana
 ACCURACY = re.compile(r"\bdiagnostic (?:accuracy|performance|value)\b|\bsensitivity and specificity\b"
                       r"|\baccuracy of\b", re.I)  # fmt: skip
 # A report of a trial's data that asks what predicts or goes with an outcome, not what the treatment did
-PROGNOSIS = re.compile(r"\bprognostic (?:value|implications?|significance|factors?|variables?)\b|\bpredictors? of\b"
-                       r"|\bcorrelates of\b|\brelationships? (?:of|between)\b|\bassociations? between\b",
+PROGNOSIS = re.compile(r"\bprognostic (?:value|importance|implications?|significance|factors?|variables?)\b"
+                       r"|\bpredictors? of\b|\b(?:does|do|did) not predict\b|\b(?:independently |strongly )?predicts\b"
+                       r"|\bcorrelates of\b|\brelationships? (?:of|between)\b|\bassociations? between\b"
+                       r"|\b(?:is|are|was|were) associated with\b|\balleles?\b|\bpolymorphisms?\b",
                        re.I)  # fmt: skip
+# A report of who entered a trial, before any result: its baseline data or its recruitment
+BASELINE = re.compile(r"\bbaseline (?:data|characteristics|findings|features|profile)\b|\bcharacteristics (?:of (?:the )?"
+                      r"(?:study |trial )?(?:population|participants|patients|cohort) )?at baseline\b"
+                      r"|\b(?:patient|participant|subject)s? recruitment\b|\brecruitment (?:and|of) (?:baseline|patients"
+                      r"|participants|subjects)\b", re.I)  # fmt: skip
 # Writing about a trial rather than its report: an update, its implications, lessons or experiences drawn from it
 COMMENTARY = re.compile(r"\bimplications of\b|\btrials? update\b|\bprogress report\b|\blessons (?:from|learned)\b"
                         r"|\bexperiences? from\b|\bchallenges of\b|\bclinical trial of the month\b", re.I)  # fmt: skip
@@ -184,6 +191,19 @@ def _about_trials(paper: Paper) -> str | None:
     return None
 
 
+# a sentence saying who took part (its aim, a count, a verb of taking part), not what is known ("In healthy
+# volunteers, the pharmacokinetics of X are linear" sets the scene of a trial in patients)
+TOOK_PART = re.compile(r"\b(?:were|was|took part|participated|received|underwent|completed|studied|randomi[sz]ed)\b"
+                       r"|\d", re.I)  # fmt: skip
+
+
+def _healthy(paper: Paper) -> re.Match[str] | None:
+    """Healthy volunteers as the trial's participants: in its title, or in a sentence saying who took part."""
+    said = [paper.title or "", *(s for s in sentences(paper.abstract) if SUBJECT_SENTENCE.search(s)
+                                 or RANDOMISED_TEXT.search(s) or TOOK_PART.search(s))]  # fmt: skip
+    return next((m for text in said if (m := HEALTHY.search(text))), None)
+
+
 def _in_animals(paper: Paper) -> str | None:
     mesh = set(paper.mesh)
     if "Animals" in mesh and "Humans" not in mesh:
@@ -272,7 +292,8 @@ def not_a_trial_report(paper: Paper) -> str | None:
         return "a trial protocol (the abstract says what will be done, and gives no results)"
     for pattern, what in ((INSTRUMENT, "an instrument's validation"), (ECONOMIC, "an economic evaluation"),
                           (ACCURACY, "a diagnostic-accuracy study"), (REVIEW_TITLE_CUE, "a narrative review"),
-                          (PROGNOSIS, "an analysis of prognosis or association"), (COMMENTARY, "a commentary")):  # fmt: skip
+                          (PROGNOSIS, "an analysis of prognosis or association"), (COMMENTARY, "a commentary"),
+                          (BASELINE, "a report of baseline data (no results)")):  # fmt: skip
         if match := pattern.search(title):
             return f"{what} (title says {match.group(0)!r})"
     for heading, what in NOT_A_TRIAL_MESH.items():
@@ -510,7 +531,7 @@ def eligibility(paper: Paper, topic: Topic) -> Eligibility:
         return Eligibility(pmid, False, f"not randomised (title says {match.group(0)!r})")
     if why := _in_animals(paper):
         return Eligibility(pmid, False, f"not in humans ({why})")
-    if match := HEALTHY.search(f"{paper.title} {paper.abstract}"):
+    if match := _healthy(paper):
         return Eligibility(pmid, False, f"healthy volunteers ({match.group(0)!r})")
     physiology = PHYSIOLOGY.search(paper.title or "") if not CLINICAL_OUTCOME.search(paper.title or "") else None
     if match := MECHANISM.search(paper.title or "") or physiology:

@@ -1,6 +1,6 @@
 """What a trial studied, on real records: MeSH subheadings as indexed, the handbook's stated eligibility, every
 comparator a trial names, reports that are not of a trial's effects, reviews that ask something else, and reports
-of one trial grouped into one study (the demo corpus and CD006468's search results)."""
+of one trial grouped into one study (the demo corpus, CD006468's search results and records of three DERP review sets)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from ra_agent.evidence.questions.mesh import MeshTerm, roles
 from ra_agent.evidence.questions.model import (
     DOSE_KIND,
     NON_DRUG_KIND,
+    NOT_NAMED,
     OTHER_CLASS,
     PLACEBO_ARM,
     PLACEBO_KIND,
@@ -36,6 +37,7 @@ ROOT = Path(__file__).resolve().parents[3]
 GAPS = ROOT / "tests" / "fixtures" / "gaps"
 DEMO = ROOT / "data" / "demo" / "Cohen_2006_ProtonPumpInhibitors.csv"
 BASELINE = ROOT / "tests" / "fixtures" / "medline" / "pmparser_baseline_pubmed26n1334.xml.gz"
+DERP = ROOT / "tests" / "fixtures" / "derp" / "eligibility_records.csv"
 
 
 def _import(path: Path, tmp: Path) -> dict[int, Paper]:
@@ -65,6 +67,11 @@ def demo(tmp_path_factory) -> dict[int, Paper]:
 @pytest.fixture(scope="module")
 def reflux() -> Topic:
     return handbook_topic(ROOT / "handbooks" / "seek_gap_ppi_gerd.md")
+
+
+@pytest.fixture(scope="module")
+def derp(tmp_path_factory) -> dict[int, Paper]:
+    return _import(DERP, tmp_path_factory.mktemp("derp"))
 
 
 # ---------------------------------------------------------------------------- MeSH as indexed
@@ -325,6 +332,83 @@ def test_english_language_publications_read_the_records_language(gaps):
     assert english.outside(bracketed, eligibility(warp, cvc)) is None
     fallback = replace(bracketed, language=[])  # unknown: the title in brackets is the sign
     assert "its title is in square brackets" in (english.outside(fallback, eligibility(warp, cvc)) or "")
+
+
+ACE_TOPIC = "ACE inhibitors AND (hypertension OR heart failure OR myocardial infarction OR diabetic nephropathy)"
+ACE_ELIGIBILITY = ("An ACE inhibitor compared head to head with another ACE inhibitor, or with placebo or another drug "
+                   "class for clinical outcomes (mortality, cardiovascular events, hospitalisation, progression of "
+                   "kidney disease).")  # fmt: skip
+
+
+def test_the_condition_the_participants_have_is_not_an_outcome_the_trial_reports(derp):
+    """Asked for clinical outcomes, a placebo-controlled trial in patients after myocardial infarction that measured
+    fibrinolysis (9134274) reports no infarction: the words say who was treated. The CATS trial (12633543) counts
+    "the incidence of chronic heart failure", a condition of the topic named as an event, and stays."""
+    topic = Topic.from_seed_query(ACE_TOPIC).with_corpus(list(derp.values()))
+    scope = read_scope(ACE_ELIGIBILITY, topic.intervention)
+    after_mi, cats = derp[9134274], derp[12633543]
+    assert "myocardial infarction" in after_mi.title.lower() and eligibility(after_mi, topic).eligible
+    assert "reports none of mortality" in (
+        scope.outside(after_mi, eligibility(after_mi, topic), topic.population) or ""
+    )
+    assert scope.outside(after_mi, eligibility(after_mi, topic)) is None  # read without the population: infarction
+    assert "incidence of chronic heart failure" in cats.abstract
+    assert scope.outside(cats, eligibility(cats, topic), topic.population) is None
+
+
+def test_a_comparator_the_rules_cannot_name_is_held_to_the_outcomes_the_comparisons_ask(derp):
+    """A handbook asking outcomes of placebo and other-class comparisons, not of head-to-head ones: a trial whose
+    comparator is unnamed may be any of them, so it must report one (held to them like the rest)."""
+    topic = Topic.from_seed_query(ACE_TOPIC).with_corpus(list(derp.values()))
+    scope = read_scope(ACE_ELIGIBILITY, topic.intervention)
+    after_mi = derp[9134274]
+    answer = eligibility(after_mi, topic)
+    assert answer.eligible and answer.kinds == (PLACEBO_KIND,)
+    unnamed = replace(answer, comparator=NOT_NAMED, comparators=(NOT_NAMED,))
+    assert unnamed.kinds == (UNNAMED,)
+    assert "reports none of" in (scope.outside(after_mi, unnamed, topic.population) or "")
+    head_to_head = read_scope("An ACE inhibitor compared head to head with another ACE inhibitor.", topic.intervention)
+    assert head_to_head.outside(after_mi, unnamed, topic.population) is None  # no outcomes asked
+
+
+def test_stroke_volume_is_a_measurement_not_a_stroke(derp):
+    """Nebivolol versus atenolol (12888152) measured stroke volume; a handbook excluding trials that report only
+    intermediate outcomes leaves it out."""
+    topic = Topic.from_seed_query("beta blockers AND hypertension").with_corpus(list(derp.values()))
+    scope = read_scope("A beta blocker compared head to head with another beta blocker, or with placebo or another "
+                       "drug for clinical outcomes (mortality, cardiovascular events, hospitalisation, symptoms); "
+                       "trials reporting only blood pressure or other intermediate outcomes excluded.",
+                       topic.intervention)  # fmt: skip
+    trial = derp[12888152]
+    assert "stroke volume" in trial.abstract and eligibility(trial, topic).eligible
+    assert "reports none of" in (scope.outside(trial, eligibility(trial, topic), topic.population) or "")
+
+
+def test_baseline_reports_and_analyses_of_prediction_or_genotype_are_not_reports_of_the_effect(derp):
+    """The CAPPP trial's "baseline data and current status" (9495662), "Renin status does not predict the
+    anti-hypertensive response" (9579769) and the ACE insertion/deletion polymorphism and response (9869506): each
+    reports on a randomised trial's participants, none reports what the treatment did."""
+    topic = Topic.from_seed_query(ACE_TOPIC).with_corpus(list(derp.values()))
+    reasons = {pmid: eligibility(derp[pmid], topic).reason for pmid in (9495662, 9579769, 9869506)}
+    assert "a report of baseline data (no results) (title says 'baseline data')" in reasons[9495662]
+    assert "an analysis of prognosis or association (title says 'does not predict')" in reasons[9579769]
+    assert "an analysis of prognosis or association (title says 'polymorphism')" in reasons[9869506]
+    assert not any(eligibility(derp[p], topic).eligible for p in reasons)
+
+
+def test_healthy_volunteers_named_in_the_background_are_not_the_trials_participants(derp, demo, reflux):
+    """Eletriptan versus sumatriptan (10636142) says "In healthy volunteers, the pharmacokinetics of eletriptan are
+    characterized by ..." before randomising 857 outpatients with migraine: a trial in patients. A crossover study
+    in which "Twelve healthy volunteers took part" (demo 8276209) stays a study in healthy volunteers."""
+    migraine = Topic.from_seed_query("triptans AND migraine").with_corpus(list(derp.values()))
+    eletriptan = derp[10636142]
+    assert "In healthy volunteers" in eletriptan.abstract
+    answer = eligibility(eletriptan, migraine)
+    assert answer.eligible and "healthy" not in answer.reason
+    assert (
+        eligibility(demo[8276209], reflux.with_corpus(list(demo.values()))).reason
+        == "healthy volunteers ('healthy volunteers')"
+    )
 
 
 # ---------------------------------------------------------------------------- studies, not reports
