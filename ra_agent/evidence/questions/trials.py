@@ -156,7 +156,8 @@ def sentences(text: str) -> list[str]:
 
 def tested_agents(paper: Paper, topic: Topic) -> list[Agent]:
     """Agents of the topic's classes that the record tests: named in its title (in the first arm when the title
-    compares "A versus B"), else in an abstract sentence that randomises or assigns."""
+    compares "A versus B"), else in an abstract sentence that randomises or assigns, unless every mention there is
+    "<agent> alone" (the arm without the addition the trial tests: "an eradication or omeprazole-alone regime")."""
     title = paper.title or ""
     first_arm = re.split(r"\s+(?:versus|vs\.?|compared (?:with|to))\s+", title, maxsplit=1, flags=re.I)[0]
     if not any(any(c in lineage(a.cls) for c in topic.intervention) for a in agents_in(first_arm)):
@@ -177,6 +178,10 @@ def tested_agents(paper: Paper, topic: Topic) -> list[Agent]:
         if any(m and word.fullmatch(m.group(3)) and m.group(3).lower() in (m.group(1).lower(), m.group(2).lower())
                for m in added):  # fmt: skip
             continue  # in both arms of an add-on trial ("A plus B versus A alone"): background, not tested
+        alone = re.compile(rf"\b{re.escape(agent.word)}[- ](?:alone|only)\b", re.I)
+        named = [s for s in randomising if word.search(s)]
+        if not word.search(title) and named and all(len(word.findall(s)) == len(alone.findall(s)) for s in named):
+            continue  # named only as the arm without the tested addition ("an eradication or omeprazole-alone regime")
         if word.search(title_tested) or (not word.search(title) and any(word.search(s) for s in randomising)):
             out.append(agent)
     return out

@@ -1,6 +1,7 @@
 """What a trial studied, on real records: MeSH subheadings as indexed, the handbook's stated eligibility, every
 comparator a trial names, reports that are not of a trial's effects, reviews that ask something else, and reports
-of one trial grouped into one study (the demo corpus, CD006468's search results and records of three DERP review sets)."""
+of one trial grouped into one study (the demo corpus, CD006468's search results and records of three DERP review
+sets)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from ra_agent.evidence.questions.scope import DEFAULT_KINDS, longest_weeks, read
 from ra_agent.evidence.questions.studies import group_studies, registrations
 from ra_agent.evidence.questions.topic import Topic
 from ra_agent.evidence.questions.trials import eligibility
+from ra_agent.evidence.questions.trials import tested_agents as agents_tested
 from ra_agent.ingest.importers import import_file
 from ra_agent.ingest.medline import iter_pubmed_xml
 from ra_agent.models import Paper
@@ -241,6 +243,18 @@ def test_a_treatment_every_participant_already_takes_is_not_the_one_a_trial_test
     planned = eligibility(gaps[23636449], cvc)  # warfarin, LMWH or no prophylaxis; chemotherapy planned for all
     assert planned.eligible and "antineoplastic" not in planned.comparators
     assert set(planned.comparators) == {"another anticoagulant", PLACEBO_ARM}
+
+
+def test_an_agent_named_only_as_the_arm_without_the_tested_addition_is_not_tested(demo, reflux):
+    """11179985 randomised H. pylori-positive reflux patients "to either an eradication or omeprazole-alone regime"
+    (its title names no drug): the trial tests eradication; omeprazole, which both arms take, is not a PPI trial's
+    intervention. A trial whose title names the PPI it tests keeps it (8016006's placebo-controlled omeprazole)."""
+    topic = reflux.with_corpus(list(demo.values()))
+    eradication = demo[11179985]
+    assert "omeprazole-alone regime" in eradication.abstract
+    assert agents_tested(eradication, topic) == []
+    assert eligibility(eradication, topic).reason == "does not test proton pump inhibitor"
+    assert eligibility(demo[8016006], topic).eligible
 
 
 def test_a_population_concept_another_one_narrows_is_asked_once():
