@@ -154,6 +154,17 @@ def sentences(text: str) -> list[str]:
     return [s for s in re.split(r"(?<=[.;?!])\s+", text or "") if s.strip()]
 
 
+def _unless_arms(match: re.Match[str]) -> str:
+    """A background cue's words left out of a title (an add-on's tested agent kept), unless they name alternatives
+    ("patients treated with olanzapine or haloperidol", "after treatment with risperidone versus haloperidol"): those
+    are the trial's arms, not a treatment every participant takes."""
+    window = match.string[match.start() : match.end() + 40]
+    words = {a.word.lower() for a in agents_in(window)}
+    if len(words) >= 2 and re.search(r"\b(?:or|versus|vs\.?)\s", window, re.I):
+        return match.group(0)
+    return f" {match.groupdict().get('added') or ''} "
+
+
 def tested_agents(paper: Paper, topic: Topic) -> list[Agent]:
     """Agents of the topic's classes that the record tests: named in its title (in the first arm when the title
     compares "A versus B"), else in an abstract sentence that randomises or assigns, unless every mention there is
@@ -166,7 +177,7 @@ def tested_agents(paper: Paper, topic: Topic) -> list[Agent]:
     # beta-blockers") is not the one a title tests, as long as the title still names one without it
     title_tested = first_arm
     for background in (BACKGROUND_TREATMENT, ALREADY_TAKEN):
-        if agents_in(kept := background.sub(lambda m: f" {m.groupdict().get('added') or ''} ", title_tested)):
+        if agents_in(kept := background.sub(_unless_arms, title_tested)):
             title_tested = kept
     randomising = [s for s in sentences(paper.abstract) if RANDOMISED_TEXT.search(s)]
     added = [ADD_ON.search(t) for t in (title, *randomising)]

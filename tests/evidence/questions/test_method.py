@@ -257,6 +257,18 @@ def test_an_agent_named_only_as_the_arm_without_the_tested_addition_is_not_teste
     assert eligibility(demo[8016006], topic).eligible
 
 
+def test_agents_a_title_names_as_alternatives_after_treated_with_are_the_arms(derp):
+    """The title "... patients with schizophrenia treated with olanzapine or haloperidol" (12223254): "treated with"
+    before two alternatives names the trial's arms, so the trial tests olanzapine; before one agent it names a
+    treatment every participant takes (see the test of treatments every participant takes)."""
+    topic = Topic.from_seed_query("atypical antipsychotics AND schizophrenia").with_corpus(list(derp.values()))
+    trial = derp[12223254]
+    assert "treated with olanzapine or haloperidol" in trial.title
+    assert [a.word for a in agents_tested(trial, topic)] == ["olanzapine"]
+    answer = eligibility(trial, topic)
+    assert answer.eligible and "tests olanzapine (atypical antipsychotic)" in answer.reason
+
+
 def test_a_population_concept_another_one_narrows_is_asked_once():
     topic = Topic.from_seed_query("proton pump inhibitors AND gastroesophageal reflux AND reflux")
     assert [c.label for c in topic.population] == ["gastroesophageal reflux"]
