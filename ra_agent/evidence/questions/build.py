@@ -32,7 +32,7 @@ from dataclasses import replace
 
 from ra_agent.evidence.questions.judge import QuestionJudge, RulesJudge
 from ra_agent.evidence.questions.model import NOT_NAMED, CoveringReview, Eligibility, ReviewQuestion, comparator_kind
-from ra_agent.evidence.questions.reviews import is_review
+from ra_agent.evidence.questions.reviews import as_read, is_review
 from ra_agent.evidence.questions.scope import Scope
 from ra_agent.evidence.questions.studies import further_reports, group_studies
 from ra_agent.evidence.questions.topic import CorpusStatistics, Topic, normalise
@@ -94,7 +94,7 @@ def _outcomes(papers: Iterable[Paper], limit: int = 5) -> list[str]:
 def _scoped(paper: Paper, answer: Eligibility, scope: Scope, topic: Topic) -> Eligibility:
     """An eligible trial the handbook's prose leaves out (population, design, duration, outcomes) is ineligible,
     saying why; the comparison itself is judged per question (`Scope.allows`)."""
-    if answer.eligible and (why := scope.outside(paper, answer, topic.population)):
+    if answer.eligible and (why := scope.outside(as_read(paper), answer, topic.population)):
         return replace(answer, eligible=False, reason=f"outside the handbook's eligibility: {why}")
     return answer
 

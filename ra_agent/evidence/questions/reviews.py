@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import replace
 
 from ra_agent.models import Paper
 
@@ -44,9 +45,23 @@ def cue_reason(paper: Paper, pub_types: Iterable[str], text_cue: re.Pattern, mes
     return None
 
 
+# PubMed prints an erratum's wrong title words beside the corrected ones ("Double-blind comparison [correction of
+# Double-blind, placebo-controlled comparison] of rabeprazole 20 mg vs. omeprazole ..."): the rules read the title
+# without them
+CORRECTION_OF = re.compile(r"\s*\[correction of [^\]]*\]", re.I)
+
+
+def as_read(paper: Paper) -> Paper:
+    """The record as the rules read it (whether it is a review, a trial, in the handbook's scope): its title without
+    an erratum's "[correction of ...]" words. Reports show the title as PubMed gives it."""
+    if CORRECTION_OF.search(paper.title or ""):
+        return replace(paper, title=CORRECTION_OF.sub("", paper.title))
+    return paper
+
+
 def is_review(paper: Paper) -> str | None:
-    """Why a record is a review (`review_reason`, or a Cochrane Database journal), or None."""
-    reason = review_reason(paper)
+    """Why a record is a review (`review_reason` of its title as read, or a Cochrane Database journal), or None."""
+    reason = review_reason(as_read(paper))
     if reason is None and REVIEW_JOURNAL.search(paper.journal or ""):
         reason = f"journal {paper.journal!r}"
     return reason

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import replace
 
 from ra_agent.evidence.classes import PLACEBO, Agent, agents_in, classes_named, lineage
 from ra_agent.evidence.questions import mesh
@@ -16,7 +15,7 @@ from ra_agent.evidence.questions.model import (
     Eligibility,
     compares_with,
 )
-from ra_agent.evidence.questions.reviews import REVIEW_TITLE_CUE, cue_reason, is_review
+from ra_agent.evidence.questions.reviews import REVIEW_TITLE_CUE, as_read, cue_reason, is_review
 from ra_agent.evidence.questions.topic import Concept, Topic, normalise
 from ra_agent.models import Paper
 
@@ -522,17 +521,10 @@ def comparator_of(paper: Paper, agents: Sequence[Agent], topic: Topic | None = N
     return comparators_of(paper, agents, topic)[0]
 
 
-# PubMed prints an erratum's wrong title words beside the corrected ones ("Double-blind comparison [correction of
-# Double-blind, placebo-controlled comparison] of rabeprazole 20 mg vs. omeprazole ..."): the rules read the title
-# without them
-CORRECTION_OF = re.compile(r"\s*\[correction of [^\]]*\]", re.I)
-
-
 def eligibility(paper: Paper, topic: Topic) -> Eligibility:
     """Whether `paper` is a trial a reviewer would accept for the topic's treatment question, and why (read from its
     corrected title: an erratum's "[correction of ...]" words are not the trial's)."""
-    if CORRECTION_OF.search(paper.title or ""):
-        paper = replace(paper, title=CORRECTION_OF.sub("", paper.title))
+    paper = as_read(paper)
     pmid = paper.pmid
     if why := is_review(paper):
         return Eligibility(pmid, False, f"a review ({why})")

@@ -25,6 +25,7 @@ from ra_agent.evidence.questions.model import (
     UNNAMED,
 )
 from ra_agent.evidence.questions.review_asks import read_review
+from ra_agent.evidence.questions.reviews import as_read
 from ra_agent.evidence.questions.scope import DEFAULT_KINDS, longest_weeks, read_scope
 from ra_agent.evidence.questions.studies import group_studies, registrations
 from ra_agent.evidence.questions.topic import Topic
@@ -206,6 +207,9 @@ def test_an_errata_notice_in_the_title_is_not_read_as_the_trials_design(demo, re
     judged = eligibility(paper, topic)
     assert judged.eligible and judged.comparators == ("another proton pump inhibitor",), judged
     assert "[correction of" in demo[9892879].title
+    read = as_read(paper)  # what every rule reads: eligibility, is_review and the handbook's scope
+    assert read.title.startswith("Double-blind comparison of rabeprazole 20 mg") and "correction" not in read.title
+    assert as_read(demo[8016006]) is demo[8016006]  # a title without an erratum is read as it is
 
 
 def test_a_comparator_of_the_interventions_own_class_takes_the_head_to_head_trials(demo):
