@@ -155,7 +155,7 @@ def start(model: Path, *, n_ctx: int = DEFAULT_CTX, port: int | None = None, thr
     with log_path.open("ab") as out:
         proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)  # fmt: skip
-    return proc, ServerInfo(proc.pid, port, str(model), n_ctx, str(log_path))
+    return proc, ServerInfo(proc.pid, port, str(model), n_ctx, str(log_path), threads)
 
 
 def wait_ready(info: ServerInfo, proc: subprocess.Popen | None = None, timeout_s: float = 180.0) -> float:
@@ -236,7 +236,6 @@ def serve(data_dir: Path, *, n_ctx: int = DEFAULT_CTX, port: int | None = None, 
     install_missing(echo)
     model = model_file()
     data_dir.mkdir(parents=True, exist_ok=True)
-    threads = threads or default_threads()
     proc, info = start(model, n_ctx=n_ctx, port=port, threads=threads, log_path=data_dir / "logs" / "llm_server.log",
                        state_file=state_path(data_dir))  # fmt: skip
     try:
@@ -246,8 +245,8 @@ def serve(data_dir: Path, *, n_ctx: int = DEFAULT_CTX, port: int | None = None, 
         terminate(proc.pid)
         raise
     state_path(data_dir).write_text(json.dumps(asdict(info)), encoding="utf-8")
-    echo(f"llama.cpp server (pid {info.pid}) serves {model.name} at {info.base_url} on {threads} thread(s) (ready in "
-         f"{took:.1f} s; {check}; log {info.log}); stop it with: ra llm stop")  # fmt: skip
+    echo(f"llama.cpp server (pid {info.pid}) serves {model.name} at {info.base_url} on {info.threads} thread(s) "
+         f"(ready in {took:.1f} s; {check}; log {info.log}); stop it with: ra llm stop")  # fmt: skip
     return info
 
 

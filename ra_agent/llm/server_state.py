@@ -24,6 +24,7 @@ class ServerInfo:
     model: str
     n_ctx: int
     log: str
+    threads: int = 0  # llama.cpp's threads (0 in a state file written before ra recorded them)
 
     @property
     def base_url(self) -> str:

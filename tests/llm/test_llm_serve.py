@@ -76,6 +76,7 @@ def test_sigterm_to_the_server_leaves_no_state_file(tmp_path):
         _, info = start(config, state, 1024, "--threads", "1")
         command = serve.command_line(info["pid"])
         assert serve.is_server(info["pid"]) and "--ra-state-file" in command and "--n_threads 1 " in command, command
+        assert info["threads"] == 1  # the state file says how many threads the server runs on
         os.kill(info["pid"], signal.SIGTERM)  # as a process manager or `kill` would
         end = time.monotonic() + 60
         while serve.alive(info["pid"]) and time.monotonic() < end:
