@@ -9,13 +9,17 @@ from dataclasses import replace
 from ra_agent.models import Paper
 
 REVIEW_PUB_TYPES = ("Systematic Review", "Meta-Analysis", "Review")
-REVIEW_TEXT_CUE = re.compile(r"\bsystematic(?:\s+literature)?\s+reviews?\b|\bmeta[\s-]?analy(?:sis|ses|tic)\b", re.I)
+# "systematic overview" and "overview of randomised trials": the older names of a systematic review of trials
+REVIEW_TEXT_CUE = re.compile(r"\bsystematic(?:\s+literature)?\s+(?:reviews?|overviews?)\b|\bmeta[\s-]?analy(?:sis|ses|tic)\b"
+                             r"|\boverview of (?:the )?(?:randomi[sz]ed|controlled|clinical) (?:\w+ )?trials\b", re.I)  # fmt: skip
 REVIEW_JOURNAL = re.compile(r"cochrane database", re.I)
-# a title that names itself a review ("Rabeprazole: a review of its use in ...", "a literature review"): drug profiles
+# a title that names itself a review ("Rabeprazole: a review of its use in ...", "a literature review", a drug
+# profile's "Quinapril: an update of its pharmacology and therapeutic use"): drug profiles
 # and narrative reviews often carry no publication type in an export; never a trial's report, and not a systematic
 # review that could cover a question either (trials.not_a_trial_report)
 REVIEW_TITLE_CUE = re.compile(r"^reviews?\b|\breview of\b|"
-                              r"\b(?:a|an|systematic|critical|narrative|literature|updated?)\s+(?:\w+\s+)?review\b", re.I)  # fmt: skip
+                              r"\b(?:a|an|systematic|critical|narrative|literature|updated?)\s+(?:\w+\s+)?review\b"
+                              r"|\ban update of its\b|\bits pharmacology\b", re.I)  # fmt: skip
 
 
 def review_reason(paper: Paper) -> str | None:

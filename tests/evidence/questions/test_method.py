@@ -25,7 +25,7 @@ from ra_agent.evidence.questions.model import (
     UNNAMED,
 )
 from ra_agent.evidence.questions.review_asks import read_review
-from ra_agent.evidence.questions.reviews import as_read
+from ra_agent.evidence.questions.reviews import as_read, is_review
 from ra_agent.evidence.questions.scope import DEFAULT_KINDS, longest_weeks, read_scope
 from ra_agent.evidence.questions.studies import group_studies, registrations
 from ra_agent.evidence.questions.topic import Topic
@@ -424,6 +424,21 @@ def test_baseline_reports_and_analyses_of_prediction_or_genotype_are_not_reports
     assert "an analysis of prognosis or association (title says 'does not predict')" in reasons[9579769]
     assert "an analysis of prognosis or association (title says 'polymorphism')" in reasons[9869506]
     assert not any(eligibility(derp[p], topic).eligible for p in reasons)
+
+
+def test_a_systematic_overview_is_a_review_and_a_drug_profile_is_no_trial_report(derp):
+    """The words "systematic overview" are the older name of a systematic review of trials (10841227, individual
+    data of 96,712 randomised patients): a review that may cover a question. A drug profile, "Quinapril: a further
+    update of its pharmacology and therapeutic use ..." (11817979), is a narrative review: neither a trial nor a
+    covering review."""
+    topic = Topic.from_seed_query(ACE_TOPIC).with_corpus(list(derp.values()))
+    overview, profile = derp[10841227], derp[11817979]
+    assert is_review(overview) == "title says 'systematic overview'"
+    assert not eligibility(overview, topic).eligible
+    assert is_review(profile) is None
+    assert eligibility(profile, topic).reason == (
+        "not a report of the trial's effects: a narrative review (title says 'its pharmacology')"
+    )
 
 
 def test_healthy_volunteers_named_in_the_background_are_not_the_trials_participants(derp, demo, reflux):
