@@ -125,8 +125,10 @@ BACKGROUND_TREATMENT = re.compile(r"\b(?:receiving|undergoing|during|scheduled f
 # atenolol", "the addition of amlodipine to atenolol", "nifedipine in angina refractory to beta-blockers" test the
 # first named agent; the second is every participant's background (up to three words after the cue)
 ALREADY_TAKEN = re.compile(r"(?:\b(?:inadequately|insufficiently|poorly|not) (?:controlled|responding) (?:on|by|with)"
-                           r"|\b(?:refractory|resistant|unresponsive) to|\bdespite(?: adequate| maximal| optimal)?"
-                           r"|\badded to|\badditional (?:[\w-]+ ){0,2}?(?:treatment|therapy|drug) to"
+                           r"|\b(?:refractory|resistant|unresponsive|(?:partially|poorly) responsive) to"
+                           r"|\bdespite(?: adequate| maximal| optimal)?|\badded to|\baugmentation of|\baugmenting"
+                           r"|\badjunct(?:ive)? (?:(?:treatment|therapy) )?to"
+                           r"|\b(?:as )?(?:an )?add-on to|\badditional (?:[\w-]+ ){0,2}?(?:treatment|therapy|drug) to"
                            r"|(?P<added>\b(?:addition|adding|add-on) of [\w-]+(?: [\w-]+)? )to)(?:\s+[\w-]+){1,3}",
                            re.I)  # fmt: skip
 # an add-on design: "A plus B versus A alone" tests B (A is in both arms)
@@ -176,7 +178,10 @@ def tested_agents(paper: Paper, topic: Topic) -> list[Agent]:
     # beta-blockers") is not the one a title tests, as long as the title still names one without it
     title_tested = first_arm
     for background in (BACKGROUND_TREATMENT, ALREADY_TAKEN):
-        if agents_in(kept := background.sub(_unless_arms, title_tested)):
+        kept = background.sub(_unless_arms, title_tested)
+        # what a title adds to or gives despite a treatment is what it tests, in the class table or not ("D-serine
+        # added to clozapine", "glycine augmentation of clozapine")
+        if agents_in(kept) or (background is ALREADY_TAKEN and kept != title_tested and re.match(r"\s*\w", kept)):
             title_tested = kept
     randomising = [s for s in sentences(paper.abstract) if RANDOMISED_TEXT.search(s)]
     added = [ADD_ON.search(t) for t in (title, *randomising)]
@@ -577,6 +582,10 @@ def eligibility(paper: Paper, topic: Topic) -> Eligibility:
                     or a.cls in topic.intervention]  # fmt: skip
     if title_agents and not any(a in agents for a in title_agents):
         other = title_agents[0]
+        if any(c in lineage(other.cls) for c in topic.intervention):
+            return Eligibility(pmid, False, f"does not test {' or '.join(topic.intervention)}: the title names "
+                                            f"{other.word} only as a comparator or a treatment every participant "
+                                            f"takes")  # fmt: skip
         return Eligibility(pmid, False, f"tests {other.word} ({other.cls}), not {' or '.join(topic.intervention)}")
     if not agents:
         return Eligibility(pmid, False, f"does not test {' or '.join(topic.intervention)}")

@@ -273,6 +273,19 @@ def test_agents_a_title_names_as_alternatives_after_treated_with_are_the_arms(de
     assert answer.eligible and "tests olanzapine (atypical antipsychotic)" in answer.reason
 
 
+def test_what_a_title_adds_to_a_treatment_is_tested_even_outside_the_class_table(derp):
+    """The title "D-serine added to clozapine for the treatment of schizophrenia" (10553752): D-serine, which the
+    class table does not list, is what the trial adds and tests; clozapine is every participant's treatment, so the
+    trial is not one of atypical antipsychotics, and says so."""
+    topic = Topic.from_seed_query("atypical antipsychotics AND schizophrenia").with_corpus(list(derp.values()))
+    add_on = derp[10553752]
+    assert agents_tested(add_on, topic) == []
+    assert eligibility(add_on, topic).reason == (
+        "does not test atypical antipsychotic: the title names clozapine only as a comparator or a treatment every "
+        "participant takes"
+    )
+
+
 def test_a_population_concept_another_one_narrows_is_asked_once():
     topic = Topic.from_seed_query("proton pump inhibitors AND gastroesophageal reflux AND reflux")
     assert [c.label for c in topic.population] == ["gastroesophageal reflux"]
