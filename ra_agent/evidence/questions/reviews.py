@@ -10,8 +10,10 @@ from ra_agent.models import Paper
 
 REVIEW_PUB_TYPES = ("Systematic Review", "Meta-Analysis", "Review")
 # "systematic overview" and "overview of randomised trials": the older names of a systematic review of trials
-REVIEW_TEXT_CUE = re.compile(r"\bsystematic(?:\s+literature)?\s+(?:reviews?|overviews?)\b|\bmeta[\s-]?analy(?:sis|ses|tic)\b"
-                             r"|\boverview of (?:the )?(?:randomi[sz]ed|controlled|clinical) (?:\w+ )?trials\b", re.I)  # fmt: skip
+REVIEW_TEXT_CUE = re.compile(r"\bsystematic(?:\s+literature)?\s+(?:reviews?|overviews?)\b"
+                             r"|\bmeta[\s-]?analy(?:sis|ses|tic)\b"
+                             r"|\boverview of (?:the )?(?:randomi[sz]ed|controlled|clinical) (?:\w+ )?trials\b",
+                             re.I)  # fmt: skip
 REVIEW_JOURNAL = re.compile(r"cochrane database", re.I)
 # a title that names itself a review ("Rabeprazole: a review of its use in ...", "a literature review", a drug
 # profile's "Quinapril: an update of its pharmacology and therapeutic use"): drug profiles

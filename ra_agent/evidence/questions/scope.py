@@ -73,7 +73,8 @@ OUTCOME_FILLER = re.compile(r"^(?:(?:serious|clinical|other|important|major|hard
 CLINICAL_OUTCOMES = re.compile(
     r"\bmortality\b|\bdeaths?\b|\bdied\b|\bsurvival\b|\bmorbidity\b|\b(?:cardiovascular|cardiac|coronary|clinical"
     r"|vascular|cerebrovascular|thrombotic|thromboembolic|major) events?\b|\bhospitali[sz]\w*|\badmissions?\b"
-    r"|\bstrokes?\b(?! (?:volume|work|index|distance))|\binfarctions?\b|\bsymptom\w*|\bquality of life\b|\brelapse\w*|\bremission\b|\bhealing\b|\bpain\b"
+    r"|\bstrokes?\b(?! (?:volume|work|index|distance))|\binfarctions?\b|\bsymptom\w*|\bquality of life\b"
+    r"|\brelapse\w*|\bremission\b|\bhealing\b|\bpain\b"
     r"|\bdisabilit\w*|\bprogression\b|\bdialysis\b|\bamputations?\b|\bfractures?\b|\bexacerbations?\b"
     r"|\brecurrence\w*|\bend[- ]stage\b",
     re.I,

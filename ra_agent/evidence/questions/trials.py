@@ -86,10 +86,10 @@ PROGNOSIS = re.compile(r"\bprognostic (?:value|importance|implications?|signific
                        r"|\b(?:is|are|was|were) associated with\b|\balleles?\b|\bpolymorphisms?\b",
                        re.I)  # fmt: skip
 # A report of who entered a trial, before any result: its baseline data or its recruitment
-BASELINE = re.compile(r"\bbaseline (?:data|characteristics|findings|features|profile)\b|\bcharacteristics (?:of (?:the )?"
-                      r"(?:study |trial )?(?:population|participants|patients|cohort) )?at baseline\b"
-                      r"|\b(?:patient|participant|subject)s? recruitment\b|\brecruitment (?:and|of) (?:baseline|patients"
-                      r"|participants|subjects)\b", re.I)  # fmt: skip
+BASELINE = re.compile(r"\bbaseline (?:data|characteristics|findings|features|profile)\b"
+                      r"|\bcharacteristics (?:of (?:the )?(?:study |trial )?(?:population|participants|patients"
+                      r"|cohort) )?at baseline\b|\b(?:patient|participant|subject)s? recruitment\b"
+                      r"|\brecruitment (?:and|of) (?:baseline|patients|participants|subjects)\b", re.I)  # fmt: skip
 # Writing about a trial rather than its report: an update, its implications, lessons or experiences drawn from it
 COMMENTARY = re.compile(r"\bimplications of\b|\btrials? update\b|\bprogress report\b|\blessons (?:from|learned)\b"
                         r"|\bexperiences? from\b|\bchallenges of\b|\bclinical trial of the month\b", re.I)  # fmt: skip
