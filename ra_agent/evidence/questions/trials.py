@@ -90,6 +90,8 @@ BASELINE = re.compile(r"\bbaseline (?:data|characteristics|findings|features|pro
                       r"|\bcharacteristics (?:of (?:the )?(?:study |trial )?(?:population|participants|patients"
                       r"|cohort) )?at baseline\b|\b(?:patient|participant|subject)s? recruitment\b"
                       r"|\brecruitment (?:and|of) (?:baseline|patients|participants|subjects)\b", re.I)  # fmt: skip
+# An analysis of several trials' data pooled together: not one trial's report (and no systematic review either)
+POOLED = re.compile(r"\bpooled (?:analys[ie]s|data|results)\b|\banalys[ie]s of (?:the )?pooled\b", re.I)
 # Writing about a trial rather than its report: an update, its implications, lessons or experiences drawn from it
 COMMENTARY = re.compile(r"\bimplications of\b|\btrials? update\b|\bprogress report\b|\blessons (?:from|learned)\b"
                         r"|\bexperiences? from\b|\bchallenges of\b|\bclinical trial of the month\b", re.I)  # fmt: skip
@@ -131,9 +133,10 @@ ALREADY_TAKEN = re.compile(r"(?:\b(?:inadequately|insufficiently|poorly|not) (?:
                            r"|\b(?:as )?(?:an )?add-on to|\badditional (?:[\w-]+ ){0,2}?(?:treatment|therapy|drug) to"
                            r"|(?P<added>\b(?:addition|adding|add-on) of [\w-]+(?: [\w-]+)? )to)(?:\s+[\w-]+){1,3}",
                            re.I)  # fmt: skip
-# an add-on design: "A plus B versus A alone" tests B (A is in both arms)
+# an add-on design: "A plus B versus A alone" (or "A combined with B vs. A") tests B (A is in both arms)
 ADD_ON = re.compile(r"\b([\w-]+)\s+(?:plus|and|\+|with|combined with|in combination with|added to)\s+([\w-]+)\s+"
-                    r"(?:versus|vs\.?|compared (?:with|to))\s+([\w-]+)\s+(?:alone|monotherapy|only)\b", re.I)  # fmt: skip
+                    r"(?:versus|vs\.?|compared (?:with|to))\s+([\w-]+)(?:\s+(?:alone|monotherapy|only))?\b",
+                    re.I)  # fmt: skip
 # an allocation sentence names each arm with its size: "pantoprazole 20 mg (n=203) or 40 mg (n=193)"
 ARM_SIZE = re.compile(r"\(\s*n\s*=\s*\d+\s*\)", re.I)
 # a title that says it compares the agents it names ("a randomized blinded comparison of omeprazole and ranitidine")
@@ -153,6 +156,12 @@ def randomised(paper: Paper) -> str | None:
 
 def sentences(text: str) -> list[str]:
     return [s for s in re.split(r"(?<=[.;?!])\s+", text or "") if s.strip()]
+
+
+# patients described by a drug they have or have not had ("triptan-naive", "triptan naive patients", "PPI-refractory"):
+# who was randomised, not what was tested
+PATIENTS_BY_DRUG = re.compile(r"\b[\w-]+[- ](?:na[iï]ve|non-?responsive|non-?responders?|refractory|resistant|intolerant"
+                              r"|experienced)\b", re.I)  # fmt: skip
 
 
 def _unless_arms(match: re.Match[str]) -> str:
@@ -183,7 +192,7 @@ def tested_agents(paper: Paper, topic: Topic) -> list[Agent]:
         # added to clozapine", "glycine augmentation of clozapine")
         if agents_in(kept) or (background is ALREADY_TAKEN and kept != title_tested and re.match(r"\s*\w", kept)):
             title_tested = kept
-    randomising = [s for s in sentences(paper.abstract) if RANDOMISED_TEXT.search(s)]
+    randomising = [PATIENTS_BY_DRUG.sub(" ", s) for s in sentences(paper.abstract) if RANDOMISED_TEXT.search(s)]
     added = [ADD_ON.search(t) for t in (title, *randomising)]
     out = []
     for agent in agents_in(f"{title} {paper.abstract}"):
@@ -313,7 +322,8 @@ def not_a_trial_report(paper: Paper) -> str | None:
     for pattern, what in ((INSTRUMENT, "an instrument's validation"), (ECONOMIC, "an economic evaluation"),
                           (ACCURACY, "a diagnostic-accuracy study"), (REVIEW_TITLE_CUE, "a narrative review"),
                           (PROGNOSIS, "an analysis of prognosis or association"), (COMMENTARY, "a commentary"),
-                          (BASELINE, "a report of baseline data (no results)")):  # fmt: skip
+                          (BASELINE, "a report of baseline data (no results)"),
+                          (POOLED, "a pooled analysis of several trials")):  # fmt: skip
         if match := pattern.search(title):
             return f"{what} (title says {match.group(0)!r})"
     for heading, what in NOT_A_TRIAL_MESH.items():

@@ -286,6 +286,21 @@ def test_what_a_title_adds_to_a_treatment_is_tested_even_outside_the_class_table
     )
 
 
+def test_a_pooled_analysis_is_no_trial_report_and_an_agent_in_both_arms_is_not_tested(derp):
+    """Tolterodine's "analysis of the pooled phase II efficacy and safety data" (10223495) reports several trials
+    together, no one trial; "Rizatriptan combined with rofecoxib vs. rizatriptan" (12100094) tests rofecoxib, as
+    "A plus B versus A alone" does."""
+    bladder = Topic.from_seed_query("antimuscarinics AND overactive bladder").with_corpus(list(derp.values()))
+    assert eligibility(derp[10223495], bladder).reason == (
+        "not a report of the trial's effects: a pooled analysis of several trials (title says 'analysis of the pooled')"
+    )
+    migraine = Topic.from_seed_query("triptans AND migraine").with_corpus(list(derp.values()))
+    combined = derp[12100094]
+    assert "combined with rofecoxib vs. rizatriptan" in combined.title
+    assert agents_tested(combined, migraine) == []
+    assert not eligibility(combined, migraine).eligible
+
+
 def test_a_population_concept_another_one_narrows_is_asked_once():
     topic = Topic.from_seed_query("proton pump inhibitors AND gastroesophageal reflux AND reflux")
     assert [c.label for c in topic.population] == ["gastroesophageal reflux"]
