@@ -5,8 +5,9 @@ handbook -> topic -> studies -> coverage -> verdict -> dossier.
   the terms and MeSH headings that find its concepts (`agent.questions.handbook_topic` opens the handbook);
 - studies: `candidates.py` reads the records that may bear on the topic through the store's indexes (full-text and
   MeSH) and the corpus counts the topic's terms come from, `corpus.py` the reviews' reference lists; the judge
-  (`judge.py`: `RulesJudge`, or `llm_judge.py`'s LLM) says which records are eligible trials (`trials.py`) and
-  whether a review's own question (`review_asks.py`) encompasses a question;
+  (`judge.py`: `RulesJudge`, or `llm_judge.py`'s LLM) says which records are eligible trials (`trials.py`; a
+  trial's reports that are not of its effects: `not_trials.py`) and whether a review's own question
+  (`review_asks.py`) encompasses a question;
 - coverage and verdict: `build.py` groups the eligible trials into the topic's questions, assesses which reviews
   cover each one and gives its verdict;
 - dossier: `dossier.py` writes one Markdown dossier per question and questions.json;

@@ -32,6 +32,7 @@ from dataclasses import replace
 
 from ra_agent.evidence.questions.judge import QuestionJudge, RulesJudge
 from ra_agent.evidence.questions.model import NOT_NAMED, CoveringReview, Eligibility, ReviewQuestion, comparator_kind
+from ra_agent.evidence.questions.not_trials import not_a_trial_report
 from ra_agent.evidence.questions.reviews import as_read, is_review
 from ra_agent.evidence.questions.scope import Scope
 from ra_agent.evidence.questions.studies import further_reports, group_studies
@@ -106,7 +107,6 @@ FURTHER_REPORT_REASONS = ("about trials", "not a randomised trial", "not randomi
 def _further_reports(topic: Topic, judged, studies, by_pmid, agents) -> dict:
     """`studies.further_reports` over the records the rules turned down only for their design words."""
     from ra_agent.evidence.classes import agents_in, lineage
-    from ra_agent.evidence.questions.trials import not_a_trial_report
 
     candidates = [by_pmid[p] for p, a in judged.items() if not a.eligible and a.reason.startswith(FURTHER_REPORT_REASONS)
                   and not not_a_trial_report(by_pmid[p])

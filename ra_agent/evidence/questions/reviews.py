@@ -18,7 +18,7 @@ REVIEW_JOURNAL = re.compile(r"cochrane database", re.I)
 # a title that names itself a review ("Rabeprazole: a review of its use in ...", "a literature review", a drug
 # profile's "Quinapril: an update of its pharmacology and therapeutic use"): drug profiles
 # and narrative reviews often carry no publication type in an export; never a trial's report, and not a systematic
-# review that could cover a question either (trials.not_a_trial_report)
+# review that could cover a question either (not_trials.not_a_trial_report)
 REVIEW_TITLE_CUE = re.compile(r"^reviews?\b|\breview of\b|"
                               r"\b(?:a|an|systematic|critical|narrative|literature|updated?)\s+(?:\w+\s+)?review\b"
                               r"|\ban update of its\b|\bits pharmacology\b", re.I)  # fmt: skip
