@@ -100,6 +100,10 @@ ALREADY_TAKEN = re.compile(r"(?:\b(?:inadequately|insufficiently|poorly|not) (?:
                            r"|\b(?:as )?(?:an )?add-on to|\badditional (?:[\w-]+ ){0,2}?(?:treatment|therapy|drug) to"
                            r"|(?P<added>\b(?:addition|adding|add-on) of [\w-]+(?: [\w-]+)? )to)(?:\s+[\w-]+){1,3}",
                            re.I)  # fmt: skip
+# the same, named before the words that say so: "in olanzapine-treated outpatients", "clozapine and adjunctive
+# glycine"
+TREATED_BEFORE = re.compile(r"\b[\w-]+-treated\b", re.I)
+ADJUNCT_AFTER = re.compile(r"\b[\w-]+\s+(?:and|with|plus)\s+adjunct(?:ive)?\b", re.I)
 # an add-on design: "A plus B versus A alone" (or "A combined with B vs. A") tests B (A is in both arms)
 ADD_ON = re.compile(r"\b([\w-]+)\s+(?:plus|and|\+|with|combined with|in combination with|added to)\s+([\w-]+)\s+"
                     r"(?:versus|vs\.?|compared (?:with|to))\s+([\w-]+)(?:\s+(?:alone|monotherapy|only))?\b",
@@ -153,11 +157,13 @@ def tested_agents(paper: Paper, topic: Topic) -> list[Agent]:
     # a treatment every participant gets ("heart failure treated with captopril") or already takes ("refractory to
     # beta-blockers") is not the one a title tests, as long as the title still names one without it
     title_tested = first_arm
-    for background in (BACKGROUND_TREATMENT, ALREADY_TAKEN):
+    # what a title adds to or gives despite a treatment is what it tests, in the class table or not ("D-serine added
+    # to clozapine", "glycine augmentation of clozapine", "clozapine and adjunctive glycine"): those cues need no
+    # agent of the table left
+    for background, adds in ((BACKGROUND_TREATMENT, False), (TREATED_BEFORE, False), (ALREADY_TAKEN, True),
+                             (ADJUNCT_AFTER, True)):  # fmt: skip
         kept = background.sub(_unless_arms, title_tested)
-        # what a title adds to or gives despite a treatment is what it tests, in the class table or not ("D-serine
-        # added to clozapine", "glycine augmentation of clozapine")
-        if agents_in(kept) or (background is ALREADY_TAKEN and kept != title_tested and re.match(r"\s*\w", kept)):
+        if agents_in(kept) or (adds and kept != title_tested and kept.strip()):
             title_tested = kept
     randomising = [PATIENTS_BY_DRUG.sub(" ", s) for s in sentences(paper.abstract) if RANDOMISED_TEXT.search(s)]
     added = [ADD_ON.search(t) for t in (title, *randomising)]
