@@ -286,6 +286,18 @@ def test_what_a_title_adds_to_a_treatment_is_tested_even_outside_the_class_table
     )
 
 
+def test_a_treatment_named_before_the_words_that_make_it_background_is_not_tested(derp):
+    """The title "Treatment of weight gain with fluoxetine in olanzapine-treated schizophrenic outpatients"
+    (12629532) tests fluoxetine; "Effect of clozapine and adjunctive high-dose glycine ..." (9892314) tests glycine,
+    which the class table does not list: in both, the atypical antipsychotic is what every participant takes."""
+    topic = Topic.from_seed_query("atypical antipsychotics AND schizophrenia").with_corpus(list(derp.values()))
+    for pmid, agent in ((12629532, "olanzapine"), (9892314, "clozapine")):
+        assert agent in derp[pmid].title.lower()
+        assert agents_tested(derp[pmid], topic) == [], pmid
+    assert eligibility(derp[12629532], topic).reason.startswith("tests fluoxetine (selective serotonin reuptake")
+    assert "names clozapine only as a comparator or a treatment" in eligibility(derp[9892314], topic).reason
+
+
 def test_a_pooled_analysis_is_no_trial_report_and_an_agent_in_both_arms_is_not_tested(derp):
     """Tolterodine's "analysis of the pooled phase II efficacy and safety data" (10223495) reports several trials
     together, no one trial; "Rizatriptan combined with rofecoxib vs. rizatriptan" (12100094) tests rofecoxib, as
