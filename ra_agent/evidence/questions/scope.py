@@ -154,7 +154,7 @@ class Scope:
     def outside(self, paper: Paper, answer: Eligibility, population: Sequence[Concept] = ()) -> str | None:
         """Why an eligible trial is outside the handbook's scope (not the comparison: `allows` decides that per
         question), or None; `population`: the topic's concepts, whose words say who was treated, not what was
-        measured (see `reports_outcome`)."""
+        measured (see `population_read`)."""
         title = paper.title or ""
         subject = " ".join([title, *_subject_sentences(paper)])
         for phrase in self.excluded:
@@ -276,7 +276,7 @@ EVENT_BEFORE = re.compile(r"(?:\b(?:incidence|rates?|risk|occurrence|development
 def population_read(text: str, population: Sequence[Concept]) -> tuple[str, list[str]]:
     """(The text, normalised, with the population's words left out where they say who was treated; the population's
     conditions it counts as events). A trial after myocardial infarction that measured only infarct size reports no
-    infarction; "reinfarction", "the incidence of heart failure" or "the risk of stroke" are clinical events the
+    infarction; "re-infarction", "the incidence of heart failure" or "the risk of stroke" are clinical events the
     trial counts (EVENT_BEFORE)."""
     plain, events = normalise(text), []
     for concept in population:

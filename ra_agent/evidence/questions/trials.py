@@ -179,7 +179,7 @@ def tested_agents(paper: Paper, topic: Topic) -> list[Agent]:
         named = [s for s in randomising if word.search(s)]
         if not word.search(title) and named and all(len(word.findall(s)) == len(alone.findall(s)) for s in named):
             continue  # named only as the arm without the tested addition ("an eradication or omeprazole-alone regime")
-        if word.search(title_tested) or (not word.search(title) and any(word.search(s) for s in randomising)):
+        if word.search(title_tested) or (not word.search(title) and named):
             out.append(agent)
     return out
 
