@@ -314,7 +314,9 @@ def _clauses_of_words(text: str) -> list[str]:
 
 def _listed(inside: str) -> list[str]:
     """Terms listed in a parenthesis: split at , ; / and "or"; "erosive or non-erosive oesophagitis" is
-    oesophagitis of either kind, so the head noun itself."""
+    oesophagitis of either kind, so the head noun itself. Line breaks are spaces: a handbook wraps its prose
+    anywhere ("erosive or\nnon-erosive oesophagitis")."""
+    inside = " ".join(inside.split())
     out = []
     for item in re.split(r"\s*[,;/]\s*", re.sub(r"^(?:e\.g\.|i\.e\.|such as|including)\s*", "", inside.strip())):
         either = re.fullmatch(r"([\w-]+) or (?:non-?|un)\1 (.+)", item.strip())
