@@ -22,13 +22,17 @@ from ra_agent.models import Paper
 
 RANDOMISED_TYPES = ("Randomized Controlled Trial", "Controlled Clinical Trial", "Pragmatic Clinical Trial")
 RANDOMISED_MESH = ("Random Allocation", "Double-Blind Method", "Single-Blind Method")
-# Trial-report wording (one trial randomised its participants); "randomized trials" in the plural is how reviews
-# and commentaries speak, so it is not a cue.
+# Trial-report wording (one trial randomised its participants: "a multicentre, randomized, double-blind,
+# parallel-group design"); "randomized trials" in the plural is how reviews and commentaries speak, so it is not a
+# cue, unless the sentence reports the trials' own participants ("In 2 randomized, double-blind trials of 901
+# patients").
 RANDOMISED_TEXT = re.compile(
     r"\b(?:were|was|are|is|been) (?:\w+ )?randomi[sz]ed\b|\brandomly (?:assigned|allocated|divided|selected)\b"
     r"|\brandomi[sz]ed (?:to|into|in a|between)\b|(?<!non-)\brandomi[sz]ation\b"
     r"|\b(?:a|an|this|our|the present|prospective|open|double-blind|multicent\w+)[, ]+(?:[\w-]+[, ]+){0,4}?"
-    r"randomi[sz]ed\b(?:[, ]+[\w-]+){0,6}?[, ]+(?:trial|study)\b",
+    r"randomi[sz]ed\b(?:[, ]+[\w-]+){0,6}?[, ]+(?:trial|study|design)\b"
+    r"|\bin (?:two|three|four|[2-9]) (?:[\w-]+[, ]+){0,2}?randomi[sz]ed\b(?:[, ]+[\w-]+){0,6}?[, ]+(?:trials|studies)"
+    r" (?:of|in|with|involving) (?:a total of )?\d+",
     re.I,
 )
 # A controlled comparison that says so without the word "randomised": placebo-controlled, "A or placebo was given",
