@@ -123,8 +123,10 @@ def dossier_markdown(
         *(f"- The handbook states: {line}" for line in qset.scope),
         *(
             [
-                f"- The handbook's prose holds {plural(len(qset.scope_not_applied), 'further statement')} the rules do "
-                "not apply (read them when you check the list)"
+                f"- The handbook's prose holds {plural(len(qset.scope_not_applied), 'further statement')} of "
+                "eligibility the rules do not apply; check the list against "
+                f"{'it' if len(qset.scope_not_applied) == 1 else 'them'}:",
+                *(f'  - "{words}"' for words in qset.scope_not_applied),
             ]
             if qset.scope_not_applied
             else []

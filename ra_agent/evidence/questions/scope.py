@@ -98,6 +98,10 @@ MIN_DURATION = re.compile(rf"\b(?:at least|a minimum of|minimum(?: of)?|no (?:le
 # durations an abstract states: "for 8 weeks", "a 12-week trial", "over 2 years", "26 weeks of treatment"
 DURATION = re.compile(rf"\b{_NUMBER}[- ](day|week|month|year)s?\b", re.I)
 ELIGIBILITY_WORDS = re.compile(r"\beligib\w*|\binclu(?:ded|des|ding|sion)\b|\bexclu\w+|\bonly\b", re.I)
+# a clause that tells the agent what to do ("run `run_pico` to count eligible trials", "a cluster with enough
+# eligible trials ... is the gap this handbook asks for"): it names a tool or ra's clusters, not the review's
+# eligibility, so it is no statement a reviewer needs to check the list against
+AGENT_INSTRUCTION = re.compile(r"`\w+|\bclusters?\b", re.I)
 # words an exclusion item carries that name no condition or design of its own
 GENERIC = re.compile(r"\b(?:studies|study|trials?|populations?|patients?|people|participants?|alone|only|the|of|in|with"
                      r"|those|reports?|publications?|data)\b", re.I)  # fmt: skip
@@ -255,12 +259,17 @@ def longest_weeks(abstract: str) -> float | None:
     return round(max(weeks), 1) if weeks else None
 
 
+# a genus abbreviated to its capital ("*H. pylori*", "E. coli") ends no sentence
+GENUS = re.compile(r"(?<![\w.])(\*?[A-Z])\.(?=\s+\*?[a-z])")
+
+
 def _clauses(prose: str) -> list[str]:
     """The prose's clauses (sentences split at ";" and dashes), headings and bullets' marks left out."""
     text = " ".join(
         line.strip().lstrip("-*").strip() for line in prose.splitlines() if not line.lstrip().startswith("#")
     )
-    parts = [c.strip(" ,") for s in sentences(text) for c in re.split(r";|\s+[—–]\s+", s)]
+    parts = [c.strip(" ,").replace("\0", ".") for s in sentences(GENUS.sub("\\1\0", text))
+             for c in re.split(r";|\s+[—–]\s+", s)]  # fmt: skip
     return [" ".join(p.split()) for p in parts if p.strip(" ,")]
 
 
@@ -445,7 +454,7 @@ def read_scope(prose: str, intervention: tuple[str, ...] = ()) -> Scope:
         if ENGLISH_ONLY.search(clause):
             english_only = True
             rules.append("English-language publications only")
-        if rules or ELIGIBILITY_WORDS.search(clause):
+        if rules or (ELIGIBILITY_WORDS.search(clause) and not AGENT_INSTRUCTION.search(clause)):
             statements.append(Statement(clause, "; ".join(dict.fromkeys(rules))))
     if not any_age:
         ages = "adults" if adults and not children else "children" if children and not adults else "any"
