@@ -83,11 +83,26 @@ OUTCOME_EVENT = re.compile(r"\b(?:prevention|incidence|rates?|risk|occurrence|re
                            r"([a-z][\w-]{4,}(?:is|sis|ia|ion|ing|ence|ure|ty|th|ain))\b", re.I)  # fmt: skip
 
 
+# one name per outcome however a record words it ("symptom", "symptomatic" -> "symptoms"; "death" -> "mortality")
+OUTCOME_NAMES = ((re.compile(r"^symptom"), "symptoms"), (re.compile(r"^function"), "function"),
+                 (re.compile(r"^death$"), "mortality"), (re.compile(r"^adverse event"), "adverse events"),
+                 (re.compile(r"^side effect"), "side effects"), (re.compile(r"^h(?:a)?emorrhage$"), "haemorrhage"),
+                 (re.compile(r"^hospitali[sz]ation$"), "hospitalisation"))  # fmt: skip
+
+
+def outcome_name(word: str) -> str:
+    """The name the question lists an outcome word under (lower case, one name per word family)."""
+    word = word.lower()
+    return next((name for pattern, name in OUTCOME_NAMES if pattern.search(word)), word)
+
+
 def _outcomes(papers: Iterable[Paper], limit: int = 5) -> list[str]:
+    """The outcomes most of the question's records name, each record counted once per outcome."""
     counts: dict[str, int] = {}
     for paper in papers:
         text = f"{paper.title} {paper.abstract}"
-        for word in {m.group(1).lower() for pattern in (OUTCOME_CUES, OUTCOME_EVENT) for m in pattern.finditer(text)}:
+        for word in {outcome_name(m.group(1)) for pattern in (OUTCOME_CUES, OUTCOME_EVENT)
+                     for m in pattern.finditer(text)}:  # fmt: skip
             counts[word] = counts.get(word, 0) + 1
     return [w for w, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]]
 
