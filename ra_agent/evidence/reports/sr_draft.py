@@ -115,9 +115,10 @@ def _synthesis(papers: Sequence[Paper], records: Mapping[int, PicoRecord], syn: 
     out = []
     for term, members in sorted(groups.items(), key=lambda kv: (kv[0] == "other interventions", -len(kv[1]))):
         comparators = Counter(short(records[p.pmid].C, 60) for p in members if records[p.pmid].C.strip())
-        outcomes = Counter(short(records[p.pmid].O, 60) for p in members if records[p.pmid].O.strip())
+        # each outcome the PICO fields name whole (a field lists several, "; "-separated; a clipped one says nothing)
+        outcomes = Counter(o for p in members for o in dict.fromkeys(_outcome_phrases(records[p.pmid].O)))
         lead = f"{len(members)} randomised trial{'s' if len(members) > 1 else ''} studied {term}"
-        if comparators:
+        if comparators and " vs " not in term:  # a comparison's label names its comparator already
             lead += f" against {'; '.join(c for c, _ in comparators.most_common(3))}"
         if outcomes:
             lead += f", reporting {'; '.join(o for o, _ in outcomes.most_common(3))}"
@@ -125,6 +126,11 @@ def _synthesis(papers: Sequence[Paper], records: Mapping[int, PicoRecord], syn: 
         body = [f"- {cite(p.pmid)} ({p.year or 'year unknown'}): {key_sentence(p)}" for p in members]
         out.append(f"#### {term[:1].upper() + term[1:]} ({len(members)})\n\n{lead}\n\n" + "\n".join(body))
     return "\n\n".join(out)
+
+
+def _outcome_phrases(field: str, longest: int = 60) -> list[str]:
+    """The outcomes a PICO outcome field lists, each as written, lower case, those longer than `longest` left out."""
+    return [o.lower() for o in (part.strip(" .") for part in field.split(";")) if 3 <= len(o) <= longest]
 
 
 def _span(ev: QuestionEvidence) -> str:

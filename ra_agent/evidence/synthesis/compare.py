@@ -112,7 +112,9 @@ class OutcomeContrasts:
 
 def _weeks(weeks: float) -> str:
     months = round(weeks * 12 / 52)
-    return f"{months} months" if weeks >= 26 and abs(months * 52 / 12 - weeks) < 0.6 else f"{weeks:g} weeks"
+    if weeks >= 26 and abs(months * 52 / 12 - weeks) < 0.6:
+        return f"{months} months"
+    return f"{weeks:g} week{'' if weeks == 1 else 's'}"
 
 
 def _dose(arm: str) -> float:
