@@ -102,10 +102,19 @@ class DocumentCheck:
 
 
 def rule_evidence(text: str, items: Sequence[int], source: str, pmid: int | None = None) -> DocumentCheck:
-    """Which PRISMA items a text reports, by cue: each found item keeps the first sentence (trimmed) that says so."""
+    """Which PRISMA items a text reports, by cue: each found item keeps the first sentence (trimmed) that says so; in
+    a Markdown text with a section named for the item ("### Objectives"), that section's first sentence (the item is
+    reported there, whatever an earlier line happens to say)."""
     units = [s.strip() for line in text.splitlines() for s in sentences(line) if s.strip()]
     found: dict[int, str] = {}
     for item in items:
+        name = PRISMA_ITEMS[item][0]
+        section = next((at for at, unit in enumerate(units[:-1]) if unit.startswith("#") and not
+                        units[at + 1].startswith("#") and unit.lstrip("#").strip().lower() == name.lower()),
+                       None)  # fmt: skip
+        if section is not None:
+            found[item] = f"{name!r} in: {name}: {units[section + 1][:SNIPPET_CHARS]}"
+            continue
         for at, unit in enumerate(units):
             match = next((m for rx in _PRISMA_RES[item] if (m := rx.search(unit))), None)
             if match:

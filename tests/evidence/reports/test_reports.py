@@ -104,6 +104,11 @@ def test_the_sr_draft_includes_the_questions_studies_and_passes_prisma(demo):
     # the draft reports PRISMA items 4-8, so a check of the draft (above its checklist) passes
     check = check_draft(demo.cfg, brain, checked_text(text))
     assert check.as_dict() == {"compliant": True, "missing_items": []} and check.source == "draft"
+    # each item is quoted from the draft's section of that name, not from the first line carrying a cue word
+    # (item 4 quoted the draft's italic header "Draft of review question ...")
+    objectives = section(text, "Objectives").strip().split(". ")[0]
+    assert check.evidence[4].startswith(f"draft: 'Objectives' in: Objectives: {objectives}"[:120]), check.evidence[4]
+    assert check.evidence[8].startswith("draft: 'Selection process' in: Selection process: "), check.evidence[8]
     again = sr_draft(demo.cfg, demo.store, qset, question, goal_id="g-test", brain_name=brain.name, prisma=check)
     assert "**compliant**" in section(again.read_text(encoding="utf-8"), "PRISMA check")
 
