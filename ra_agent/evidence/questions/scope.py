@@ -177,7 +177,7 @@ class Scope:
         # a comparator the rules could not name may be any of the comparisons: held to the outcomes some of them ask
         taken = [k for k in answer.kinds if self.allows(k)]
         if self.outcomes and (not self.outcome_kinds or (taken and set(taken) <= self.outcome_kinds | {UNNAMED})):
-            reported, events = population_read(f"{title} {' '.join(_reported(paper))}", population)
+            reported, events = population_read(_as_measured(f"{title} {' '.join(_reported(paper))}"), population)
             if not (CLINICAL in self.outcomes and events) and not reports_outcome(reported, self.outcomes, title):
                 return f"reports none of {', '.join(self.outcomes)} (the handbook asks for them)"
         return None
@@ -222,6 +222,29 @@ def _subject_sentences(paper: Paper) -> list[str]:
 _BACKGROUND = re.compile(r"\b(?:has|have) been (?:shown|reported|suggested|demonstrated)\b|\bis (?:known|associated)\b"
                          r"|\bare (?:known|associated)\b|\b(?:little|less) is known\b|\bremains? (?:unclear|unknown)\b",
                          re.I)  # fmt: skip
+
+
+# words that name no outcome a trial measured although an outcome word is in them: a trial's or its group's name
+# ("The Survival and Ventricular Enlargement Investigators", "the International Study of Infarct Survival"), when
+# patients were enrolled or tested ("within 24 hours of the onset of symptoms", "a symptom-limited exercise test",
+# "post-infarction day 4") and who they were ("patients with symptomatic heart failure", "hospitalized for
+# suspected infarction", "non-hospitalized patients")
+TRIAL_NAME = re.compile(r"\b(?:[A-Z][\w'-]*[ ,]+(?:(?:and|of|in|on|with|for|the|to)\s+)*){0,8}"
+                        r"(?:Study|Trial|Investigators|Group|Trialists)\b"
+                        r"(?: of (?:(?:the|and|of|in|on)\s+|[A-Z][\w'-]*\s*){1,8})?")  # fmt: skip
+NOT_MEASURED = re.compile(
+    r"\b(?:the )?onset of (?:the )?(?:symptoms?|pain|infarction|chest pain)\b|\bsymptoms? onset\b"
+    r"|\bsymptom-limited\b|\b(?:a)?symptomatic (?=(?:patients|subjects|individuals|men|women|outpatients|mild|moderate"
+    r"|severe|chronic|congestive|heart|left|stable|or asymptomatic)\b)|\(?(?:a)?symptomatic\)?(?= patients| or asymptomatic)"
+    r"|\b(?:non-?)?hospitali[sz]ed (?=(?:within|for|with|because|patients|male|female|men|women|adults|subjects)\b)"
+    r"|\bpost-?infarction\b|\b(?:after|following|since|from) (?:the )?(?:acute |index )?infarction\b",
+    re.I,
+)
+
+
+def _as_measured(text: str) -> str:
+    """The text with the words that name no outcome it measured left out (TRIAL_NAME, NOT_MEASURED)."""
+    return NOT_MEASURED.sub(" ", TRIAL_NAME.sub(" ", text))
 
 
 def _reported(paper: Paper) -> list[str]:

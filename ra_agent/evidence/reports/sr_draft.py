@@ -299,6 +299,10 @@ def sr_draft(
     return publish(store, path, body + "\n" + "\n\n".join(tail) + "\n")
 
 
+def _reviews_answer(n: int) -> str:
+    return f"{n} review answers" if n == 1 else f"{n} reviews answer"
+
+
 def _rationale(question: ReviewQuestion) -> str:
     reviews = question.reviews
     if not reviews:
@@ -306,11 +310,11 @@ def _rationale(question: ReviewQuestion) -> str:
                 f"{len(question.studies)} studies is known.")  # fmt: skip
     answering = ", ".join(f"{cite(r.pmid)} ({r.year or 'year unknown'})" for r in reviews)
     if question.covering is None:
-        return (f"{len(reviews)} review(s) answer this question ({answering}), none holding enough of its "
+        return (f"{_reviews_answer(len(reviews))} this question ({answering}), none holding enough of its "
                 f"{len(question.studies)} studies to cover it. This draft synthesises the randomised evidence as "
                 "it stands in the corpus.")  # fmt: skip
     since = len(question.trials_since)
-    return (f"{len(reviews)} review(s) answer this question ({answering}); {cite(question.covering.pmid)} covers "
+    return (f"{_reviews_answer(len(reviews))} this question ({answering}); {cite(question.covering.pmid)} covers "
             f"it, and could have included {len(question.covering.trials_covered)} of its {len(question.studies)} "
             f"studies. This draft re-synthesises the randomised evidence as it stands in the corpus, including the "
             f"{since} stud{'y' if since == 1 else 'ies'} published since the newest covering review.")  # fmt: skip

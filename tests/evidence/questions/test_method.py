@@ -426,6 +426,25 @@ def test_the_condition_the_participants_have_is_not_an_outcome_the_trial_reports
     assert scope.outside(cats, eligibility(cats, topic), topic.population) is None
 
 
+def test_an_outcome_word_in_a_trials_name_or_in_when_patients_enrolled_is_no_outcome_reported(derp):
+    """Asked for clinical outcomes: a subgroup analysis of neurohormones from the "Cooperative North Scandinavian
+    Enalapril Survival Study" (7834934), an adrenaline substudy of the "International Study of Infarct Survival"
+    (9468078) and heart period variability measured "48 and 72 hours after symptom onset" (8025984) report no
+    survival or symptoms: the words name the trial or when patients were enrolled. A trial that counted
+    hospitalisations stays (8541006)."""
+    topic = Topic.from_seed_query(ACE_TOPIC).with_corpus(list(derp.values()))
+    scope = read_scope(ACE_ELIGIBILITY, topic.intervention)
+    words = {7834934: "Survival Study", 9468078: "Study of Infarct Survival", 8025984: "symptom onset"}
+    for pmid, said in words.items():
+        record = derp[pmid]
+        assert said.lower() in f"{record.title} {record.abstract}".lower() and eligibility(record, topic).eligible
+        assert "reports none of mortality" in (scope.outside(record, eligibility(record, topic), topic.population)
+                                               or ""), pmid  # fmt: skip
+    counted = derp[8541006]
+    assert "rate of hospitalization" in counted.abstract
+    assert scope.outside(counted, eligibility(counted, topic), topic.population) is None
+
+
 def test_a_comparator_the_rules_cannot_name_is_held_to_the_outcomes_the_comparisons_ask(derp):
     """A handbook asking outcomes of placebo and other-class comparisons, not of head-to-head ones: a trial whose
     comparator is unnamed may be any of them, so it must report one (held to them like the rest)."""

@@ -104,6 +104,9 @@ def test_the_sr_draft_includes_the_questions_studies_and_passes_prisma(demo):
     # the draft reports PRISMA items 4-8, so a check of the draft (above its checklist) passes
     check = check_draft(demo.cfg, brain, checked_text(text))
     assert check.as_dict() == {"compliant": True, "missing_items": []} and check.source == "draft"
+    rationale = section(text, "Rationale")
+    assert re.match(r"(?:1 review answers|\d+ reviews answer|No review of the local corpus answers) this question",
+                    rationale.strip()) and "(s)" not in text, rationale  # fmt: skip
     # each item is quoted from the draft's section of that name, not from the first line carrying a cue word
     # (item 4 quoted the draft's italic header "Draft of review question ...")
     objectives = section(text, "Objectives").strip().split(". ")[0]
