@@ -247,6 +247,12 @@ def _as_measured(text: str) -> str:
     return NOT_MEASURED.sub(" ", TRIAL_NAME.sub(" ", text))
 
 
+# what a class of drugs is known to do, said in the present tense with no figure ("ACE inhibitors reduce mortality
+# and morbidity in patients with heart failure"): background, not the trial's result (which has its figures)
+_CLAIM = re.compile(r"^(?!.*\d)(?!.*\b(?:we|our|this|the present)\b).*\b(?:reduce|improve|decrease|prolong|prevent"
+                    r"|lower|increase)s?\b", re.I)  # fmt: skip
+
+
 def _reported(paper: Paper) -> list[str]:
     """The abstract's sentences that can say what the trial measured: all but an opening that sets the scene (the
     first sentence, when it states neither the aim, the participants nor a result, or any sentence saying what is
@@ -255,7 +261,7 @@ def _reported(paper: Paper) -> list[str]:
     for i, sentence in enumerate(sentences(paper.abstract)):
         opening = i == 0 and not (SUBJECT_SENTENCE.search(sentence) or RANDOMISED_TEXT.search(sentence)
                                   or re.search(r"\d", sentence))  # fmt: skip
-        if not opening and not _BACKGROUND.search(sentence):
+        if not opening and not _BACKGROUND.search(sentence) and not _CLAIM.search(sentence):
             out.append(sentence)
     return out
 
