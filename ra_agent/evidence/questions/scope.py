@@ -219,7 +219,8 @@ def _subject_sentences(paper: Paper) -> list[str]:
 
 # an abstract's opening sentences that set the scene ("ACE inhibitors reduce mortality in heart failure.") say what
 # is known, not what the trial measured
-_BACKGROUND = re.compile(r"\b(?:has|have) been (?:shown|reported|suggested|demonstrated)\b|\bis (?:known|associated)\b"
+_BACKGROUND = re.compile(r"\b(?:has|have) (?:\w+ )?(?:been )?(?:shown|reported|suggested|demonstrated|indicated)\b"
+                         r"|\bis (?:known|associated)\b"
                          r"|\bare (?:known|associated)\b|\b(?:little|less) is known\b|\bremains? (?:unclear|unknown)\b",
                          re.I)  # fmt: skip
 

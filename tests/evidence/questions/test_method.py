@@ -431,7 +431,7 @@ def test_an_outcome_word_in_a_trials_name_when_patients_enrolled_or_what_is_know
     Enalapril Survival Study" (7834934), an adrenaline substudy of the "International Study of Infarct Survival"
     (9468078) and heart period variability measured "48 and 72 hours after symptom onset" (8025984) report no
     survival or symptoms: the words name the trial or when patients were enrolled. Nor do 9220212 and 11163738,
-    whose abstracts say what ACE inhibitors are known to do. A trial that counted hospitalisations stays (8541006)."""
+    whose abstracts say what ACE inhibitors are known to do, nor 10215284 ("has also been shown"). A trial that counted hospitalisations stays (8541006)."""
     topic = Topic.from_seed_query(ACE_TOPIC).with_corpus(list(derp.values()))
     scope = read_scope(ACE_ELIGIBILITY, topic.intervention)
     words = {7834934: "Survival Study", 9468078: "Study of Infarct Survival", 8025984: "symptom onset"}
@@ -446,6 +446,12 @@ def test_an_outcome_word_in_a_trials_name_when_patients_enrolled_or_what_is_know
         assert known in record.abstract and eligibility(record, topic).eligible
         assert "reports none of mortality" in (scope.outside(record, eligibility(record, topic), topic.population)
                                                or ""), pmid  # fmt: skip
+    beta = Topic.from_seed_query("beta blockers AND heart failure").with_corpus(list(derp.values()))
+    known = derp[10215284]  # "This improvement in LV function has also been shown to be associated with ... survival"
+    assert "has also been shown" in known.abstract and eligibility(known, beta).eligible
+    asked = read_scope("A beta blocker compared with placebo for clinical outcomes (mortality, hospitalisation).",
+                       beta.intervention)  # fmt: skip
+    assert "reports none of" in (asked.outside(known, eligibility(known, beta), beta.population) or "")
     counted = derp[8541006]
     assert "rate of hospitalization" in counted.abstract
     assert scope.outside(counted, eligibility(counted, topic), topic.population) is None
