@@ -282,7 +282,10 @@ def _nearest(
     return out
 
 
-_PAIR_NEXT = re.compile(r"\s*[,;]?\s*(?:vs\.?|versus)\s*[-−]?\d", re.I)
+# the number's pair follows: "72% vs. 45%", "13 of 23 patients, (57%), versus five of 23" (its own words and
+# brackets between)
+_PAIR_NEXT = re.compile(r"\s*(?:(?:patients|subjects|cases)\b\s*)?[,;]?\s*(?:[(\[][^()\[\]]*[)\]]\s*[,;]?\s*)*"
+                        r"(?:vs\.?|versus)\s*[-−]?\d", re.I)  # fmt: skip
 _CLAUSE_BREAK = re.compile(r"[;\]]|\b(?:but|whereas|while|than|compared|versus|vs\.?|respectively|and|or)\b", re.I)
 _NUMBER_TOKEN = re.compile(r"[-−]?[\d.,]+\s*(?:(?:%|/\s*\d+|(?:out\s+)?of\s+(?:the\s+)?\d+|(?:±|\+/-|\+-)\s*[\d.,]+|"
                            r"[(\[][^()\[\]]*[)\]])\s*)*")  # fmt: skip
