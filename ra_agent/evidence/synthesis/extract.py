@@ -72,7 +72,7 @@ _SKIP = re.compile(r"\bwithdr[ae]w|\bgastrin|\bscreened\b|\bcompleted the (?:stu
                    r"\bunderwent\b|"
                    # an aim, or rates over time (life-table, cumulative, per patient-years, annualised), not arm shares
                    r"\b(?:aim|objective|purpose)s?\b[^.;]{0,60}\b(?:was|were|is|are) to\b|\bcumulative\b|actuarial|"
-                   r"life[- ]table|Kaplan|annuali[sz]ed|\bper\s+(?:100|1,?000)\s+(?:patient|person)|"
+                   r"life[- ]table|Kaplan|annuali[sz]ed|\bprobability\b|\bper\s+(?:100|1,?000)\s+(?:patient|person)|"
                    r"(?:patient|person)[- ]years?\b|\bper year\b", re.I)  # fmt: skip
 _ITT = re.compile(r"intent(?:ion)?[- ]to[- ]treat|\bm?ITT\b|\brandomi[sz]ed\b|\brandomly (?:assigned|allocated)", re.I)
 _RESPECTIVELY = re.compile(r"\b(?:respectively|respective|corresponding)\b", re.I)

@@ -20,9 +20,11 @@ __all__ = ["HARMS", "OUTCOME_CLASSES", "PER_PROTOCOL", "Number", "continuous_val
 _DUMMY = re.compile(rf"\b(?:matching|identical|dummy)\s+(?:{DRUG}\s+)?placebos?\b|\b{DRUG}[\s-]+placebos?\b|"
                     r"\bplacebo (?:at|in the) (?:bedtime|evening|morning)\b", re.I)  # fmt: skip
 _WORD_NUMBER = re.compile(NUMBER, re.I)
+_PERCENT_WORD = re.compile(r"(?<=\d)\s*(?:per ?cent|pct)\b", re.I)
 
-_PAIR = re.compile(  # brackets may stand for parentheses: "13 [3%]"
-    r"\b(?P<e>\d+)\s*(?:\(\s*(?P<p1>\d+(?:\.\d+)?)\s*%\s*\)\s*)?(?:/|out of|of)\s*(?:the\s+)?(?P<t>\d+)\b"
+# brackets may stand for parentheses: "13 [3%]"; no part of a decimal ("4.8/8.7%" holds no 8/8)
+_PAIR = re.compile(
+    r"(?<![\w.])(?P<e>\d+)\s*(?:\(\s*(?P<p1>\d+(?:\.\d+)?)\s*%\s*\)\s*)?(?:/|out of|of)\s*(?:the\s+)?(?P<t>\d+)\b(?!\.\d)"
     r"(?:\s*(?:patients|subjects|cases))?(?:\s*[(\[]\s*(?P<p2>\d+(?:\.\d+)?)\s*%\s*[)\]])?"
 )
 _COUNT_PERCENT = re.compile(r"\b(?P<e>\d+)\s*(?:(?:patients|subjects|children|cases)\s*)?[(\[]\s*(?P<p>\d+(?:\.\d+)?)\s*%\s*[)\]]"
@@ -35,6 +37,8 @@ _THRESHOLD = re.compile(r"\b(?:more|less|greater|fewer|higher|lower) than\s+\d+(
                         r"(?:female|male|women|men|girls|boys|white|black|caucasian)\b|\b(?:almost|approximately|about|"
                         r"nearly|around|roughly|~)\s*\d+(?:\.\d+)?\s*%|\d+(?:\.\d+)?\s*%\s*to\s*\d+(?:\.\d+)?\s*%", re.I)  # fmt: skip
 _PERCENT = re.compile(r"(?<![\d.])(?P<p>\d+(?:\.\d+)?)\s*%(?!\s*(?:CI|confidence))")
+# a number that is no dose or time: between a percentage and the count pair it prints, none may stand
+_NOT_DOSE_DIGIT = re.compile(r"(?<![\d.])\d+(?:\.\d+)?(?!\d|\.\d|\s*(?:mg|µg|mcg|g|ml|weeks?|months?|days?)\b)", re.I)
 # a share of events, not of an arm's patients ("86% of all attacks", "2.1 per 100 catheter-days"), a figure over the
 # arms pooled ("12% of all patients", "in both groups", "a total of 40 patients", "overall, 9%"), or a relative change
 # ("a dose 50% higher")
@@ -53,7 +57,8 @@ _NOT_PATIENTS = re.compile(r"\s*(?:(?!(?:in|on|with|of|the|for|among|to|at|after
                            r"{0,3}?(?:arms?|groups?|strateg(?:y|ies)|regimens?|studies|trials?|"
                            r"cent(?:re|er)s|sites|visits|doses|attacks|headaches|episodes|tests|[A-Z]{2,}s|periods|items|"
                            r"questions|nights|cycles|infusions|catheters|sessions|drugs|agents|treatments|therapies|"
-                           r"terminations|reactions|events|reasons)\b")  # fmt: skip
+                           r"terminations|reactions|events|reasons|measures|end ?points|outcomes|variables|parameters|"
+                           r"criteria|domains|scales|comparisons)\b")  # fmt: skip
 _APPROXIMATE = re.compile(
     r"\b(?:almost|approximately|about|nearly|around|roughly|some)\s+\d+(?:\.\d+)?\s*%|~\s*\d", re.I
 )
@@ -111,6 +116,7 @@ def normalise_text(text: str) -> str:
         return m.group(0) if value is None or m.group(0).isdigit() else str(value)
 
     text = _WORD_NUMBER.sub(digits, text)
+    text = _PERCENT_WORD.sub("%", text)  # "69 percent" is "69%"
     return _DUMMY.sub(lambda m: " " * len(m.group(0)), text)
 
 
@@ -273,10 +279,12 @@ def numbers_in(text: str) -> list[Number]:
             if any(a <= m.start() < b for a, b in taken) or re.match(r"\s*(?:mg|patients)", masked[m.end() :]):
                 continue
             p = m.group("p")
-            pair = next((n for n in out if n.total and n.start > m.end() and n.start - m.end() < 40), None)
-            if pair and pair.total and pair.events is not None and not re.search(r"\d", masked[m.end() : pair.start]):
+            pair = next((n for n in out if n.total and n.start > m.end() and n.start - m.end() < 80), None)
+            between = masked[m.end() : pair.start] if pair else ""
+            # between them only words, or a dose or time ("of the patients given 20 mg of omeprazole (")
+            if pair and pair.total and pair.events is not None and not re.search(_NOT_DOSE_DIGIT, between):
                 if round(100 * pair.events / pair.total, len(p.partition(".")[2])) == float(p):
-                    continue  # "4%, 7 of 174": the pair's own percentage
+                    continue  # "4%, 7 of 174", "76% of the patients given 20 mg of omeprazole (233 of 308)": the pair's own
             out.append(Number(m.start(), None, None, float(p), len(p.partition(".")[2])))
             taken.append((m.start(), m.end()))
     for m in re.finditer(r"(?<![\d.])(?P<a>\d+)\s+(?:vs\.?|versus)\s+(?P<b>\d+)(?![\d.%]|\s*(?:%|mg|years?|months?|weeks?|"

@@ -153,3 +153,29 @@ def test_names_units_and_pooled_sizes_are_not_counts() -> None:
                   "for 6 weeks. More loratadine than placebo subjects (65% versus 49%) had no symptoms or mild "
                   "rhinitis at the end of the study.")  # fmt: skip
     assert extract_arm_data(paper) == []
+
+
+def _fresh(pmid: int) -> Paper:
+    """A record of fields_fresh_records.csv (the second round's fresh gold, scored by v5 before these rules)."""
+    csv.field_size_limit(10**7)
+    with (GOLD_DIR / "fields_fresh_records.csv").open(encoding="utf-8", newline="") as fh:
+        row = next(r for r in csv.DictReader(fh) if r["pmid"] == str(pmid))
+    return Paper(pmid=pmid, title=row["title"], abstract=row["abstract"])
+
+
+def test_numbers_are_read_whole_and_a_percentage_with_its_own_pair_is_the_pair() -> None:
+    demo = {p.pmid: p for p in demo_papers() if p.pmid in (9494149, 12953341, 11761013, 12087138, 12501222)}
+    # 9494149: "76 percent of the patients given 20 mg of omeprazole (233 of 308)": the pair is the datum
+    assert {("omeprazole 20 mg", 233, 308), ("omeprazole 40 mg", 237, 315)} <= _data(demo[9494149])
+    # 12087138: "9 of the 61 patients in the placebo group (14.8 percent)": "percent" is "%"
+    assert {("placebo", 9, 61), ("lansoprazole 30 mg", 1, 62)} <= _data(demo[12087138])
+    # no count inside a decimal or a name: "t1/2 (0.98 +/- 0.22 ...)" (12953341), "48.5/100 for the rapid urease
+    # test" (11761013)
+    assert not {(e, t) for _, e, t in _data(demo[12953341])} & {(1, 2)}
+    assert not {(e, t) for _, e, t in _data(demo[11761013])} & {(5, 100)}
+    # 12501222: "The probability of recurrent bleeding during the six-month period was 4.9 percent": an estimate
+    assert not [d for d in extract_arm_data(demo[12501222]) if "probability" in d.sentence]
+    # fields_fresh: "12 percent in the placebo group (6 of 52)" is no count of 12 (12151468); "superior to placebo
+    # for 4 of 5 primary efficacy measures" counts measures, not patients (11908554)
+    assert ("placebo", 12, 52) not in _data(_fresh(12151468))
+    assert not {(e, t) for _, e, t in _data(_fresh(11908554))} & {(4, 5), (3, 5)}
