@@ -1,4 +1,4 @@
-"""Benchmark: arm-level data extraction (rules:arm-numbers-v5) against hand-made gold sets, next to named baselines.
+"""Benchmark: arm-level data extraction (rules:arm-numbers-v5.1) against hand-made gold sets, next to named baselines.
 
 Fields other than reflux, first the fresh sets, newest first (fields_fresh3.tsv: calcium channel blockers and
 bladder antimuscarinics, read before the third round of rules (v5) and scored once on it; fields_fresh.tsv:

@@ -199,7 +199,7 @@ def assert_synthesis_traceable(text: str, draft: Path, store) -> None:
     assert {p for p, _ in arms} == set(cited) and participants <= sum(t for _, t in arms)
     assert {c.strip() for p, c, *_ in rows if int(p) in cited} == {"erosive oesophagitis"}
     for pmid, _condition, _arm, _outcome, _time, events, total, source, extractor in rows:
-        assert extractor.strip() == "rules:arm-numbers-v5"
+        assert extractor.strip() == "rules:arm-numbers-v5.1"
         abstract = " ".join(store.paper(int(pmid)).abstract.split())
         sentence, _, size = source.strip().partition(" — arm size: ")
         assert sentence.rstrip("…") in abstract, (pmid, sentence)  # quoted from the cited abstract

@@ -1,5 +1,7 @@
 """Arm-level outcome data from trial abstracts by rules: events / total (or mean, dispersion and n) per arm, time
-point, outcome, analysis set and the source sentence, in any field (rules:arm-numbers-v5).
+point, outcome, analysis set and the source sentence, in any field (rules:arm-numbers-v5.1: the third round, v5,
+with the reading fixes of 2026-11-28: numbers read whole and as printed, a pair after "A compared with B" kept off
+the arm named last).
 
 Arms are named in the trial's own words (`arms.Lexicon`): the agents and classes of the class vocabulary, placebo
 and no-treatment controls, the arms ra's PICO rules read from the allocation sentence, and the names the abstract
@@ -62,7 +64,7 @@ from ra_agent.evidence.synthesis.numbers import (
 from ra_agent.evidence.synthesis.sizes import Sizes, arm_sizes, sizes_of
 from ra_agent.models import Paper
 
-EXTRACTOR = "rules:arm-numbers-v5"
+EXTRACTOR = "rules:arm-numbers-v5.1"
 __all__ = ["DRUG", "EXTRACTOR", "OUTCOME_CLASSES", "ArmDatum", "arm_role", "arms_in", "extract_arm_data",
            "time_points"]  # fmt: skip
 

@@ -43,7 +43,7 @@ def test_count_pairs_with_their_sentence(papers: dict[int, Paper]) -> None:
     assert got == {("rabeprazole", 4, 98, 167), ("ranitidine", 4, 60, 169), ("rabeprazole", 8, 146, 167),
                    ("ranitidine", 8, 112, 169)}  # fmt: skip
     for d in data:
-        assert d.extractor == EXTRACTOR == "rules:arm-numbers-v5"
+        assert d.extractor == EXTRACTOR == "rules:arm-numbers-v5.1"
         assert f"{d.events}/{d.total}" in d.sentence and d.sentence in papers[10950032].abstract
         assert d.outcome == "healing" and not d.continuous
     assert EXTRACTOR in synthesis_code_version()  # the reports asset's code_version follows the extractor
