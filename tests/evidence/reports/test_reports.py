@@ -104,6 +104,13 @@ def test_the_sr_draft_includes_the_questions_studies_and_passes_prisma(demo):
     # the draft reports PRISMA items 4-8, so a check of the draft (above its checklist) passes
     check = check_draft(demo.cfg, brain, checked_text(text))
     assert check.as_dict() == {"compliant": True, "missing_items": []} and check.source == "draft"
+    # time points and summaries read as a reviewer writes them: "at 1 week", each comparison's summary naming its
+    # comparator once and no clipped outcome phrase
+    assert " 1 weeks" not in text and re.search(r"\bat 1 week\b", text)
+    abstracts = section(text, "Synthesis of the abstracts")
+    leads = re.findall(r"^#### (.+) \(\d+\)\n\n(.+)$", abstracts, re.M)
+    assert leads and all("…" not in lead for _, lead in leads)
+    assert all(" against " not in lead for heading, lead in leads if " vs " in heading)
     rationale = section(text, "Rationale")
     assert re.match(r"(?:1 review answers|\d+ reviews answer|No review of the local corpus answers) this question",
                     rationale.strip()) and "(s)" not in text, rationale  # fmt: skip
