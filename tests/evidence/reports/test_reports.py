@@ -13,6 +13,7 @@ from ra_agent.agent.questions import load_question_set
 from ra_agent.evidence.prisma.check import check_draft, review_statuses, rule_evidence
 from ra_agent.evidence.prisma.checklist import checked_text, prisma_checklist, prisma_subitems
 from ra_agent.evidence.prisma.flow import prisma_flow
+from ra_agent.evidence.questions.dossier import dossier_markdown
 from ra_agent.evidence.reports.common import ReportError, cited_pmids, verify_citations
 from ra_agent.evidence.reports.gap_dossier import gap_dossier
 from ra_agent.evidence.reports.sr_draft import sr_draft
@@ -121,6 +122,20 @@ def test_the_sr_draft_includes_the_questions_studies_and_passes_prisma(demo):
     assert check.evidence[8].startswith("draft: 'Selection process' in: Selection process: "), check.evidence[8]
     again = sr_draft(demo.cfg, demo.store, qset, question, goal_id="g-test", brain_name=brain.name, prisma=check)
     assert "**compliant**" in section(again.read_text(encoding="utf-8"), "PRISMA check")
+
+
+def test_the_dossier_quotes_the_eligibility_statements_the_rules_do_not_apply(demo):
+    """conduct_sr_ppi.md's "Trials only: exclude reviews, editorials, ... studies of *H. pylori* eradication or NSAID
+    ulcers unless they report reflux outcomes" is eligibility the rules cannot apply: the dossier quotes it whole for
+    the reviewer (it counted such statements only, and four of the demo handbook's were instructions to the agent)."""
+    qset = load_question_set(demo.cfg, demo.store, HANDBOOK.with_name("conduct_sr_ppi.md"))
+    question = qset.topic_question
+    assert any(w.startswith("Trials only: exclude reviews") and "*H. pylori* eradication" in w
+               for w in qset.scope_not_applied), qset.scope_not_applied  # fmt: skip
+    assert not any(re.search(r"`\w+|\bclusters?\b", w) for w in qset.scope_not_applied)
+    text = dossier_markdown(question, {p.pmid: p for p in demo.store.papers(question.trials)}, qset)
+    assert all(f'  - "{words}"' in text for words in qset.scope_not_applied)
+    assert not load_question_set(demo.cfg, demo.store, HANDBOOK).scope_not_applied
 
 
 def test_the_sr_draft_checklist_is_read_off_the_draft_and_fill_states_missing_items(demo):
